@@ -1,0 +1,160 @@
+"""The one entry point used by the app and the benchmarks.
+
+    agent = MemoryAgent.from_settings(Settings.from_env())
+    for ev in agent.reply(user_id, history, message, session_date, options):
+        if ev.kind == "delta": print(ev.text, end="")
+        elif ev.kind == "done": trace = ev.trace        # ev.text is the full reply
+    report = agent.close_session(user_id, SessionRecord(...), options, progress=cb)
+
+Both memories (THEANINE graph and SeCom segments) are built at every session
+close, so switching strategy compares them on the same history.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .errors import LLMError, StoreUnavailable
+from .llm import LLMSession, make_llm
+from .records import SessionRecord, Turn
+from .reply_prompts import dialogue_text, reply_messages
+from .settings import LLMConfig, Options, Settings
+from .tokens import count_tokens, truncate
+from .trace import Trace
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[float, str], None]   # (fraction 0..1, what is happening)
+
+
+@dataclass
+class ReplyEvent:
+    kind: str               # "status" (text = what is happening) | "delta" (text = new reply text) | "done"
+    text: str = ""
+    trace: Trace | None = None   # set on "done"
+
+
+@dataclass
+class CloseReport:
+    session_id: str
+    already_built: bool = False          # idempotent: a second close changes nothing
+    new_memories: list[str] = field(default_factory=list)   # THEANINE node ids added
+    new_segments: list[str] = field(default_factory=list)   # SeCom segment ids added
+    trace: Trace = field(default_factory=lambda: Trace(strategy="close"))
+
+
+MAX_MESSAGE_TOKENS = 2000     # a longer message is stored whole but cut for the LLM
+MAX_HISTORY_TURNS = 12
+
+
+class MemoryAgent:
+    """Both memories of every user, and the reply loop. Thread-safe; one per process."""
+
+    def __init__(self, settings: Settings, store, embedder, theanine, secom):
+        self.settings, self.store, self.embedder = settings, store, embedder
+        self.theanine, self.secom = theanine, secom
+        self._close_locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "MemoryAgent":
+        """The embedded defaults, or the providers the settings name; chosen here and nowhere else."""
+        from .embeddings import make_embedder
+        from .secom.compression import load_compressor
+        from .secom.strategy import SecomMemory
+        from .store import VectorStore
+        from .theanine.strategy import TheanineMemory
+
+        s = settings
+        store = VectorStore(path=Path(s.data_dir) / "chroma", host=s.chroma_host, port=s.chroma_port)
+        embedder = make_embedder(s.embedder, api_key=s.llm.api_key, base_url=s.llm.base_url, model=s.embed_model)
+        compressor, note = load_compressor(s.compressor_model)
+        rubric = Path(s.rubric_path).read_text(encoding="utf-8") if s.rubric_path else ""
+        secom = SecomMemory(store, embedder, compressor, note, use_llm_segmenter=(s.segmenter == "llm"), rubric=rubric)
+        return cls(s, store, embedder, TheanineMemory(store, embedder, s.data_dir), secom)
+
+    def _llm_session(self, trace: Trace, options: Options, cfg: LLMConfig | None) -> LLMSession:
+        cfg = cfg or self.settings.llm
+        return LLMSession(make_llm(cfg), trace, options.temperature, cfg.max_retries)
+
+    # --- reply ------------------------------------------------------------------
+    def reply(self, user_id: str, history: list[Turn], message: str, session_date: str = "",
+              options: Options | None = None, llm: LLMConfig | None = None) -> Iterator[ReplyEvent]:
+        opts = options or self.settings.options
+        trace = Trace(strategy=opts.strategy)
+        text = ""
+        try:
+            with trace.timed("total"):
+                if count_tokens(message) > MAX_MESSAGE_TOKENS:
+                    message = truncate(message, MAX_MESSAGE_TOKENS)
+                    trace.notice(f"Your message was long: the model read its first {MAX_MESSAGE_TOKENS} tokens "
+                                 "(the whole message is saved).")
+                history = history[-MAX_HISTORY_TURNS:]
+                session = self._llm_session(trace, opts, llm)
+                lines: list[str] = []
+                if opts.strategy == "theanine":
+                    yield ReplyEvent("status", "Retrieving memory timelines...")
+                    raw = self.theanine.retrieve(user_id, dialogue_text(history, message, last=4), opts, trace)
+                    if raw:
+                        yield ReplyEvent("status", "Refining timelines for this conversation...")
+                        lines = self.theanine.refine(session, dialogue_text(history, message), raw, trace)
+                elif opts.strategy == "secom":
+                    yield ReplyEvent("status", "Retrieving segments of earlier sessions...")
+                    segs = self.secom.retrieve(user_id, dialogue_text(history, message, last=2), opts, trace)
+                    lines = [f"({s['date']}) {s['text']}" for s in segs]
+                msgs = reply_messages(opts.strategy, lines, history, message, session_date)
+                with trace.timed("reply"):
+                    for piece in session.stream("reply", msgs, max_tokens=opts.max_reply_tokens):
+                        text += piece
+                        yield ReplyEvent("delta", piece)
+        except StoreUnavailable as e:
+            trace.error = str(e)
+        except LLMError as e:
+            trace.error = f"The language model failed: {e}. Your message is saved; press Retry."
+        except Exception:  # noqa: BLE001 - a reply must never crash the app
+            log.exception("reply failed")
+            trace.error = "Something went wrong while replying. Your message is saved; press Retry."
+        yield ReplyEvent("done", text, trace)
+
+    # --- session close ----------------------------------------------------------------
+    def _close_lock(self, user_id: str) -> threading.Lock:
+        with self._guard:
+            return self._close_locks.setdefault(user_id, threading.Lock())
+
+    def close_session(self, user_id: str, session: SessionRecord, options: Options | None = None,
+                      progress: Progress | None = None, llm: LLMConfig | None = None) -> CloseReport:
+        """Build both memories from one session. Idempotent: a session already built is skipped,
+        and concurrent closes of the same user's sessions run one at a time."""
+        opts = options or self.settings.options
+        report = CloseReport(session.session_id)
+        trace = report.trace
+        step = progress or (lambda f, s: None)
+        with self._close_lock(user_id), trace.timed("total"):
+            session_llm = self._llm_session(trace, opts, llm)
+            step(0.05, "THEANINE: summarising the session into memories and linking them")
+            new = self.theanine.build(user_id, session, session_llm, opts, trace)
+            step(0.55, "SeCom: segmenting and compressing the session")
+            segs = self.secom.build(user_id, session, session_llm, opts, trace)
+            report.already_built = new is None and segs is None
+            report.new_memories, report.new_segments = new or [], segs or []
+            step(1.0, "Memory built")
+        return report
+
+    # --- views and management ---------------------------------------------------------
+    def graph_view(self, user_id: str) -> dict:
+        return self.theanine.view(user_id)
+
+    def export_user(self, user_id: str) -> dict:
+        return {"theanine_graph": self.theanine.graph(user_id).to_dict(),
+                "secom_segments": self.secom.export(user_id)}
+
+    def delete_memory(self, user_id: str, memory_id: str) -> bool:
+        return self.theanine.delete_memory(user_id, memory_id)
+
+    def forget_user(self, user_id: str) -> None:
+        with self._close_lock(user_id):
+            self.theanine.forget(user_id)
+            self.secom.delete_user(user_id)

@@ -1,0 +1,1 @@
+"""Benchmarks over the engine's own code paths: `python -m memory.bench <command> --help`."""

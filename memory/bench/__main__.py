@@ -1,0 +1,17 @@
+"""Dispatch `python -m memory.bench <command> ...` to memory.bench.<command>.main(argv)."""
+import importlib
+import sys
+
+COMMANDS = ("locomo", "segmentation", "scale", "cost", "qa", "teafarm")
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: python -m memory.bench {{{','.join(COMMANDS)}}} [options]  (each takes --help)")
+        return 2
+    mod = importlib.import_module(f"memory.bench.{argv[0]}")
+    return mod.main(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

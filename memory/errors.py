@@ -1,0 +1,21 @@
+"""One error base class for the memory library, with specific subclasses."""
+
+
+class MemoryLibError(Exception):
+    """Base class of every error the memory library raises on purpose."""
+
+
+class LLMError(MemoryLibError):
+    """The LLM could not give an answer (after retries)."""
+
+
+class TransientLLMError(LLMError):
+    """Rate limit, 5xx, timeout or dropped connection: worth retrying."""
+
+
+class StoreUnavailable(MemoryLibError):
+    """The vector store (e.g. a Chroma server) cannot be reached."""
+
+
+class InvalidOptions(MemoryLibError, ValueError):
+    """A setting is out of range; the message says which and why."""

