@@ -76,11 +76,18 @@ class OpenAIChat:
         try:
             s = self.client.chat.completions.create(model=self.model, messages=messages, temperature=temperature,
                                                     max_tokens=max_tokens, stream=True)
+            finished = False
             for chunk in s:
-                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
-                    yield chunk.choices[0].delta.content
+                if not chunk.choices:
+                    continue
+                c = chunk.choices[0]
+                finished = finished or c.finish_reason is not None
+                if c.delta and c.delta.content:
+                    yield c.delta.content
         except Exception as e:  # noqa: BLE001
             raise self._wrap(e) from e
+        if not finished:  # OpenAI-compatible servers end a complete stream with a finish_reason
+            raise TransientLLMError("the stream ended before the answer was finished")
 
 
 # --- embedded llama.cpp -------------------------------------------------------
@@ -91,35 +98,65 @@ def bundled_gguf_path() -> str:
 
 
 class LlamaCppChat:
-    """In-process llama.cpp. One model per process; calls are serialised (llama.cpp is not re-entrant)."""
+    """In-process llama.cpp. One model per process; calls are serialised (llama.cpp is not re-entrant).
+
+    The bundled Gemma 3 270M is a *base* model: through its chat template it
+    mostly answers with an end-of-turn at once, so it gets a plain transcript
+    prompt instead. JSON grammars are off by default: with Gemma's 262k-token
+    vocabulary, grammar-constrained sampling measured 1-2 s per token here
+    (against ~0.1 s without), so answers are parsed, repaired or fall back.
+    """
 
     _lock = threading.Lock()
 
     def __init__(self, cfg: LLMConfig):
         from llama_cpp import Llama
         path = cfg.gguf_path or bundled_gguf_path()
+        self.transcript = not cfg.gguf_path          # base model: plain transcript prompts
+        self.grammar = cfg.embedded_grammar
         self.llm = Llama(model_path=path, n_ctx=cfg.n_ctx, n_threads=2, verbose=False, seed=0)
 
+    @staticmethod
+    def _transcript(messages: list[dict], prefill: str = "") -> str:
+        names = {"system": "Instructions", "user": "User", "assistant": "Assistant"}
+        body = "\n\n".join(f"{names.get(m['role'], 'User')}: {m['content']}" for m in messages)
+        return f"{body}\n\nAssistant: {prefill}"
+
+    def _complete(self, messages, temperature, max_tokens, json_schema, stream):
+        prefill = "{" if json_schema is not None else ""
+        return self.llm.create_completion(self._transcript(messages, prefill), temperature=temperature,
+                                          max_tokens=max_tokens, stream=stream,
+                                          stop=["\nUser:", "\nInstructions:", "\n\n\n"]), prefill
+
     def chat(self, messages, *, temperature, max_tokens, json_schema=None):
-        kw: dict[str, Any] = {}
-        if json_schema is not None:
-            kw["response_format"] = {"type": "json_object", "schema": json_schema}
         with self._lock:
             try:
-                r = self.llm.create_chat_completion(messages=messages, temperature=temperature,
-                                                    max_tokens=max_tokens, **kw)
+                if self.transcript:
+                    r, prefill = self._complete(messages, temperature, max_tokens, json_schema, False)
+                    text = prefill + r["choices"][0]["text"]
+                else:
+                    kw: dict[str, Any] = {}
+                    if json_schema is not None and self.grammar:
+                        kw["response_format"] = {"type": "json_object", "schema": json_schema}
+                    r = self.llm.create_chat_completion(messages=messages, temperature=temperature,
+                                                        max_tokens=max_tokens, **kw)
+                    text = r["choices"][0]["message"].get("content") or ""
             except ValueError as e:  # e.g. prompt longer than the context window
                 raise LLMError(str(e)) from e
         u = r.get("usage") or {}
-        return Completion(r["choices"][0]["message"].get("content") or "", u.get("prompt_tokens", 0),
-                          u.get("completion_tokens", 0))
+        return Completion(text, u.get("prompt_tokens", 0), u.get("completion_tokens", 0))
 
     def stream(self, messages, *, temperature, max_tokens):
         with self._lock:
             try:
-                for chunk in self.llm.create_chat_completion(messages=messages, temperature=temperature,
-                                                             max_tokens=max_tokens, stream=True):
-                    piece = chunk["choices"][0]["delta"].get("content")
+                if self.transcript:
+                    chunks, _ = self._complete(messages, temperature, max_tokens, None, True)
+                    pieces = (c["choices"][0].get("text") for c in chunks)
+                else:
+                    chunks = self.llm.create_chat_completion(messages=messages, temperature=temperature,
+                                                             max_tokens=max_tokens, stream=True)
+                    pieces = (c["choices"][0]["delta"].get("content") for c in chunks)
+                for piece in pieces:
                     if piece:
                         yield piece
             except ValueError as e:

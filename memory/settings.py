@@ -34,6 +34,7 @@ class LLMConfig:
     timeout: float = 60.0
     max_retries: int = 3
     n_ctx: int = 8192
+    embedded_grammar: bool = False     # JSON-schema grammar for llama.cpp (slow with large vocabularies)
 
     def describe(self) -> str:
         if self.backend == "embedded":
@@ -120,6 +121,7 @@ class Settings:
             gguf_path=e.get("LLM_GGUF_PATH", ""),
             timeout=float(e.get("LLM_TIMEOUT", 60)),
             max_retries=int(e.get("LLM_MAX_RETRIES", 3)),
+            embedded_grammar=e.get("LLM_EMBEDDED_GRAMMAR", "") == "1",
         )
         opts = Options(
             strategy=e.get("MEMORY_STRATEGY", "theanine"),

@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-COMMANDS = ("locomo", "segmentation", "scale", "cost", "qa", "teafarm")
+COMMANDS = ("locomo", "segmentation", "scale", "cost", "qa", "teafarm", "graph")
 
 
 def main(argv: list[str]) -> int:

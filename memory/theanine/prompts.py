@@ -1,6 +1,8 @@
 """THEANINE prompts, each next to the schema and validator of the answer it expects."""
 from __future__ import annotations
 
+import re
+
 from .graph import RELATIONS
 
 # --- Phase I-0: summarise a session into memories ------------------------------
@@ -38,7 +40,7 @@ def validate_memories(raw, n_turns: int) -> list[dict]:
         if not isinstance(it, dict):
             continue
         event = " ".join(str(it.get("event", "")).split())[:400]
-        if len(event) < 3:
+        if len(re.findall(r"[^\W\d_]{2,}", event)) < 3:     # placeholders like "..." are not memories
             continue
         turns = [t for t in it.get("turns", []) or [] if isinstance(t, int) and 0 <= t < n_turns]
         out.append({"speaker": str(it.get("speaker", ""))[:80], "event": event, "turns": sorted(set(turns))})
