@@ -114,7 +114,7 @@ class LlamaCppChat:
         path = cfg.gguf_path or bundled_gguf_path()
         self.transcript = not cfg.gguf_path          # base model: plain transcript prompts
         self.grammar = cfg.embedded_grammar
-        self.llm = Llama(model_path=path, n_ctx=cfg.n_ctx, n_threads=2, verbose=False, seed=0)
+        self.llm = Llama(model_path=path, n_ctx=cfg.n_ctx, n_threads=cfg.threads, verbose=False, seed=0)
 
     @staticmethod
     def _transcript(messages: list[dict], prefill: str = "") -> str:
@@ -124,9 +124,10 @@ class LlamaCppChat:
 
     def _complete(self, messages, temperature, max_tokens, json_schema, stream):
         prefill = "{" if json_schema is not None else ""
+        # A blank line ends a JSON answer: a base model rambles on after it until max_tokens.
+        stop = ["\nUser:", "\nInstructions:", "\n\n" if prefill else "\n\n\n"]
         return self.llm.create_completion(self._transcript(messages, prefill), temperature=temperature,
-                                          max_tokens=max_tokens, stream=stream,
-                                          stop=["\nUser:", "\nInstructions:", "\n\n\n"]), prefill
+                                          max_tokens=max_tokens, stream=stream, stop=stop), prefill
 
     def chat(self, messages, *, temperature, max_tokens, json_schema=None):
         with self._lock:

@@ -54,4 +54,4 @@ def chroma_cmd(path: Path, port: int) -> list[str]:
 
 def llama_server_cmd(model: str, port: int) -> list[str]:
     return [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", "4096", "--n_threads", "2"]
+            "--n_ctx", "4096", "--n_threads", "1"]

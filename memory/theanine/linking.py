@@ -16,7 +16,11 @@ from ..records import SessionRecord, sortable_time
 from . import prompts
 from .graph import Memory, MemoryGraph
 
-OFFLINE_SAMETOPIC_THRESHOLD = 0.5
+# Offline rule: SameTopic when the cosine similarity (MiniLM) is at least this. Chosen on LoCoMo conv-26
+# (`python -m memory.bench locomo`): at 0.5 nearly every memory falls into one giant component (182 of 184),
+# so timelines wander across topics; at 0.7 the graph splits into ~50 topical components and timelines
+# stay on one subject (evidence recall of timelines vs top-k: docs/benchmarks.md).
+OFFLINE_SAMETOPIC_THRESHOLD = 0.7
 
 
 @dataclass
@@ -40,7 +44,7 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
         items = fallback()
     else:
         items = llm.json("summarise", prompts.summarise_messages(session.date, numbered), prompts.SUMMARISE_SCHEMA,
-                         lambda raw: prompts.validate_memories(raw, len(turns)), fallback, max_tokens=600)
+                         lambda raw: prompts.validate_memories(raw, len(turns)), fallback, max_tokens=400)
     ts = sortable_time(session.date)
     return [Memory(id=f"{session.session_id}:m{i}", event=it["event"], time=session.date, session_id=session.session_id,
                    ts=ts, turns=[turns[t].turn_id for t in it["turns"]], speaker=it["speaker"])
