@@ -113,6 +113,8 @@ class LlamaCppChat:
         from llama_cpp import Llama
         path = cfg.gguf_path or bundled_gguf_path()
         self.transcript = not cfg.gguf_path          # base model: plain transcript prompts
+        # A base model rarely mends a bad JSON answer when asked again: one try, then the fallback.
+        self.json_attempts = 1 if self.transcript else 2
         self.grammar = cfg.embedded_grammar
         self.llm = Llama(model_path=path, n_ctx=cfg.n_ctx, n_threads=cfg.threads, verbose=False, seed=0)
 
@@ -237,14 +239,16 @@ class LLMSession:
         return c.text
 
     def json(self, purpose: str, messages: list[dict], schema: dict, validate: Callable[[Any], Any],
-             fallback: Callable[[], Any], max_tokens: int = 512, attempts: int = 2) -> Any:
-        """Ask for JSON, repair and validate it; after `attempts` bad answers return `fallback()`.
+             fallback: Callable[[], Any], max_tokens: int = 512, attempts: int | None = None) -> Any:
+        """Ask for JSON, repair and validate it; after `attempts` bad answers return `fallback()`
+        (default: the backend's `json_attempts`, else 2).
 
         `validate` returns the cleaned value or raises ValueError. Never raises:
         an LLM that is down also leads to the fallback, recorded in the trace.
         """
         call = LLMCall(purpose)
         self.trace.llm_calls.append(call)
+        attempts = attempts or getattr(self.llm, "json_attempts", 2)
         t0 = time.perf_counter()
         try:
             for attempt in range(attempts):

@@ -132,6 +132,7 @@ class Settings:
             temperature=float(e.get("LLM_TEMPERATURE", 0.6)),
             compression_rate=float(e.get("SECOM_COMPRESSION_RATE", 0.75)),
             retriever=e.get("SECOM_RETRIEVER", "hybrid"),
+            max_reply_tokens=int(e.get("LLM_MAX_REPLY_TOKENS", 256)),
         )
         return cls(
             data_dir=Path(e["MEMORY_DATA_DIR"]) if e.get("MEMORY_DATA_DIR") else _default_data_dir(),

@@ -1,0 +1,72 @@
+"""Run the memory chat app: `python app.py`, then open http://127.0.0.1:7860.
+
+Environment (or .env): GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (where to listen),
+MEMORY_DATA_DIR (where sessions and memory live), the LLM settings read by
+memory.settings.Settings.from_env (OPENAI_API_KEY, OPENAI_BASE_URL, LLM_MODEL,
+HF_TOKEN, ...), LLM_MAX_REPLY_TOKENS (reply length cap), MEMORY_LOCK_LLM=1 (hide
+the backend/model/URL choice, e.g. on a public Space), MEMORY_CONCURRENCY
+(events of one kind run at once, default 2) and MEMORY_BROWSER_SECRET (key of
+the browser-stored user id; by default a random one kept in the data dir).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+from pathlib import Path
+
+log = logging.getLogger("app")
+
+
+def load_env() -> None:
+    # Before anything reads the environment; MEMORY_DOTENV=0 skips .env (the tests use it).
+    if os.environ.get("MEMORY_DOTENV", "1") != "0":
+        from dotenv import load_dotenv
+        load_dotenv()
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+
+def browser_secret(data_dir: Path) -> str:
+    """The key that encrypts each browser's user id; stable, so a restart keeps every user's history."""
+    if os.environ.get("MEMORY_BROWSER_SECRET"):
+        return os.environ["MEMORY_BROWSER_SECRET"]
+    path = Path(data_dir) / "browser_state.secret"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+    return path.read_text().strip()
+
+
+def build():
+    from memory.agent import MemoryAgent
+    from memory.settings import Settings
+    from sessions import SessionService
+    from ui import build_demo
+
+    settings = Settings.from_env()
+    log.info("data dir %s; %s", settings.data_dir, settings.llm.describe())
+    agent = MemoryAgent.from_settings(settings)
+    service = SessionService(settings, agent)
+    # Sessions whose memory build was cut short (crash, LLM outage) are built again in the background.
+    threading.Thread(target=service.recover_pending_closes, name="recover-closes", daemon=True).start()
+    demo = build_demo(service, settings, browser_secret(settings.data_dir),
+                      allow_llm_change=os.environ.get("MEMORY_LOCK_LLM", "0") != "1")
+    demo.queue(default_concurrency_limit=int(os.environ.get("MEMORY_CONCURRENCY", "2")))
+    return demo
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    load_env()
+    from ui import launch_kwargs
+    demo = build()
+    # GRADIO_SERVER_NAME / GRADIO_SERVER_PORT are read by launch(); the default is 127.0.0.1:7860.
+    demo.launch(**launch_kwargs())
+
+
+if __name__ == "__main__":
+    main()

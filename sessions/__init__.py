@@ -1,0 +1,9 @@
+"""Users, sessions, messages and per-reply traces: persistence and the session lifecycle.
+
+The UI talks to `SessionService` only; this package talks to `memory.agent.MemoryAgent`
+and never imports Gradio.
+"""
+from .ids import InvalidUserId, check_user_id, new_user_id
+from .service import SessionService, UserError
+
+__all__ = ["SessionService", "UserError", "InvalidUserId", "check_user_id", "new_user_id"]

@@ -1,0 +1,139 @@
+"""Replies: store the user's message first, stream the agent's reply, store it (or its error).
+
+The user message is committed before the LLM is called, so a failing or
+interrupted model loses nothing: Retry answers the last stored message again.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+from memory.records import Turn
+from memory.settings import STRATEGIES, LLMConfig, Options
+
+from .errors import UserError
+from .lifecycle import Lifecycle
+from .store import MessageRow, SessionRow, Store
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 20000
+INTERRUPTED = "The reply was interrupted before it finished. Your message is saved; press Retry."
+
+
+@dataclass
+class ChatUpdate:
+    kind: str                      # "stored" | "status" | "delta" | "done"
+    text: str = ""                 # the reply so far ("done": the whole reply)
+    status: str = ""               # what the agent is doing
+    message_id: int | None = None  # the stored user message
+    reply_id: int | None = None    # the stored reply ("done")
+    trace: dict | None = None      # the reply's trace ("done")
+    error: str | None = None       # a message for people ("done" when the reply failed)
+
+
+def check_message(text: str | None) -> str:
+    text = (text or "").strip()
+    if not text:
+        raise UserError("Type a message first.")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise UserError(f"The message is longer than {MAX_MESSAGE_CHARS} characters; shorten it.")
+    return text
+
+
+def history_before(msgs: list[MessageRow], session: SessionRow, before_id: int | None = None) -> list[Turn]:
+    return [Turn(m.speaker, m.text, f"{session.session_id}:{m.id}") for m in msgs
+            if m.status == "ok" and (before_id is None or m.id < before_id)]
+
+
+class Chat:
+    def __init__(self, store: Store, agent, lifecycle: Lifecycle):
+        self.store, self.agent, self.lifecycle = store, agent, lifecycle
+
+    def send(self, user_id: str, message: str, options: Options, llm: LLMConfig | None) -> Iterator[ChatUpdate]:
+        message = check_message(message)
+        for _ in range(3):
+            session = self.lifecycle.current(user_id)
+            history = history_before(self.store.messages(user_id, session.session_id), session)
+            msg_id = self.store.add_user_message(user_id, session.session_id, message)
+            if msg_id is not None:
+                break
+        else:
+            raise UserError("The session changed while sending (ended in another tab?); send again.")
+        yield ChatUpdate("stored", message_id=msg_id)
+        yield from self._reply(user_id, session, history, message, msg_id, options, llm)
+
+    def retry(self, user_id: str, options: Options, llm: LLMConfig | None) -> Iterator[ChatUpdate]:
+        """Answer again the last user message of the open session if it has no good reply."""
+        session = self.lifecycle.current(user_id)
+        msgs = self.store.messages(user_id, session.session_id)
+        users = [m for m in msgs if m.role == "user"]
+        if not users:
+            raise UserError("There is no message to retry in this session.")
+        last = users[-1]
+        if any(m.reply_to == last.id and m.status == "ok" for m in msgs):
+            raise UserError("The last message already has a reply; nothing to retry.")
+        yield ChatUpdate("stored", message_id=last.id)
+        yield from self._reply(user_id, session, history_before(msgs, session, last.id), last.text, last.id,
+                               options, llm)
+
+    def _reply(self, user_id: str, session: SessionRow, history: list[Turn], message: str, msg_id: int,
+               options: Options, llm: LLMConfig | None) -> Iterator[ChatUpdate]:
+        text, trace, error = "", None, None
+        try:
+            for ev in self.agent.reply(user_id, history, message, session.date, options, llm):
+                if ev.kind == "status":
+                    yield ChatUpdate("status", text, status=ev.text, message_id=msg_id)
+                elif ev.kind == "delta":
+                    text += ev.text
+                    yield ChatUpdate("delta", text, message_id=msg_id)
+                elif ev.kind == "done":
+                    text = ev.text or text
+                    trace = ev.trace.to_dict() if ev.trace is not None else None
+                    error = (trace or {}).get("error")
+            if trace is None and error is None:
+                error = "The agent gave no answer. Your message is saved; press Retry."
+        except GeneratorExit:
+            # The browser went away mid-stream: record it so the chat shows Retry next time.
+            self.store.add_reply(user_id, session.session_id, msg_id, text, options.strategy, trace, INTERRUPTED)
+            raise
+        except Exception:  # noqa: BLE001 - never a stack trace for the user
+            log.exception("reply failed")
+            error = "Something went wrong while replying. Your message is saved; press Retry."
+        reply_id = self.store.add_reply(user_id, session.session_id, msg_id, text, options.strategy, trace, error)
+        yield ChatUpdate("done", text, message_id=msg_id, reply_id=reply_id, trace=trace, error=error)
+
+    def compare(self, user_id: str, message: str, options: Options, llm: LLMConfig | None,
+                strategies: tuple[str, ...] = STRATEGIES) -> Iterator[dict]:
+        """The same message answered by every strategy on the same history, one after the other.
+
+        Yields {strategy: {"text", "status", "trace", "error", "done"}} as the replies stream. A
+        comparison is an experiment beside the chat: it is saved, but it does not enter the session.
+        """
+        message = check_message(message)
+        session = self.lifecycle.current(user_id)
+        history = history_before(self.store.messages(user_id, session.session_id), session)
+        results = {s: {"text": "", "status": "waiting", "trace": None, "error": None, "done": False}
+                   for s in strategies}
+        yield results
+        for s in strategies:
+            r = results[s]
+            try:
+                for ev in self.agent.reply(user_id, history, message, session.date, options.with_(strategy=s), llm):
+                    if ev.kind == "status":
+                        r["status"] = ev.text
+                    elif ev.kind == "delta":
+                        r["text"] += ev.text
+                        r["status"] = "answering"
+                    elif ev.kind == "done":
+                        r["text"] = ev.text or r["text"]
+                        r["trace"] = ev.trace.to_dict() if ev.trace is not None else None
+                        r["error"] = (r["trace"] or {}).get("error")
+                    yield results
+            except Exception:  # noqa: BLE001
+                log.exception("compare reply failed")
+                r["error"] = "Something went wrong while replying with this strategy."
+            r["done"], r["status"] = True, ("failed" if r["error"] else "done")
+            yield results
+        self.store.add_compare(user_id, session.session_id, message, results)

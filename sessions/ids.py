@@ -1,0 +1,32 @@
+"""User ids: unguessable bearer tokens, validated before any use.
+
+A user id is the only credential a browser (or an API client) holds, so it is
+random (secrets), and its shape is checked at every entry point: an id that
+does not match never reaches the database, the memory store or a file path.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+
+from .errors import UserError
+
+USER_ID_RE = re.compile(r"^[A-Za-z0-9_-]{20,64}$")
+
+
+class InvalidUserId(UserError):
+    """The user id is missing or has the wrong shape."""
+
+
+def new_user_id() -> str:
+    return secrets.token_urlsafe(24)   # 32 url-safe characters, 192 bits
+
+
+def check_user_id(value: object) -> str:
+    if not isinstance(value, str) or not USER_ID_RE.fullmatch(value):
+        raise InvalidUserId("Unknown or malformed user id. Reload the page to get a fresh one.")
+    return value
+
+
+def is_user_id(value: object) -> bool:
+    return isinstance(value, str) and bool(USER_ID_RE.fullmatch(value))

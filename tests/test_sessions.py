@@ -1,0 +1,316 @@
+"""The sessions layer: persistence, reload, user isolation, pending-close recovery, import validation."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memory.errors import InvalidOptions
+from memory.settings import LLMConfig, Settings
+from sessions import SessionService, UserError, new_user_id
+from sessions.ids import InvalidUserId, check_user_id
+from sessions.importer import ImportFormatError
+from sessions.lifecycle import today
+from sessions.prefs import llm_for
+
+from ui_fixtures import ScriptedAgent
+
+SHARED_LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+
+
+def make(tmp_path, agent=None, **settings):
+    agent = agent or ScriptedAgent()
+    return SessionService(Settings(data_dir=tmp_path, **settings), agent), agent
+
+
+def say(svc, uid, text, strategy=None):
+    return list(svc.send(uid, text, strategy))
+
+
+def test_user_ids_are_random_and_validated():
+    a, b = new_user_id(), new_user_id()
+    assert a != b and check_user_id(a) == a and len(a) >= 32
+    for bad in ["", "short", "../../etc/passwd-aaaaaaaaaaaaaaaa", "a" * 65, None, 42, "x" * 19 + "/", "é" * 30]:
+        with pytest.raises(InvalidUserId):
+            check_user_id(bad)
+
+
+def test_bad_user_id_never_reaches_store_or_agent(tmp_path):
+    svc, agent = make(tmp_path)
+    with pytest.raises(InvalidUserId):
+        say(svc, "../../../tmp/evil-user-id-xxxx", "hi")
+    with pytest.raises(InvalidUserId):
+        svc.forget("nope")
+    assert agent.calls == []
+
+
+def test_messages_and_traces_persist_across_restart(tmp_path):
+    svc, _ = make(tmp_path)
+    uid = new_user_id()
+    updates = say(svc, uid, "I adopted a puppy named Rex.")
+    assert [u.kind for u in updates][0] == "stored"
+    assert updates[-1].kind == "done" and updates[-1].error is None
+    assert any(u.kind == "delta" for u in updates)
+
+    svc2, _ = make(tmp_path)       # a new process on the same data dir
+    msgs = svc2.messages(uid)
+    assert [(m.role, m.status) for m in msgs] == [("user", "ok"), ("assistant", "ok")]
+    assert msgs[0].text == "I adopted a puppy named Rex."
+    assert msgs[1].trace["strategy"] == "theanine"
+    assert svc2.reply_for(uid, msgs[0].id).id == msgs[1].id
+    assert svc2.last_reply(uid).id == msgs[1].id
+
+
+def test_users_are_isolated(tmp_path):
+    svc, _ = make(tmp_path)
+    alice, bob = new_user_id(), new_user_id()
+    say(svc, alice, "alice's secret")
+    svc.end_session(alice)
+    assert svc.messages(bob) == []
+    assert [s.n_messages for s in svc.sessions(bob)] == [0]
+    assert svc.graph(bob)["nodes"] == []
+    alice_msg = svc.store.sessions(alice)[0]
+    alice_first = svc.store.messages(alice, alice_msg.session_id)[0]
+    assert svc.reply_for(bob, alice_first.id) is None          # ids of another user's rows lead nowhere
+    assert svc.store.message(bob, alice_first.id) is None
+    assert "alice" not in json.dumps(svc.export(bob))
+    svc.forget(bob)
+    assert svc.messages(alice, alice_msg.session_id)[0].text == "alice's secret"
+    assert svc.graph(alice)["nodes"]
+
+
+def test_user_message_is_stored_before_a_failing_llm_and_retry_answers_it(tmp_path):
+    svc, agent = make(tmp_path, ScriptedAgent(fail_replies=1))
+    uid = new_user_id()
+    done = say(svc, uid, "remember my cat Tom")[-1]
+    assert done.error and "Retry" in done.error
+    msgs = svc.messages(uid)
+    assert [(m.role, m.status) for m in msgs] == [("user", "ok"), ("assistant", "error")]
+    retried = list(svc.retry(uid))
+    assert retried[-1].error is None and "remember my cat Tom" in retried[-1].text
+    with pytest.raises(UserError):
+        list(svc.retry(uid))                 # nothing left to retry
+    # The failed attempt is kept for the record but never reaches the memory or the LLM history.
+    say(svc, uid, "and my dog")
+    assert agent.calls[-1][2] == ["remember my cat Tom", "[theanine] you said: remember my cat Tom"]
+    svc.end_session(uid)
+    close = [c for c in agent.calls if c[0] == "close"][0]
+    assert close[3] == ["remember my cat Tom", "[theanine] you said: remember my cat Tom", "and my dog",
+                        "[theanine] you said: and my dog"]
+
+
+def test_interrupted_stream_keeps_the_message_and_records_the_interruption(tmp_path):
+    svc, _ = make(tmp_path)
+    uid = new_user_id()
+    gen = svc.send(uid, "a long question")
+    next(gen), next(gen), next(gen)
+    gen.close()                           # the browser went away
+    msgs = svc.messages(uid)
+    assert msgs[0].text == "a long question" and msgs[1].status == "error"
+    assert list(svc.retry(uid))[-1].error is None
+
+
+def test_empty_or_huge_messages_are_refused_before_storing(tmp_path):
+    svc, _ = make(tmp_path)
+    uid = new_user_id()
+    for bad in ["", "   ", "x" * 20001]:
+        with pytest.raises(UserError):
+            say(svc, uid, bad)
+    assert svc.messages(uid) == []
+
+
+def test_end_session_builds_memory_and_opens_the_next(tmp_path):
+    svc, agent = make(tmp_path)
+    uid = new_user_id()
+    first = svc.current_session(uid)
+    say(svc, uid, "I moved to Lisbon")
+    res = svc.end_session(uid, "2023-05-15")
+    assert res.errors == [] and len(res.closed) == 1
+    assert res.session.date == "2023-05-15" and res.session.session_id != first.session_id
+    rows = svc.sessions(uid)
+    assert [r.status for r in rows] == ["closed", "open"]
+    assert rows[0].report["new_memories"] == [f"{first.session_id}:m0"]
+    assert svc.latest_new_memories(uid) == [f"{first.session_id}:m0"]
+    assert [n["event"] for n in svc.graph(uid)["nodes"]] == ["I moved to Lisbon"]
+    # Ending an empty session changes nothing but its date.
+    res = svc.new_session(uid, "2023-05-22")
+    assert res.closed == [] and svc.current_session(uid).date == "2023-05-22"
+    assert len(svc.sessions(uid)) == 2
+
+
+def test_a_message_never_lands_in_a_session_that_was_just_ended(tmp_path):
+    svc, agent = make(tmp_path)
+    uid = new_user_id()
+    say(svc, uid, "first")
+    old = svc.current_session(uid)
+    svc.store.end_open_session(uid, old.session_id, "2023-06-01")       # another tab ended it
+    assert svc.store.add_user_message(uid, old.session_id, "late") is None
+    say(svc, uid, "second")
+    assert [m.text for m in svc.messages(uid) if m.role == "user"] == ["second"]
+    assert [m.text for m in svc.store.messages(uid, old.session_id) if m.role == "user"] == ["first"]
+
+
+def test_dates_are_validated(tmp_path):
+    svc, _ = make(tmp_path)
+    uid = new_user_id()
+    for bad in ["", "next tuesday", "<img src=x onerror=alert(1)>", "2023-13-45"]:
+        with pytest.raises(UserError):
+            svc.new_session(uid, bad)
+    assert svc.new_session(uid, "8 May 2023").session.date == "8 May 2023"
+
+
+def test_failed_close_stays_pending_and_is_recovered_after_restart(tmp_path):
+    svc, agent = make(tmp_path, ScriptedAgent(fail_closes=1))
+    uid = new_user_id()
+    say(svc, uid, "my sister is called Ana")
+    res = svc.end_session(uid)
+    assert res.errors and "saved" in res.errors[0]
+    assert [s.status for s in svc.sessions(uid)] == ["closing", "open"]
+    assert svc.sessions(uid)[0].close_error
+
+    svc2, agent2 = make(tmp_path)                    # restart with a working model
+    assert svc2.recover_pending_closes() == 1
+    assert [s.status for s in svc2.sessions(uid)] == ["closed", "open"]
+    assert [n["event"] for n in svc2.graph(uid)["nodes"]] == ["my sister is called Ana"]
+    assert svc2.recover_pending_closes() == 0
+
+
+def test_a_crash_between_end_and_build_is_recovered(tmp_path):
+    svc, _ = make(tmp_path)
+    uid = new_user_id()
+    say(svc, uid, "I play the cello")
+    cur = svc.current_session(uid)
+    svc.store.end_open_session(uid, cur.session_id, "2023-06-01")   # what end_session does before building
+    svc2, agent2 = make(tmp_path)
+    svc2.recover_pending_closes()
+    assert svc2.sessions(uid)[0].status == "closed"
+    # Close is idempotent: building again reports it was already built.
+    report = agent2.close_session(uid, svc2.lifecycle.record(uid, svc2.sessions(uid)[0]))
+    assert report.already_built
+
+
+def test_import_own_format_builds_memory(tmp_path):
+    svc, agent = make(tmp_path)
+    uid = new_user_id()
+    data = {"sessions": [
+        {"date": "2023-05-08", "turns": [{"speaker": "user", "text": "I adopted Rex"},
+                                         {"speaker": "assistant", "text": "Nice!"}]},
+        {"date": "2023-05-15", "turns": [{"speaker": "user", "text": "Rex is sick"}]}]}
+    progress = []
+    res = svc.import_history(uid, json.dumps(data), progress=lambda f, t: progress.append(f))
+    assert res.errors == [] and len(res.closed) == 2
+    # The empty open session moves after the imported history, so numbers follow time.
+    assert [(s.seq, s.status, s.source, s.date) for s in svc.sessions(uid)][:3] == [
+        (1, "closed", "import", "2023-05-08"), (2, "closed", "import", "2023-05-15"), (3, "open", "chat", today())]
+    assert progress and max(progress) <= 1.0
+    assert [n["event"] for n in svc.graph(uid)["nodes"]] == ["I adopted Rex", "Rex is sick"]
+    # The export's sessions can be imported again.
+    exported = svc.export(uid)
+    assert exported["sessions"][0]["turns"][0] == {"speaker": "user", "name": "user", "text": "I adopted Rex"}
+    other = new_user_id()
+    svc.import_history(other, json.dumps(exported))
+    assert len(svc.graph(other)["nodes"]) == 2
+
+
+@pytest.mark.parametrize("bad", [
+    "not json",
+    "[]",
+    json.dumps({"sessions": []}),
+    json.dumps({"sessions": [{"date": "2023-05-08", "turns": []}]}),
+    json.dumps({"sessions": [{"date": "", "turns": [{"speaker": "user", "text": "x"}]}]}),
+    json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "bot", "text": "x"}]}]}),
+    json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": 3}]}]}),
+    json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": "ok"}]},
+                             "oops"]}),
+    json.dumps([{"conversation": "not an object"}]),
+])
+def test_malformed_import_is_refused_and_changes_nothing(tmp_path, bad):
+    svc, agent = make(tmp_path)
+    uid = new_user_id()
+    say(svc, uid, "before the import")
+    before = [(s.session_id, s.status) for s in svc.sessions(uid)]
+    with pytest.raises(ImportFormatError) as e:
+        svc.import_history(uid, bad)
+    assert str(e.value)
+    assert [(s.session_id, s.status) for s in svc.sessions(uid)] == before
+    assert not [c for c in agent.calls if c[0] == "close"]
+
+
+@pytest.mark.skipif(not SHARED_LOCOMO.exists(), reason="LoCoMo dev data not present")
+def test_import_locomo_needs_a_sample_id_when_several(tmp_path):
+    svc, agent = make(tmp_path)
+    uid = new_user_id()
+    raw = SHARED_LOCOMO.read_bytes()
+    with pytest.raises(ImportFormatError, match="conv-26"):
+        svc.import_history(uid, raw)
+    with pytest.raises(ImportFormatError, match="no conversation"):
+        svc.import_history(uid, raw, "conv-999")
+    sample = json.loads(raw)[0]
+    res = svc.import_history(uid, raw, sample["sample_id"])
+    n_sessions = len([k for k in sample["conversation"] if k.startswith("session_") and not k.endswith("date_time")])
+    assert len(res.closed) == n_sessions and not res.errors
+    first = svc.sessions(uid)[0]
+    msgs = svc.store.messages(uid, first.session_id)
+    assert msgs[0].speaker == sample["conversation"]["speaker_a"] and msgs[0].role == "user"
+    assert first.date == sample["conversation"]["session_1_date_time"]
+
+
+def test_settings_are_validated_and_bad_values_keep_the_old_ones(tmp_path):
+    svc, _ = make(tmp_path)
+    uid = new_user_id()
+    svc.save_settings(uid, {"temperature": 0.2, "k": 5.0})
+    assert svc.options(uid).temperature == 0.2 and svc.options(uid).k == 5
+    with pytest.raises(InvalidOptions, match="temperature"):
+        svc.save_settings(uid, {"temperature": 7})
+    with pytest.raises(InvalidOptions, match="base URL"):
+        svc.save_settings(uid, {}, {"backend": "openai", "model": "m", "base_url": "file:///etc/passwd"})
+    assert svc.options(uid).temperature == 0.2
+    assert svc.options(uid, "secom").strategy == "secom"
+    svc.set_strategy(uid, "none")
+    assert svc.options(uid).strategy == "none"
+    with pytest.raises(InvalidOptions):
+        svc.set_strategy(uid, "bogus")
+
+
+def test_api_key_only_goes_to_the_endpoint_it_was_configured_for():
+    default = LLMConfig(backend="openai", model="gpt-4o-mini", base_url="https://router.huggingface.co/v1",
+                        api_key="secret-key")
+    same = llm_for(default, {"llm": {"backend": "openai", "model": "other", "base_url": default.base_url}})
+    assert same.api_key == "secret-key" and same.model == "other"
+    elsewhere = llm_for(default, {"llm": {"backend": "openai", "model": "m", "base_url": "http://evil.example/v1"}})
+    assert elsewhere.api_key == ""
+    assert llm_for(default, {}) is None
+    assert llm_for(default, {"llm": {"backend": "embedded"}}).backend == "embedded"
+
+
+def test_compare_answers_with_every_strategy_without_touching_the_session(tmp_path):
+    svc, _ = make(tmp_path)
+    uid = new_user_id()
+    say(svc, uid, "hello")
+    final = list(svc.compare(uid, "what do you know?"))[-1]
+    assert set(final) == {"theanine", "secom", "none"}
+    assert all(r["done"] and r["trace"]["strategy"] == s for s, r in final.items())
+    assert len(svc.messages(uid)) == 2
+    assert svc.store.compares(uid)[0]["message"] == "what do you know?"
+
+
+def test_delete_memory_and_forget(tmp_path):
+    svc, agent = make(tmp_path)
+    uid, other = new_user_id(), new_user_id()
+    say(svc, uid, "fact one")
+    say(svc, uid, "fact two")
+    say(svc, other, "other's fact")
+    svc.end_session(uid)
+    svc.end_session(other)
+    ids = [n["id"] for n in svc.graph(uid)["nodes"]]
+    assert svc.delete_memory(uid, ids[0]) is True
+    assert [n["id"] for n in svc.graph(uid)["nodes"]] == ids[1:]
+    assert svc.delete_memory(uid, "no-such-memory") is False
+    with pytest.raises(UserError):
+        svc.delete_memory(uid, "")
+    svc.forget(uid)
+    assert ("forget", uid) in agent.calls
+    assert not svc.store.user_exists(uid)
+    assert svc.store.sessions(uid) == [] and svc.graph(uid)["nodes"] == []
+    assert svc.graph(other)["nodes"] and svc.messages(other) == [] and svc.sessions(other)[0].status == "closed"

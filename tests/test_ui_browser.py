@@ -1,0 +1,314 @@
+"""The app in a real browser, on the real embedded defaults (slow: a few minutes on 2 cores).
+
+One person's journey, in order: chat (the reply streams in), end the session
+(the graph shows the new memories), start a session a week later and ask about
+the first (timelines), switch to SeCom (segments), reload (history is back),
+restart the app (history is still back). Along the way, text typed as HTML
+shows as text and never runs (no dialog ever opens), and a second browser
+(another user) sees none of it.
+
+The first tests check the HTML builders directly (fast); the browser ones are marked slow.
+Run alone: python -m pytest tests/test_ui_browser.py -v
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ui_fixtures import live_app  # noqa: F401  (session fixture: the running app)
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-quic", "--no-first-run", "--disable-sync"]
+XSS = "<img src=x onerror=alert(1)>"
+FIRST = f"My dog is called Rex and we love hiking in the Alps together. {XSS}"
+REPLY_TIMEOUT = 240_000          # ms: retrieval + refinement + reply on the tiny CPU model
+CLOSE_TIMEOUT = 900_000          # ms: summarise, link, segment, compress
+SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshot.png"
+
+# Records every text the last assistant bubble shows, to see the reply arrive in pieces.
+WATCH_REPLY = """() => {
+  window.__replyStates = [];
+  const chat = document.querySelector('#chat');
+  const obs = new MutationObserver(() => {
+    const bots = chat.querySelectorAll('[data-testid="bot"]');
+    if (!bots.length) return;
+    const t = bots[bots.length - 1].innerText;
+    const s = window.__replyStates;
+    if (!s.length || s[s.length - 1] !== t) s.push(t);
+  });
+  obs.observe(chat, {subtree: true, childList: true, characterData: true});
+}"""
+REPLY_DONE = """(n) => {
+  const bots = document.querySelectorAll('#chat [data-testid="bot"]');
+  const busy = document.querySelector('#status .mc-busy');
+  return bots.length >= n && bots[bots.length - 1].innerText.trim() !== '…' && !busy;
+}"""
+
+
+# --- the HTML builders, without a browser (fast) ------------------------------------------------
+
+def test_panels_escape_every_text():
+    from ui import panels
+    trace = {"strategy": "theanine", "memories": [{"id": XSS, "event": XSS, "time": XSS, "score": 1}],
+             "timelines_raw": [{"anchor": "a", "nodes": ["a"], "text": XSS}], "timelines_refined": [XSS],
+             "llm_calls": [{"purpose": XSS, "detail": XSS}], "timings": {XSS: 1.0}, "notices": [XSS], "error": XSS,
+             "tokens": 3}
+    html = panels.trace_html(trace) + panels.trace_html(dict(trace, strategy="secom", segments=[
+        {"id": XSS, "date": XSS, "text": XSS, "key": XSS, "summary": XSS, "score": XSS}]))
+    html += panels.status_html(XSS, "error") + panels.banner_html(XSS, True)
+    html += panels.compare_column_html("none", {"text": XSS, "error": XSS, "done": True, "trace": trace})
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_chat_messages_show_html_and_markdown_images_as_text():
+    from types import SimpleNamespace as Row
+    from ui.chat_view import chat_messages
+    rows = [Row(id=1, role="user", text=XSS, status="ok", error=None),
+            Row(id=2, role="assistant", text="![t](http://evil.example/leak.png)", status="ok", error=None),
+            Row(id=3, role="assistant", text="", status="error", error=XSS)]
+    msgs, ids = chat_messages(rows)
+    assert ids == [1, 2, 3] and [m["role"] for m in msgs] == ["user", "assistant", "assistant"]
+    assert "<img" not in json.dumps(msgs) and "![" not in msgs[1]["content"]
+
+
+def test_graph_page_escapes_labels_caps_size_and_makes_no_request():
+    from ui.graph_view import graph_html, graph_page
+    nodes = [{"id": f"s{i}:m0", "event": f"{XSS} event {i}", "time": "2023-05-08", "session_id": f"s{i}"}
+             for i in range(400)]
+    edges = [{"source": f"s{i}:m0", "target": f"s{i + 1}:m0", "relation": "Cause"} for i in range(399)]
+    page = graph_page({"nodes": nodes, "edges": edges}, retrieved={"s0:m0"}, new={"s399:m0"})
+    data = json.loads(re.search(r"nodes = new vis.DataSet\((.*?)\);", page).group(1))
+    assert len(data) == 301                                   # 300 most recent + the retrieved old one
+    assert {d["id"] for d in data} >= {"s0:m0", "s399:m0"}
+    assert all("<" not in d["label"] + d["title"] and ">" not in d["label"] + d["title"] for d in data)
+    assert data[0]["title"].startswith("‹img src=x onerror=alert(1)› event")     # readable, inert
+    assert "Content-Security-Policy" in page and "cdn.jsdelivr" not in page
+    wrapped = graph_html({"nodes": nodes[:2], "edges": []})
+    assert 'sandbox="allow-scripts"' in wrapped and "allow-same-origin" not in wrapped
+    assert "<img" not in wrapped.split("srcdoc=")[1]        # the whole page is an escaped attribute
+
+
+def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
+    """Handler level, on the scripted agent: a failed reply shows why and offers Retry; Retry answers."""
+    from types import SimpleNamespace
+    from memory.settings import Settings
+    from sessions import SessionService
+    from ui.handlers import Handlers
+    from ui_fixtures import ScriptedAgent
+
+    names = ["uid", "msg_ids", "chatbot", "session_header", "sessions", "graph", "why", "memory", "retry", "msg",
+             "status", "strategy", "backend", "model", "base_url", "temperature", "j", "k", "n", "compression_rate",
+             "retriever", "max_reply_tokens", "date", "settings_status", "data_status", "compare_row",
+             "forget_confirm", "export_file", "import_file"]
+    c = SimpleNamespace(**{n: n for n in names}, compare_cols=["cmp_theanine", "cmp_secom", "cmp_none"])
+    svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1))
+    h = Handlers(svc, c)
+    uid = h.load(None)["uid"]                                  # a fresh id for a new browser
+    assert re.fullmatch(r"[A-Za-z0-9_-]{20,64}", uid)
+    assert h.load("not a valid id / ../")["uid"] != uid        # a malformed stored id is replaced
+    last = list(h.send(uid, XSS, "theanine"))[-1]
+    assert "press Retry" in last["status"] and last["retry"]["visible"] is True
+    assert "<img" not in json.dumps(last["chatbot"]) and "<img" not in last["status"]
+    last = list(h.retry(uid, "theanine"))[-1]
+    assert last["status"] == "" and last["retry"]["visible"] is False
+    assert last["chatbot"][-1]["content"].startswith("[theanine] you said: &lt;img")
+    out = list(h.send("forged-id", "hi", "theanine"))[-1]     # the id comes from browser state only
+    assert "user id" in out["status"] and "Traceback" not in out["status"]
+    bad = h.save_settings(uid, "embedded", "", "", 9, 3, 3, 1, 0.75, "hybrid", 256)
+    assert "temperature must be between" in bad["settings_status"] and bad["temperature"] == 0.6
+
+
+# --- the app in a browser (slow) -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+class Visit:
+    """One browser profile (= one user) on the app; records every dialog that opens."""
+
+    def __init__(self, browser, url: str):
+        self.url = url
+        self.context = browser.new_context(viewport={"width": 1440, "height": 1100})
+        self.dialogs: list[str] = []
+        self.page = self.context.new_page()
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.open()
+
+    def open(self) -> None:
+        self.page.goto(self.url)
+        self.page.wait_for_selector("#session-header", timeout=120_000)
+
+    def bots(self) -> int:
+        return self.page.locator('#chat [data-testid="bot"]').count()
+
+    def send(self, text: str) -> str:
+        n = self.bots()
+        self.page.evaluate(WATCH_REPLY)
+        box = self.page.locator("#msg textarea")
+        box.fill(text)
+        box.press("Enter")
+        self.page.wait_for_function(REPLY_DONE, arg=n + 1, timeout=REPLY_TIMEOUT)
+        return self.page.locator('#chat [data-testid="bot"]').last.inner_text()
+
+    def reply_states(self) -> list[str]:
+        return self.page.evaluate("() => window.__replyStates")
+
+    def set_date_and_start(self, date: str) -> str:
+        self.page.locator("#session-date textarea, #session-date input").first.fill(date)
+        self.page.click("#new-session-btn")
+        self.page.wait_for_function("(d) => document.querySelector('#session-header').innerText.includes(d)",
+                                    arg=date, timeout=CLOSE_TIMEOUT)
+        return self.page.inner_text("#session-header")
+
+    def end_session(self) -> str:
+        self.page.click("#end-session-btn")
+        self.page.wait_for_function("() => /Session ended|failed/.test(document.querySelector('#status').innerText)",
+                                    timeout=CLOSE_TIMEOUT)
+        return self.page.inner_text("#status")
+
+    def graph_frame(self):
+        self.page.wait_for_selector("#memory-graph iframe", timeout=60_000)
+        frame = self.page.locator("#memory-graph iframe").element_handle().content_frame()
+        frame.wait_for_function("() => typeof nodes !== 'undefined' && typeof network !== 'undefined'",
+                                timeout=60_000)
+        return frame
+
+    def no_injected_image(self) -> bool:
+        main = self.page.locator('img[src="x"]').count() == 0
+        frames = all(f.evaluate("() => document.querySelectorAll('img[src=\"x\"]').length") == 0
+                     for f in self.page.frames[1:])
+        return main and frames
+
+
+@pytest.fixture(scope="module")
+def alice(browser, live_app):
+    v = Visit(browser, live_app.url)
+    yield v
+    v.context.close()
+
+
+@pytest.mark.slow
+def test_first_session_reply_streams_in(alice):
+    # The first session happens on 8 May 2023 (an empty session only changes its date).
+    assert "2023-05-08" in alice.set_date_and_start("2023-05-08")
+    reply = alice.send(FIRST)
+    states = alice.reply_states()
+    # The bubble first shows the placeholder, then the reply text as it grows.
+    assert states[0] == "…" or len(states) >= 2, states
+    assert len(states) >= 2, states
+    assert reply.strip() and reply.strip() != "…"
+    chat = alice.page.inner_text("#chat")
+    assert XSS in chat                      # shown literally, as text
+    assert alice.no_injected_image() and alice.dialogs == []
+
+
+@pytest.mark.slow
+def test_end_session_turns_the_session_into_graph_nodes(alice):
+    status = alice.end_session()
+    assert "Session ended" in status, status
+    frame = alice.graph_frame()
+    n_nodes = frame.evaluate("() => nodes.length")
+    assert n_nodes >= 1
+    # Nodes carry the event as inert text and the session in the hover title.
+    titles = frame.evaluate("() => nodes.get().map(n => n.title)")
+    assert all("session: Session 1 · 2023-05-08" in t for t in titles), titles
+    assert "Session 1" in alice.page.inner_text("#earlier-sessions")
+    assert XSS in alice.page.locator("#earlier-sessions").text_content()
+    assert alice.no_injected_image() and alice.dialogs == []
+
+
+@pytest.mark.slow
+def test_a_week_later_the_reply_uses_timelines(alice):
+    assert "2023-05-15" in alice.set_date_and_start("2023-05-15")
+    alice.page.get_by_label("THEANINE").check()
+    alice.send("Do you remember what my dog is called?")
+    alice.page.wait_for_selector("#why-timelines li.timeline", timeout=60_000)
+    timelines = alice.page.locator("#why-timelines li.timeline")
+    assert timelines.count() >= 1
+    assert "raw:" in timelines.first.inner_text() and "refined:" in timelines.first.inner_text()
+    assert alice.page.locator("#why-memories tbody tr").count() >= 1
+    assert alice.page.locator("#why-cost tbody tr").count() >= 1       # LLM calls, tokens and time
+    frame = alice.graph_frame()
+    # Retrieved memories are drawn as stars.
+    assert frame.evaluate("() => nodes.get().filter(n => n.shape === 'star').length") >= 1
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    alice.page.set_viewport_size({"width": 1440, "height": 1500})
+    alice.page.evaluate("() => window.scrollTo(0, 0)")
+    alice.page.wait_for_timeout(3000)        # let the graph layout settle
+    alice.page.screenshot(path=str(SCREENSHOT))
+    alice.page.set_viewport_size({"width": 1440, "height": 1100})
+    assert alice.no_injected_image() and alice.dialogs == []
+
+
+@pytest.mark.slow
+def test_selecting_an_earlier_reply_shows_its_trace(alice):
+    alice.page.get_by_label("SeCom").check()
+    alice.send("Where do we like to go hiking?")
+    alice.page.wait_for_selector("#why-segments li.segment", timeout=60_000)
+    seg = alice.page.locator("#why-segments li.segment").first.inner_text()
+    assert "compressed key:" in seg and "score" in seg
+    # Clicking the THEANINE reply before it brings its stored trace back.
+    alice.page.locator('#chat [data-testid="bot"]').first.click()
+    alice.page.wait_for_selector("#why-timelines li.timeline", timeout=30_000)
+    assert alice.page.locator("#why-panel").get_attribute("data-strategy") == "theanine"
+
+
+@pytest.mark.slow
+def test_typed_html_stays_text_in_every_field(alice):
+    page = alice.page
+    page.locator("#session-date textarea, #session-date input").first.fill(XSS)
+    page.click("#new-session-btn")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('Cannot read the date')",
+                           timeout=30_000)
+    assert XSS in page.inner_text("#status")
+    assert alice.no_injected_image() and alice.dialogs == []
+
+
+@pytest.mark.slow
+def test_history_survives_a_reload(alice):
+    alice.open()
+    alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')",
+                                 timeout=60_000)
+    assert "Session 1" in alice.page.inner_text("#earlier-sessions")
+    assert "2023-05-15" in alice.page.inner_text("#session-header")
+    assert alice.graph_frame().evaluate("() => nodes.length") >= 1
+    assert alice.no_injected_image() and alice.dialogs == []
+
+
+@pytest.mark.slow
+def test_another_browser_sees_none_of_it(browser, live_app):
+    bob = Visit(browser, live_app.url)
+    try:
+        bob.page.wait_for_timeout(1500)
+        text = bob.page.inner_text("body")
+        assert "Rex" not in text and "hiking" not in text and XSS not in text
+        assert "No earlier sessions" in bob.page.inner_text("#earlier-sessions")
+        assert bob.page.locator('#chat [data-testid="bot"]').count() == 0
+        assert bob.page.locator("#memory-graph iframe").count() == 0
+        assert bob.dialogs == []
+    finally:
+        bob.context.close()
+
+
+@pytest.mark.slow
+def test_history_survives_an_app_restart(alice, live_app):
+    live_app.restart()
+    alice.open()
+    alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')",
+                                 timeout=60_000)
+    assert XSS in alice.page.locator("#earlier-sessions").text_content()
+    assert alice.no_injected_image() and alice.dialogs == []
+    assert re.search(r"Session \d+", alice.page.inner_text("#session-header"))
+

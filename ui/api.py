@@ -1,0 +1,98 @@
+"""Documented API endpoints for gradio_client.
+
+An API client has no browser storage, so these endpoints take the user id as
+their first parameter. The id is a bearer secret: get one from /new_user and
+keep it private (the web page keeps its own id in the browser and never shows it).
+Every id is validated (20-64 characters of A-Z a-z 0-9 _ -) before use.
+
+    from gradio_client import Client
+    c = Client("http://127.0.0.1:7860/")
+    uid = c.predict(api_name="/new_user")
+    reply, trace = c.predict(uid, "I adopted a puppy named Rex.", "theanine", api_name="/send_message")
+    c.predict(uid, "", api_name="/end_session")                # build memory from the session
+    c.predict(uid, "2023-05-15", api_name="/new_session")      # start the next one, a week later
+    reply, trace = c.predict(uid, "What is my dog's name?", "theanine", api_name="/send_message")
+"""
+
+import gradio as gr
+
+from sessions import SessionService, new_user_id
+from sessions.lifecycle import EndResult
+from sessions.service import user_message
+
+
+def _session(s) -> dict:
+    return {"session_id": s.session_id, "number": s.seq, "date": s.date, "status": s.status,
+            "messages": s.n_messages}
+
+
+def _end(result: EndResult) -> dict:
+    return {"message": result.message, "errors": result.errors,
+            "closed": [{"session_id": c.session_id, "error": c.error,
+                        "new_memories": (c.report or {}).get("new_memories", []),
+                        "new_segments": (c.report or {}).get("new_segments", [])} for c in result.closed],
+            "session": _session(result.session) if result.session else None}
+
+
+def register_api(service: SessionService) -> None:
+    """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
+
+    def new_user() -> str:
+        """Create a new user and return its id (a secret: whoever holds it reads that user's memory)."""
+        uid = new_user_id()
+        service.current_session(uid)
+        return uid
+
+    def send_message(user_id: str, message: str, strategy: str = "") -> tuple[str, dict]:
+        """Send `message` in the user's open session; returns (reply text, trace dict).
+
+        strategy: "theanine", "secom" or "none"; "" uses the user's saved choice. The trace holds
+        what memory was retrieved (memories, timelines_raw, timelines_refined or segments), the
+        LLM calls, tokens and timings; trace["error"] is set (and the reply may be empty) when
+        the model failed; the message stays saved and can be answered again.
+        """
+        try:
+            done = None
+            for up in service.send(user_id, message, strategy or None):
+                if up.kind == "done":
+                    done = up
+            trace = dict(done.trace or {}) if done else {}
+            if done and done.error:
+                trace["error"] = done.error
+            return (done.text if done else ""), trace
+        except Exception as e:  # noqa: BLE001 - clients get the readable message, never a stack trace
+            raise gr.Error(user_message(e)) from None
+
+    def end_session(user_id: str, next_date: str = "") -> dict:
+        """End the user's open session: build its memory (THEANINE graph and SeCom segments) and open
+        the next session (dated `next_date`, or today). Returns the new memory ids and the new session."""
+        try:
+            return _end(service.end_session(user_id, next_date or None))
+        except Exception as e:  # noqa: BLE001
+            raise gr.Error(user_message(e)) from None
+
+    def new_session(user_id: str, date: str) -> dict:
+        """Start a session dated `date` (e.g. "2023-05-15"); the open one is ended first if it has messages."""
+        try:
+            return _end(service.new_session(user_id, date))
+        except Exception as e:  # noqa: BLE001
+            raise gr.Error(user_message(e)) from None
+
+    def history(user_id: str) -> dict:
+        """The user's sessions (oldest first), each with its messages."""
+        try:
+            out = []
+            for s in service.sessions(user_id):
+                msgs = service.messages(user_id, s.session_id)
+                out.append({**_session(s), "turns": [
+                    {"id": m.id, "speaker": m.role, "name": m.speaker, "text": m.text, "status": m.status,
+                     "error": m.error} for m in msgs]})
+            return {"sessions": out}
+        except Exception as e:  # noqa: BLE001
+            raise gr.Error(user_message(e)) from None
+
+    gr.api(new_user, api_name="new_user")
+    gr.api(send_message, api_name="send_message")
+    gr.api(end_session, api_name="end_session")
+    gr.api(new_session, api_name="new_session")
+    gr.api(history, api_name="history")

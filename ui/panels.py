@@ -1,0 +1,169 @@
+"""HTML of the side panels, built from plain dicts (traces, session rows).
+
+Every text that a person typed or an LLM wrote goes through `esc` (html.escape)
+before it reaches the page: gr.HTML inserts its value with innerHTML, where an
+unescaped `<img onerror=...>` would run.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from html import escape
+
+STRATEGY_NAMES = {"theanine": "THEANINE", "secom": "SeCom", "none": "no memory"}
+
+
+def esc(value) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def status_html(text: str = "", kind: str = "info") -> str:
+    """A one-line status (kind: info | ok | error | busy); empty text hides it."""
+    if not text:
+        return ""
+    icon = {"ok": "✓", "error": "⚠", "busy": "…"}.get(kind, "ℹ")
+    return f'<div class="mc-status mc-{esc(kind)}" role="status">{icon} {esc(text)}</div>'
+
+
+def banner_html(llm_description: str, tiny_default: bool, locked: bool = False) -> str:
+    parts = [f'<div class="mc-banner" id="llm-banner"><b>LLM in use:</b> {esc(llm_description)}']
+    if tiny_default:
+        parts.append(
+            '<div class="mc-warn">This is the tiny embedded model (Gemma 3 270M, a base model): it proves the '
+            "memory pipeline offline, but its replies will be poor. For real answers connect an "
+            "OpenAI-compatible model in <code>.env</code> (or the environment) and restart: "
+            "<code>OPENAI_API_KEY=...</code> for OpenAI; Ollama with "
+            "<code>OPENAI_BASE_URL=http://localhost:11434/v1</code> and <code>LLM_MODEL=llama3.1</code>; "
+            "vLLM with <code>OPENAI_BASE_URL=http://host:8000/v1</code>; the Hugging Face router with "
+            "<code>OPENAI_BASE_URL=https://router.huggingface.co/v1</code> and <code>HF_TOKEN=...</code>."
+            + ("" if locked else " A model without a key (e.g. Ollama) can also be chosen under Settings.")
+            + "</div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def session_header_html(seq: int, date: str, n_messages: int, strategy: str) -> str:
+    return (f'<div class="mc-session" id="session-header"><b>Session {seq}</b> · dated {esc(date)} · '
+            f"{n_messages} messages · memory: {esc(STRATEGY_NAMES.get(strategy, strategy))}</div>")
+
+
+def _when(ts: float | None) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else ""
+
+
+def sessions_html(rows: list[tuple]) -> str:
+    """Earlier sessions, newest first: rows of (SessionRow, [MessageRow])."""
+    if not rows:
+        return '<div id="earlier-sessions" class="mc-muted">No earlier sessions yet.</div>'
+    items = []
+    for s, msgs in reversed(rows):
+        state = {"closed": "memory built ✓", "closing": "memory pending ⏳"}.get(s.status, s.status)
+        if s.status == "closing" and s.close_error:
+            state = "memory build failed; retried at the next End session"
+        src = " · imported" if s.source == "import" else ""
+        turns = "".join(f'<li class="mc-turn mc-{esc(m.role)}"><b>{esc(m.speaker)}:</b> '
+                        f'<span class="mc-text">{esc(m.text)}</span></li>' for m in msgs)
+        items.append(
+            f'<details class="mc-past" data-session="{esc(s.session_id)}"><summary><b>Session {s.seq}</b> · '
+            f'<span class="mc-date">{esc(s.date)}</span> · {len(msgs)} messages · {esc(state)}{src}</summary>'
+            f'<ol class="mc-turns">{turns}</ol></details>')
+    return '<div id="earlier-sessions">' + "".join(items) + "</div>"
+
+
+def _table(headers: list[str], rows: list[list], cls: str) -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="mc-table {cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _seconds(x) -> str:
+    try:
+        return f"{float(x):.2f} s"
+    except (TypeError, ValueError):
+        return ""
+
+
+def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = True) -> str:
+    """The "See why" panel of one reply: what was retrieved and what it cost.
+
+    `main`: the panel beside the chat carries element ids (tests and links use them); the
+    copies in the compare view carry the same names as data-part instead, so ids stay unique.
+    """
+    def at(name: str) -> str:
+        return f' id="{name}"' if main else f' data-part="{name}"'
+
+    if not trace:
+        return (f'<div{at("why-panel")} class="mc-why mc-muted">Send a message, or click an earlier reply, '
+                "to see what the memory gave the model.</div>")
+    strategy = trace.get("strategy", "")
+    calls = trace.get("llm_calls") or []
+    total = (trace.get("timings") or {}).get("total")
+    out = [f'<div{at("why-panel")} class="mc-why" data-strategy="{esc(strategy)}">',
+           f"<h4>{esc(title)} · {esc(STRATEGY_NAMES.get(strategy, strategy))} · {len(calls)} LLM calls · "
+           f"{esc(trace.get('tokens', 0))} tokens{' · ' + _seconds(total) if total is not None else ''}</h4>"]
+    if trace.get("error"):
+        out.append(f'<div class="mc-status mc-error">⚠ {esc(trace["error"])}</div>')
+    for n in trace.get("notices") or []:
+        out.append(f'<div class="mc-notice">ℹ {esc(n)}</div>')
+
+    if strategy == "theanine":
+        mems = trace.get("memories") or []
+        out.append(f'<section{at("why-memories")}><h5>Retrieved memories</h5>')
+        out.append(_table(["memory", "event", "time", "score"],
+                          [[m.get("id"), m.get("event"), m.get("time"), m.get("score")] for m in mems], "mc-mem")
+                   if mems else '<p class="mc-muted">No memory retrieved (nothing stored yet?).</p>')
+        out.append("</section>")
+        raw = trace.get("timelines_raw") or []
+        refined = trace.get("timelines_refined") or []
+        out.append(f'<section{at("why-timelines")}><h5>Timelines ({len(raw)} retrieved, raw → refined)</h5>')
+        if raw:
+            out.append('<ol class="mc-timelines">')
+            for i, t in enumerate(raw):
+                ref = refined[i] if i < len(refined) else ""
+                out.append(f'<li class="timeline" data-anchor="{esc(t.get("anchor"))}">'
+                           f'<div class="mc-raw"><b>raw:</b> {esc(t.get("text"))}</div>'
+                           f'<div class="mc-refined"><b>refined:</b> {esc(ref) or "<i>(not refined)</i>"}</div></li>')
+            out.append("</ol>")
+        else:
+            out.append('<p class="mc-muted">No timeline for this reply.</p>')
+        out.append("</section>")
+    elif strategy == "secom":
+        segs = trace.get("segments") or []
+        out.append(f'<section{at("why-segments")}><h5>Retrieved segments ({len(segs)})</h5>')
+        if segs:
+            out.append('<ol class="mc-segments">')
+            for s in segs:
+                out.append(
+                    f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{esc(s.get("date"))}</b> · '
+                    f'score {esc(s.get("score"))} · {esc(s.get("summary"))}</div>'
+                    f'<div class="mc-key"><b>compressed key:</b> {esc(s.get("key"))}</div>'
+                    f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
+                    "</details></li>")
+            out.append("</ol>")
+        else:
+            out.append('<p class="mc-muted">No segment retrieved (nothing stored yet?).</p>')
+        out.append("</section>")
+    else:
+        out.append('<p class="mc-muted">No memory used: the baseline answers from this session only.</p>')
+
+    out.append(f'<section{at("why-cost")}><h5>LLM calls</h5>')
+    out.append(_table(["purpose", "prompt tok", "completion tok", "time", "status", "detail"],
+                      [[c.get("purpose"), c.get("prompt_tokens"), c.get("completion_tokens"),
+                        _seconds(c.get("seconds")), c.get("status"), c.get("detail")] for c in calls], "mc-calls")
+               if calls else '<p class="mc-muted">No LLM call.</p>')
+    timings = trace.get("timings") or {}
+    if timings:
+        out.append('<div class="mc-timings">' + " · ".join(f"{esc(k)} {_seconds(v)}" for k, v in timings.items())
+                   + "</div>")
+    out.append("</section></div>")
+    return "".join(out)
+
+
+def compare_column_html(strategy: str, result: dict) -> str:
+    name = STRATEGY_NAMES.get(strategy, strategy)
+    state = "" if result.get("done") else f' <span class="mc-muted">({esc(result.get("status"))})</span>'
+    reply = (f'<div class="mc-reply">{esc(result.get("text"))}</div>' if result.get("text")
+             else '<div class="mc-muted">…</div>')
+    err = f'<div class="mc-status mc-error">⚠ {esc(result["error"])}</div>' if result.get("error") else ""
+    body = trace_html(result.get("trace"), title="Why", main=False) if result.get("trace") else ""
+    return (f'<div class="mc-compare" data-strategy="{esc(strategy)}"><h4>{esc(name)}{state}</h4>'
+            f"{reply}{err}{body}</div>")
