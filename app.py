@@ -59,8 +59,26 @@ def build():
     return demo
 
 
+class RedactSecrets(logging.Filter):
+    """Replaces the API key (registered by the session service) in every log line and traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from sessions.text import redact
+        msg = record.getMessage()
+        clean = redact(msg)
+        if clean != msg:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactSecrets())
     load_env()
     from ui import launch_kwargs
     demo = build()

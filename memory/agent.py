@@ -48,6 +48,22 @@ class CloseReport:
 
 MAX_MESSAGE_TOKENS = 2000     # a longer message is stored whole but cut for the LLM
 MAX_HISTORY_TURNS = 12
+MAX_HISTORY_TOKENS = 3000     # the embedded model's context is 8192 tokens; leave room for memory
+
+
+def recent_history(history: list[Turn], max_turns: int = MAX_HISTORY_TURNS,
+                   max_tokens: int = MAX_HISTORY_TOKENS) -> list[Turn]:
+    """The latest turns that fit the prompt: each cut to MAX_MESSAGE_TOKENS, all within `max_tokens`."""
+    out: list[Turn] = []
+    used = 0
+    for t in reversed(history[-max_turns:]):
+        text = truncate(t.text, MAX_MESSAGE_TOKENS)
+        n = count_tokens(text)
+        if used + n > max_tokens:
+            break
+        out.append(t if text == t.text else Turn(t.speaker, text, t.turn_id))
+        used += n
+    return out[::-1]
 
 
 class MemoryAgent:
@@ -92,7 +108,8 @@ class MemoryAgent:
                     message = truncate(message, MAX_MESSAGE_TOKENS)
                     trace.notice(f"Your message was long: the model read its first {MAX_MESSAGE_TOKENS} tokens "
                                  "(the whole message is saved).")
-                history = history[-MAX_HISTORY_TURNS:]
+                # Earlier long messages are cut the same way, or one of them would overflow every later prompt.
+                history = recent_history(history)
                 session = self._llm_session(trace, opts, llm)
                 lines: list[str] = []
                 if opts.strategy == "theanine":

@@ -38,16 +38,43 @@ class LLM(Protocol):
 
 # --- OpenAI-compatible --------------------------------------------------------
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """LLM output as valid Unicode: lone surrogates (which break JSON files, Chroma and the
+    embedder) become U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text) if text else text
+
+
+def clean_json(value: Any) -> Any:
+    """clean_text over every string of a parsed answer (JSON escapes like \\ud800 decode to surrogates)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    if isinstance(value, dict):
+        return {clean_text(k) if isinstance(k, str) else k: clean_json(v) for k, v in value.items()}
+    return value
+
+
 class OpenAIChat:
     def __init__(self, cfg: LLMConfig):
         import openai
         self._openai = openai
+        self._key = cfg.api_key
         self.model = cfg.model
         # The client's own retries are off: LLMSession retries in one place.
         self.client = openai.OpenAI(api_key=cfg.api_key or "not-needed", base_url=cfg.base_url or None,
                                     timeout=cfg.timeout, max_retries=0)
 
     def _wrap(self, e: Exception) -> Exception:
+        err = self._classify(e)
+        if err is not e and self._key and self._key in str(err):   # some servers echo the key back
+            err = type(err)(str(err).replace(self._key, "[redacted]"))
+        return err
+
+    def _classify(self, e: Exception) -> Exception:
         o = self._openai
         if isinstance(e, (o.RateLimitError, o.APITimeoutError, o.APIConnectionError, o.InternalServerError)):
             return TransientLLMError(f"{type(e).__name__}: {getattr(e, 'message', '') or 'temporary failure'}")
@@ -236,7 +263,7 @@ class LLMSession:
         finally:
             call.seconds = time.perf_counter() - t0
         call.prompt_tokens, call.completion_tokens = c.prompt_tokens, c.completion_tokens
-        return c.text
+        return clean_text(c.text)
 
     def json(self, purpose: str, messages: list[dict], schema: dict, validate: Callable[[Any], Any],
              fallback: Callable[[], Any], max_tokens: int = 512, attempts: int | None = None) -> Any:
@@ -260,17 +287,18 @@ class LLMSession:
                     return fallback()
                 call.prompt_tokens += c.prompt_tokens
                 call.completion_tokens += c.completion_tokens
+                text = clean_text(c.text)
                 try:
-                    raw = json.loads(c.text)
+                    raw = json.loads(text)
                 except json.JSONDecodeError:
                     try:
-                        raw = extract_json(c.text)
+                        raw = extract_json(text)
                         call.status = "repaired"
                     except ValueError as e:
                         call.detail = f"attempt {attempt + 1}: {e}"
                         continue
                 try:
-                    return validate(raw)
+                    return validate(clean_json(raw))
                 except (ValueError, TypeError, KeyError) as e:
                     call.detail = f"attempt {attempt + 1}: invalid answer: {e}"
             call.status = "fallback"
@@ -288,6 +316,7 @@ class LLMSession:
             for attempt in range(self.max_retries + 1):
                 try:
                     for piece in self.llm.stream(messages, temperature=self.temperature, max_tokens=max_tokens):
+                        piece = clean_text(piece)
                         out.append(piece)
                         yield piece
                     break

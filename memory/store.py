@@ -33,17 +33,27 @@ class VectorStore:
     def __init__(self, path: Path | str | None = None, host: str = "", port: int = 8000):
         import chromadb
         from chromadb.config import Settings as ChromaSettings
-        self._chromadb = chromadb
         cs = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         if host:
-            self.client = chromadb.HttpClient(host=host, port=port, settings=cs)
+            # Connected on first use: a server that is down at start-up is an error of that call,
+            # not of the app's start.
+            self._connect = lambda: chromadb.HttpClient(host=host, port=port, settings=cs)
             self.where = f"chroma server {host}:{port}"
         else:
-            Path(path or "data/chroma").mkdir(parents=True, exist_ok=True)
-            self.client = chromadb.PersistentClient(path=str(path), settings=cs)
+            path = Path(path or "data/chroma")
+            path.mkdir(parents=True, exist_ok=True)
+            self._connect = lambda: chromadb.PersistentClient(path=str(path), settings=cs)
             self.where = f"embedded chroma at {path}"
+        self._client = None
         self._cols: dict[str, object] = {}
         self._lock = threading.Lock()
+
+    @property
+    def client(self):
+        with self._lock:
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
 
     # Every public call goes through _call, which turns a lost server into StoreUnavailable.
     def _call(self, fn):

@@ -15,11 +15,13 @@ from memory.settings import STRATEGIES, LLMConfig, Options
 from .errors import UserError
 from .lifecycle import Lifecycle
 from .store import MessageRow, SessionRow, Store
+from .text import clean_obj, clean_text
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_CHARS = 20000
+MAX_MESSAGE_CHARS = 200_000     # stored whole; the agent cuts what the LLM reads (with a notice)
 INTERRUPTED = "The reply was interrupted before it finished. Your message is saved; press Retry."
+EMPTY_REPLY = "The language model gave an empty answer. Your message is saved; press Retry."
 
 
 @dataclass
@@ -34,7 +36,10 @@ class ChatUpdate:
 
 
 def check_message(text: str | None) -> str:
-    text = (text or "").strip()
+    """The message as stored: unencodable and control characters cleaned (sessions.text), trimmed."""
+    if text is not None and not isinstance(text, str):
+        raise UserError("A message must be text.")
+    text = clean_text(text).strip()
     if not text:
         raise UserError("Type a message first.")
     if len(text) > MAX_MESSAGE_CHARS:
@@ -83,17 +88,25 @@ class Chat:
         text, trace, error = "", None, None
         try:
             for ev in self.agent.reply(user_id, history, message, session.date, options, llm):
+                # LLM text is cleaned like typed text: a lone surrogate would break SQLite and the page.
                 if ev.kind == "status":
-                    yield ChatUpdate("status", text, status=ev.text, message_id=msg_id)
+                    yield ChatUpdate("status", text, status=clean_text(ev.text), message_id=msg_id)
                 elif ev.kind == "delta":
-                    text += ev.text
+                    text += clean_text(ev.text)
                     yield ChatUpdate("delta", text, message_id=msg_id)
                 elif ev.kind == "done":
-                    text = ev.text or text
-                    trace = ev.trace.to_dict() if ev.trace is not None else None
+                    text = clean_text(ev.text) or text
+                    trace = clean_obj(ev.trace.to_dict()) if ev.trace is not None else None
                     error = (trace or {}).get("error")
             if trace is None and error is None:
                 error = "The agent gave no answer. Your message is saved; press Retry."
+            elif error is None and not text.strip():
+                error = EMPTY_REPLY
+                trace["error"] = error
+            if error and "Retry" not in error:      # e.g. "the vector store ... cannot be reached"
+                error = f"{error.rstrip('. ')}. Your message is saved; press Retry."
+                if trace is not None:
+                    trace["error"] = error
         except GeneratorExit:
             # The browser went away mid-stream: record it so the chat shows Retry next time.
             self.store.add_reply(user_id, session.session_id, msg_id, text, options.strategy, trace, INTERRUPTED)
@@ -122,13 +135,13 @@ class Chat:
             try:
                 for ev in self.agent.reply(user_id, history, message, session.date, options.with_(strategy=s), llm):
                     if ev.kind == "status":
-                        r["status"] = ev.text
+                        r["status"] = clean_text(ev.text)
                     elif ev.kind == "delta":
-                        r["text"] += ev.text
+                        r["text"] += clean_text(ev.text)
                         r["status"] = "answering"
                     elif ev.kind == "done":
-                        r["text"] = ev.text or r["text"]
-                        r["trace"] = ev.trace.to_dict() if ev.trace is not None else None
+                        r["text"] = clean_text(ev.text) or r["text"]
+                        r["trace"] = clean_obj(ev.trace.to_dict()) if ev.trace is not None else None
                         r["error"] = (r["trace"] or {}).get("error")
                     yield results
             except Exception:  # noqa: BLE001

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import UserError
+from .text import clean_text
 
 MAX_SESSIONS = 300
 MAX_TURNS_PER_SESSION = 2000
@@ -49,7 +50,7 @@ def _text(value, where: str, limit: int) -> str:
         raise ImportFormatError(f"{where} must be a string")
     if len(value) > limit:
         raise ImportFormatError(f"{where} is longer than {limit} characters")
-    return value
+    return clean_text(value)
 
 
 def _parse_own(obj: dict) -> list[ImportedSession]:

@@ -20,6 +20,7 @@ from memory.records import SessionRecord, Turn, sortable_time
 
 from .errors import UserError
 from .store import SessionRow, Store
+from .text import clean_obj, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def today() -> str:
 
 def check_date(date: str | None) -> str:
     """A session date people typed: ISO (2023-05-08) or another form the memory can order in time."""
-    d = " ".join(str(date or "").split())
+    d = " ".join(clean_text(date).split())
     if not d:
         raise UserError("Give the session a date, e.g. 2023-05-08.")
     if len(d) > MAX_DATE_CHARS or not sortable_time(d):
@@ -143,9 +144,10 @@ class Lifecycle:
             error = (f"Building the memory of session {session.seq} failed. The session is saved; "
                      "its memory will be built again at the next End session or app start.")
         else:
-            d = report_dict(report)
+            d = clean_obj(report_dict(report))
             self.store.mark_closed(user_id, session.session_id, d)
             return CloseOutcome(session.session_id, report=d)
+        error = clean_text(error)
         self.store.mark_close_failed(user_id, session.session_id, error)
         return CloseOutcome(session.session_id, error=error)
 

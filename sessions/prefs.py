@@ -14,6 +14,8 @@ from urllib.parse import urlparse
 from memory.errors import InvalidOptions
 from memory.settings import BACKENDS, LLMConfig, Options
 
+from .text import clean_text
+
 OPTION_FIELDS = ("temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens")
 INT_FIELDS = ("j", "k", "n", "max_reply_tokens")
 
@@ -47,8 +49,8 @@ def validated_llm(values: dict) -> dict:
     backend = str(values.get("backend") or "embedded")
     if backend not in BACKENDS:
         raise InvalidOptions(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    model = str(values.get("model") or "").strip()
-    base_url = str(values.get("base_url") or "").strip()
+    model = clean_text(values.get("model") or "").strip()
+    base_url = clean_text(values.get("base_url") or "").strip()
     if len(model) > 200:
         raise InvalidOptions("model name is longer than 200 characters")
     if base_url:

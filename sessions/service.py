@@ -19,6 +19,7 @@ from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .lifecycle import EndResult, Lifecycle, Progress, check_date
 from .store import MessageRow, SessionRow, Store
+from .text import clean_text, register_secret
 
 EXPORT_FORMAT = "memory-chat-export/1"
 MAX_MEMORY_ID_CHARS = 200
@@ -29,6 +30,7 @@ __all__ = ["SessionService", "UserError", "ChatUpdate", "EndResult"]
 class SessionService:
     def __init__(self, settings: Settings, agent, store: Store | None = None):
         self.settings, self.agent = settings, agent
+        register_secret(settings.llm.api_key)      # never stored or shown (sessions.text)
         self.store = store or Store(Path(settings.data_dir) / "sessions.sqlite3")
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm)
         self.chat = Chat(self.store, agent, self.lifecycle)
@@ -145,11 +147,18 @@ class SessionService:
             data = data.encode("utf-8")
         if len(data) > MAX_FILE_BYTES:
             raise ImportFormatError(f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
+        if not data.strip():
+            raise ImportFormatError("the file is empty")
         try:
             obj = json.loads(data.decode("utf-8-sig"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ImportFormatError(f"the file is not valid JSON ({e})") from None
-        parsed = parse_history(obj, sample_id or "")
+        except RecursionError:
+            raise ImportFormatError("the file is nested too deeply to be a history") from None
+        try:
+            parsed = parse_history(obj, clean_text(sample_id or "")[:200])
+        except RecursionError:
+            raise ImportFormatError("the file is nested too deeply to be a history") from None
         self.store.add_imported_sessions(user_id, [(s.date, s.turns) for s in parsed])
         result = EndResult(closed=self.lifecycle.close_pending(user_id, progress))
         result.session = self.lifecycle.current(user_id)
@@ -172,7 +181,7 @@ class SessionService:
 def user_message(exc: BaseException) -> str:
     """What to show for an exception: its own text when written for people, else a generic line."""
     if isinstance(exc, (UserError, InvalidOptions)):
-        return str(exc)
+        return clean_text(str(exc))
     if isinstance(exc, MemoryLibError):
-        return f"The memory store had a problem: {exc}. Please try again."
+        return clean_text(f"The memory store had a problem: {exc}. Please try again.")
     return "Something went wrong. Please try again."

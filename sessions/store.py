@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .ids import check_user_id
+from .text import clean_obj, clean_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
@@ -148,7 +149,7 @@ class Store:
     def set_prefs(self, user_id: str, prefs: dict) -> None:
         self.ensure_user(user_id)
         with self._write() as db:
-            db.execute("UPDATE users SET prefs = ? WHERE user_id = ?", (json.dumps(prefs), user_id))
+            db.execute("UPDATE users SET prefs = ? WHERE user_id = ?", (json.dumps(clean_obj(prefs)), user_id))
 
     def delete_user(self, user_id: str) -> None:
         check_user_id(user_id)
@@ -167,7 +168,7 @@ class Store:
         seq = Store._next_seq(db, user_id)
         sid = f"s{seq}"
         db.execute("INSERT INTO sessions (user_id, session_id, seq, date, status, source, created_at) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?)", (user_id, sid, seq, date, status, source, time.time()))
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)", (user_id, sid, seq, clean_text(date), status, source, time.time()))
         return sid
 
     def _session_row(self, row: sqlite3.Row) -> SessionRow:
@@ -205,7 +206,7 @@ class Store:
     def set_session_date(self, user_id: str, session_id: str, date: str) -> None:
         with self._write() as db:
             db.execute("UPDATE sessions SET date = ? WHERE user_id = ? AND session_id = ? AND status = 'open'",
-                       (date, user_id, session_id))
+                       (clean_text(date), user_id, session_id))
 
     def end_open_session(self, user_id: str, session_id: str, next_date: str) -> str | None:
         """Mark the open session "closing" and open a new one, in one transaction.
@@ -225,12 +226,12 @@ class Store:
         with self._write() as db:
             db.execute("UPDATE sessions SET status = 'closed', close_error = NULL, report = ? "
                        "WHERE user_id = ? AND session_id = ? AND status = 'closing'",
-                       (json.dumps(report), user_id, session_id))
+                       (json.dumps(clean_obj(report)), user_id, session_id))
 
     def mark_close_failed(self, user_id: str, session_id: str, error: str) -> None:
         with self._write() as db:
             db.execute("UPDATE sessions SET close_error = ? WHERE user_id = ? AND session_id = ? AND status = 'closing'",
-                       (error, user_id, session_id))
+                       (clean_text(error), user_id, session_id))
 
     def users_with_pending_closes(self) -> list[str]:
         """Across all users: who has sessions whose memory build did not complete (startup recovery)."""
@@ -259,7 +260,7 @@ class Store:
                 sid = self._insert_session(db, user_id, date, "closing", "import")
                 db.executemany(
                     "INSERT INTO messages (user_id, session_id, role, speaker, text, status, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, 'ok', ?)", [(user_id, sid, r, s, t, now) for r, s, t in turns])
+                    "VALUES (?, ?, ?, ?, ?, 'ok', ?)", [(user_id, sid, r, clean_text(s), clean_text(t), now) for r, s, t in turns])
                 ids.append(sid)
             if empty_open:
                 self._insert_session(db, user_id, empty_open["date"], "open", "chat")
@@ -278,7 +279,7 @@ class Store:
                 "INSERT INTO messages (user_id, session_id, role, speaker, text, created_at) "
                 "SELECT ?, ?, 'user', 'user', ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE user_id = ? "
                 "AND session_id = ? AND status = 'open')",
-                (user_id, session_id, text, time.time(), user_id, session_id))
+                (user_id, session_id, clean_text(text), time.time(), user_id, session_id))
             return int(cur.lastrowid) if cur.rowcount == 1 else None
 
     def add_reply(self, user_id: str, session_id: str, reply_to: int, text: str, strategy: str,
@@ -288,8 +289,9 @@ class Store:
             cur = db.execute(
                 "INSERT INTO messages (user_id, session_id, role, speaker, text, status, error, strategy, reply_to, "
                 "trace, created_at) VALUES (?, ?, 'assistant', 'assistant', ?, ?, ?, ?, ?, ?, ?)",
-                (user_id, session_id, text, "error" if error else "ok", error, strategy, reply_to,
-                 json.dumps(trace) if trace is not None else None, time.time()))
+                (user_id, session_id, clean_text(text), "error" if error else "ok",
+                 clean_text(error) if error else None, strategy, reply_to,
+                 json.dumps(clean_obj(trace)) if trace is not None else None, time.time()))
             return int(cur.lastrowid)
 
     def messages(self, user_id: str, session_id: str, include_errors: bool = True) -> list[MessageRow]:
@@ -322,7 +324,8 @@ class Store:
     def add_compare(self, user_id: str, session_id: str, message: str, results: dict) -> int:
         with self._write() as db:
             cur = db.execute("INSERT INTO compares (user_id, session_id, message, results, created_at) "
-                             "VALUES (?, ?, ?, ?, ?)", (user_id, session_id, message, json.dumps(results), time.time()))
+                             "VALUES (?, ?, ?, ?, ?)", (user_id, session_id, clean_text(message), json.dumps(clean_obj(results)),
+                                                        time.time()))
             return int(cur.lastrowid)
 
     def compares(self, user_id: str) -> list[dict]:

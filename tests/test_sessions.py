@@ -114,7 +114,8 @@ def test_interrupted_stream_keeps_the_message_and_records_the_interruption(tmp_p
 def test_empty_or_huge_messages_are_refused_before_storing(tmp_path):
     svc, _ = make(tmp_path)
     uid = new_user_id()
-    for bad in ["", "   ", "x" * 20001]:
+    from sessions.chat import MAX_MESSAGE_CHARS      # 200,000: longer ones are stored whole, cut for the LLM
+    for bad in ["", "   ", "x" * (MAX_MESSAGE_CHARS + 1)]:
         with pytest.raises(UserError):
             say(svc, uid, bad)
     assert svc.messages(uid) == []

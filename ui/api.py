@@ -9,6 +9,8 @@ Every id is validated (20-64 characters of A-Z a-z 0-9 _ -) before use.
     c = Client("http://127.0.0.1:7860/")
     uid = c.predict(api_name="/new_user")
     reply, trace = c.predict(uid, "I adopted a puppy named Rex.", "theanine", api_name="/send_message")
+    if trace.get("error"):                                       # the model failed; the message is saved
+        reply, trace = c.predict(uid, "theanine", api_name="/reply_again")
     c.predict(uid, "", api_name="/end_session")                # build memory from the session
     c.predict(uid, "2023-05-15", api_name="/new_session")      # start the next one, a week later
     reply, trace = c.predict(uid, "What is my dog's name?", "theanine", api_name="/send_message")
@@ -43,24 +45,35 @@ def register_api(service: SessionService) -> None:
         service.current_session(uid)
         return uid
 
+    def _answer(updates) -> tuple[str, dict]:
+        done = None
+        for up in updates:
+            if up.kind == "done":
+                done = up
+        trace = dict(done.trace or {}) if done else {}
+        if done and done.error:
+            trace["error"] = done.error
+        return (done.text if done else ""), trace
+
     def send_message(user_id: str, message: str, strategy: str = "") -> tuple[str, dict]:
         """Send `message` in the user's open session; returns (reply text, trace dict).
 
         strategy: "theanine", "secom" or "none"; "" uses the user's saved choice. The trace holds
         what memory was retrieved (memories, timelines_raw, timelines_refined or segments), the
         LLM calls, tokens and timings; trace["error"] is set (and the reply may be empty) when
-        the model failed; the message stays saved and can be answered again.
+        the model failed; the message stays saved and /reply_again answers it again.
         """
         try:
-            done = None
-            for up in service.send(user_id, message, strategy or None):
-                if up.kind == "done":
-                    done = up
-            trace = dict(done.trace or {}) if done else {}
-            if done and done.error:
-                trace["error"] = done.error
-            return (done.text if done else ""), trace
+            return _answer(service.send(user_id, message, strategy or None))
         except Exception as e:  # noqa: BLE001 - clients get the readable message, never a stack trace
+            raise gr.Error(user_message(e)) from None
+
+    def reply_again(user_id: str, strategy: str = "") -> tuple[str, dict]:
+        """Answer again the last message of the open session when its reply failed or never came
+        (the Retry button of the page). Returns (reply text, trace dict) like /send_message."""
+        try:
+            return _answer(service.retry(user_id, strategy or None))
+        except Exception as e:  # noqa: BLE001
             raise gr.Error(user_message(e)) from None
 
     def end_session(user_id: str, next_date: str = "") -> dict:
@@ -93,6 +106,7 @@ def register_api(service: SessionService) -> None:
 
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message")
+    gr.api(reply_again, api_name="reply_again")
     gr.api(end_session, api_name="end_session")
     gr.api(new_session, api_name="new_session")
     gr.api(history, api_name="history")

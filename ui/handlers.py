@@ -19,6 +19,7 @@ from memory.errors import InvalidOptions
 from memory.settings import STRATEGIES
 from sessions import SessionService, UserError, check_user_id, new_user_id
 from sessions.ids import is_user_id
+from sessions.importer import MAX_FILE_BYTES
 from sessions.lifecycle import today
 from sessions.service import user_message
 
@@ -29,6 +30,12 @@ from .graph_view import graph_html
 log = logging.getLogger(__name__)
 
 SETTING_FIELDS = ("temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens")
+
+
+def needs_retry(rows) -> bool:
+    """The last message of the open session has no good reply: its reply failed, or there is none
+    (the app stopped while answering). Retry answers it again."""
+    return bool(rows) and (rows[-1].status == "error" or rows[-1].role == "user")
 
 
 def _retrieved_ids(trace: dict | None) -> set[str]:
@@ -84,7 +91,7 @@ class Handlers:
             trace = last.trace if last else None
         return {c.chatbot: msgs, c.msg_ids: ids, c.session_header: self._header(uid), c.sessions: self._sessions(uid),
                 c.graph: self._graph(uid, trace), c.why: panels.trace_html(trace), c.memory: self._memory_choices(uid),
-                c.retry: gr.update(visible=bool(rows) and rows[-1].status == "error")}
+                c.retry: gr.update(visible=needs_retry(rows))}
 
     def _settings_values(self, uid: str) -> dict:
         c = self.c
@@ -110,6 +117,11 @@ class Handlers:
             out = {c.uid: uid, **self._view(uid, use_last_trace=True), **self._settings_values(uid),
                    c.date: today(), c.status: ""}
             pending = [s for s in self.svc.sessions(uid) if s.status == "closing"]
+            rows = self.svc.messages(uid)
+            if rows and rows[-1].role == "user":
+                out[c.status] = panels.status_html(
+                    "Your last message has no reply yet (the app was interrupted?). It is saved; press Retry.",
+                    "info")
             if pending:
                 out[c.status] = panels.status_html(
                     f"{len(pending)} ended session(s) still have memory to build; it is being built in the "
@@ -246,6 +258,9 @@ class Handlers:
             uid = check_user_id(uid)
             if not path:
                 raise UserError("Choose a JSON file to import first.")
+            if Path(path).stat().st_size > MAX_FILE_BYTES:
+                raise UserError(f"The file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; "
+                                "import a smaller history.")
             data = Path(path).read_bytes()
             result = self.svc.import_history(uid, data, sample_id or "", progress=lambda f, t: progress(f, desc=t))
             view = self._view(uid)

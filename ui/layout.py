@@ -11,6 +11,7 @@ import gradio as gr
 
 from memory.settings import BACKENDS, RETRIEVERS, STRATEGIES, Settings
 from sessions import SessionService
+from sessions.chat import MAX_MESSAGE_CHARS
 from sessions.lifecycle import today
 
 from . import panels
@@ -62,7 +63,7 @@ def build_demo(service: SessionService, settings: Settings, storage_secret: str,
                                        "across sessions.")
                 with gr.Row():
                     c.msg = gr.Textbox(placeholder="Type a message and press Enter", show_label=False, scale=6,
-                                       elem_id="msg", max_lines=6, max_length=20000)
+                                       elem_id="msg", max_lines=6, max_length=MAX_MESSAGE_CHARS)
                     c.send = gr.Button("Send", variant="primary", scale=1, elem_id="send-btn")
                 with gr.Row():
                     c.strategy = gr.Radio([(panels.STRATEGY_NAMES[s], s) for s in STRATEGIES], value=o.strategy,
@@ -154,4 +155,6 @@ def build_demo(service: SessionService, settings: Settings, storage_secret: str,
 
 def launch_kwargs() -> dict:
     """Arguments for demo.launch() (Gradio 6 takes theme and css there)."""
-    return {"theme": gr.themes.Soft(), "css": CSS}
+    # Uploads above the import cap (20 MB) plus a margin are refused by Gradio itself; between the two
+    # the import shows its own message.
+    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": "25mb"}

@@ -156,6 +156,11 @@ def atomic_write_json(path: Path, obj) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        dfd = os.open(path.parent, os.O_RDONLY)   # make the rename itself durable
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
     except BaseException:
         try:
             os.unlink(tmp)

@@ -1,0 +1,82 @@
+"""Helpers for the reliability tests: the real service stack in-process, the UI handlers without a
+browser, and app.py in a subprocess that can be killed with SIGKILL.
+
+In-process, everything is real except the LLM server (tests/reliability_llm.py): the real
+MemoryAgent with MiniLM and embedded Chroma, the real `openai` client, the real SQLite store.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from types import SimpleNamespace
+
+from memory.agent import MemoryAgent
+from memory.settings import Settings
+from sessions import SessionService
+
+from reliability_llm import LLMServer, app_llm_env
+
+COMPONENTS = ("uid", "msg_ids", "session_header", "chatbot", "msg", "send", "strategy", "compare", "retry", "status",
+              "date", "new", "end", "sessions", "graph", "why", "compare_row", "backend", "model", "base_url",
+              "temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens", "save_settings",
+              "settings_status", "import_file", "sample_id", "import_btn", "export_btn", "export_file", "memory",
+              "delete_btn", "forget_confirm", "forget_btn", "data_status")
+
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+")
+
+
+def components() -> SimpleNamespace:
+    """Stand-ins for the Gradio components: Handlers only use them as dict keys."""
+    c = SimpleNamespace(**{name: name for name in COMPONENTS})
+    c.compare_cols = ["compare-theanine", "compare-secom", "compare-none"]
+    return c
+
+
+def make_service(data_dir: Path, server: LLMServer, **env) -> SessionService:
+    e = {"MEMORY_DATA_DIR": str(data_dir), **app_llm_env(server, **env)}
+    settings = Settings.from_env(e)
+    return SessionService(settings, MemoryAgent.from_settings(settings))
+
+
+def handlers(service: SessionService):
+    from ui.handlers import Handlers
+    return Handlers(service, components())
+
+
+def drain(gen) -> list[dict]:
+    return list(gen)
+
+
+def last_done(updates):
+    done = [u for u in updates if u.kind == "done"]
+    assert len(done) == 1, updates
+    return done[0]
+
+
+def visible(update) -> bool:
+    return bool(update.get("visible")) if isinstance(update, dict) else bool(update)
+
+
+# --- checks on the files an app left behind -------------------------------------------------
+
+def sqlite_ok(path: Path) -> None:
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        db.close()
+
+
+def graph_files(data_dir: Path) -> list[Path]:
+    return sorted(Path(data_dir).glob("users/*/theanine_graph.json"))
+
+
+def graphs_ok(data_dir: Path) -> list[dict]:
+    """Every graph file parses; no temporary file is left next to it."""
+    out = []
+    for p in graph_files(data_dir):
+        out.append(json.loads(p.read_text(encoding="utf-8")))
+    assert not list(Path(data_dir).glob("users/*/*.tmp")), "a half-written graph file was left"
+    return out
