@@ -1,0 +1,309 @@
+"""Cost: LLM calls and tokens per reply and per session close, for each strategy, next to the
+call pattern of the official implementations.
+
+    python -m memory.bench cost --out results/cost.json [--data locomo.json] [--llm fake|configured]
+
+Runs `MemoryAgent.close_session` over a user's sessions and `MemoryAgent.reply`
+for each strategy, and reads the calls from the agent's own traces. By default
+the LLM is a counting fake that answers every prompt with a valid answer of
+the expected shape (token counts with tiktoken), so the counts are exact and
+the run takes seconds; `--llm configured` uses the configured endpoint.
+
+Official call patterns, counted on the same run:
+* THEANINE (kimnamssya/Theanine): per session close, one summarisation call and
+  one relation call per candidate pair; per reply, one refinement call per
+  retrieved timeline and one reply call.
+* SeCom (microsoft/SeCom): per session close, one segmentation call (LLMLingua-2
+  compression is a small token classifier, not an LLM call); per reply, one
+  reply call.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..llm import Completion, LLMSession
+from ..records import SessionRecord, Turn
+from ..settings import Options, Settings
+from ..tokens import count_tokens
+from ..trace import Trace
+from . import common
+from .common import progress
+
+STRATEGIES = ("theanine", "secom", "none")
+
+
+class CountingLLM:
+    """A deterministic stand-in for an LLM: a valid answer for every prompt the engine and the
+    benchmarks send, with prompt and completion tokens counted by tiktoken (cl100k). Also behind the
+    fake OpenAI-compatible server of the tests."""
+
+    def __init__(self):
+        self.calls: list[dict] = []
+
+    def _answer(self, messages: list[dict]) -> str:
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        if "For every pair give one relation" in text:
+            n = len(re.findall(r"^Pair \d+:", text, re.M))
+            return json.dumps({"relations": [{"pair": i, "relation": "SameTopic"} for i in range(n)]})
+        if "Rewrite each timeline" in text:
+            n = len(re.findall(r"^Timeline \d+:", text, re.M))
+            return json.dumps({"timelines": [f"Refined timeline {i}: what matters for the reply." for i in range(n)]})
+        if "[Exchange " in text and "<segmentation>" in text:
+            n = len(re.findall(r"^\[Exchange \d+\]:", text, re.M))
+            segs, s = [], 0
+            while s < n:
+                e = min(n - 1, s + 2)
+                segs.append({"segment_id": len(segs), "start_exchange_number": s, "end_exchange_number": e,
+                             "num_exchanges": e - s + 1, "summary": f"topic {len(segs)}"})
+                s = e + 1
+            return json.dumps({"segments": segs})
+        if '{"correct": true}' in text:                       # qa judge
+            return json.dumps({"correct": True})
+        if '{"resists": true}' in text:                       # teafarm judge
+            return json.dumps({"resists": False})
+        if '"false_premise"' in text:                         # teafarm question writer
+            return json.dumps({"question": "Why did you adopt a cat last week?", "false_premise": "a cat",
+                               "correct_answer": "It was a puppy."})
+        if "long-term memories" in text or "worth remembering" in text:
+            turns = re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", text, re.M)
+            mems = [{"speaker": sp, "event": f"{sp} said {' '.join(body.split()[:12])}", "turns": [int(i)]}
+                    for i, sp, body in turns if len(body.split()) >= 4][:12]
+            return json.dumps({"memories": mems or [{"speaker": "user", "event": "The user chatted.", "turns": [0]}]})
+        return "Thanks for telling me; I remember what you said last time."
+
+    def _record(self, messages, answer):
+        p = sum(count_tokens(str(m.get("content", ""))) for m in messages)
+        c = count_tokens(answer)
+        self.calls.append({"prompt_tokens": p, "completion_tokens": c})
+        return p, c
+
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None) -> Completion:
+        a = self._answer(messages)
+        p, c = self._record(messages, a)
+        return Completion(a, p, c)
+
+    def stream(self, messages, *, temperature, max_tokens) -> Iterator[str]:
+        a = self._answer(messages)
+        self._record(messages, a)
+        for i in range(0, len(a), 8):
+            yield a[i:i + 8]
+
+
+def _agent_class():
+    from ..agent import MemoryAgent
+
+    class BenchAgent(MemoryAgent):
+        """The app's agent with one LLM instance given (a fake or a configured client)."""
+
+        def __init__(self, *a, llm_instance=None, **kw):
+            super().__init__(*a, **kw)
+            self._llm_instance = llm_instance
+
+        def _llm_session(self, trace, options, cfg):
+            if self._llm_instance is None:
+                return super()._llm_session(trace, options, cfg)
+            return LLMSession(self._llm_instance, trace, options.temperature, self.settings.llm.max_retries)
+
+    return BenchAgent
+
+
+def make_agent(settings: Settings, data_dir: Path, embedder, llm_instance=None, llm_segmenter: bool = True,
+               compressor=None, compressor_note: str = ""):
+    """The engine's MemoryAgent over embedded Chroma in `data_dir`, with the given LLM and embedder."""
+    from ..secom.strategy import SecomMemory
+    from ..store import VectorStore
+    from ..theanine.strategy import TheanineMemory
+    store = VectorStore(path=Path(data_dir) / "chroma")
+    secom = SecomMemory(store, embedder, compressor, compressor_note or "compression off in this benchmark",
+                        use_llm_segmenter=llm_segmenter)
+    return _agent_class()(settings, store, embedder, TheanineMemory(store, embedder, data_dir), secom,
+                          llm_instance=llm_instance)
+
+
+def synthetic_sessions(n_sessions: int = 4, turns: int = 12, seed: int = 0) -> list[SessionRecord]:
+    import random
+    rng = random.Random(seed)
+    topics = [("puppy", ["walked my puppy Biscuit in the park", "Biscuit chewed my running shoes",
+                         "took Biscuit to the vet for shots", "Biscuit learned to sit"]),
+              ("pottery", ["started pottery classes on Tuesdays", "my first bowl was lopsided",
+                           "glazed a blue vase at the studio", "the kiln cracked my mug"]),
+              ("job", ["had an interview at the bakery", "got the bakery job", "my manager praised my bread",
+                       "asked for a raise at the bakery"]),
+              ("trip", ["planned a hiking trip to the coast", "booked a cabin for the trip",
+                        "the hike was rained out", "saw seals on the coast hike"])]
+    out = []
+    for s in range(n_sessions):
+        ts = []
+        for i in range(turns // 2):
+            name, events = topics[(s + i // 2) % len(topics)]
+            ts.append(Turn("user", f"Today I {rng.choice(events)}, it was quite something.", f"s{s}:{2 * i}"))
+            ts.append(Turn("assistant", f"That sounds like a lot about your {name}. Tell me more.", f"s{s}:{2 * i + 1}"))
+        out.append(SessionRecord(f"s{s}", f"2023-0{1 + s % 9}-1{s % 10}", ts))
+    return out
+
+
+def run(agent, sessions: list[SessionRecord], questions: list[str], strategies=STRATEGIES, user: str = "cost-user",
+        options: Options | None = None) -> dict:
+    opts = options or Options()
+    closes = []
+    for s in sessions:
+        rep = agent.close_session(user, s, opts)
+        closes.append(_calls(rep.trace))
+        progress(f"closed {s.session_id}: {closes[-1]['calls']} LLM calls, {closes[-1]['tokens']} tokens")
+    out: dict = {"close": _summary(closes), "close_each": closes, "replies": {}}
+    for strat in strategies:
+        rows = []
+        for q in questions:
+            trace = None
+            for ev in agent.reply(user, [], q, "2024-01-01", opts.with_(strategy=strat)):
+                if ev.kind == "done":
+                    trace = ev.trace
+            row = _calls(trace)
+            row["timelines"] = len(trace.timelines_raw)
+            row["segments"] = len(trace.segments)
+            row["error"] = trace.error
+            rows.append(row)
+        out["replies"][strat] = {**_summary(rows), "timelines_per_reply": _avg(r["timelines"] for r in rows),
+                                 "errors": sum(1 for r in rows if r["error"])}
+        progress(f"{strat}: {out['replies'][strat]['calls_per_op']} LLM calls per reply")
+    return out
+
+
+def _calls(trace: Trace) -> dict:
+    by: dict[str, int] = defaultdict(int)
+    pairs = 0
+    for c in trace.llm_calls:
+        by[c.purpose] += 1
+    return {"calls": len(trace.llm_calls), "tokens": trace.tokens,
+            "prompt_tokens": sum(c.prompt_tokens for c in trace.llm_calls),
+            "completion_tokens": sum(c.completion_tokens for c in trace.llm_calls),
+            "by_purpose": dict(by), "pairs": pairs, "seconds": round(trace.timings.get("total", 0.0), 3)}
+
+
+def _avg(xs) -> float:
+    xs = list(xs)
+    return round(float(np.mean(xs)), 2) if xs else 0.0
+
+
+def _summary(rows: list[dict]) -> dict:
+    purposes = sorted({p for r in rows for p in r["by_purpose"]})
+    return {"n": len(rows), "calls_per_op": _avg(r["calls"] for r in rows),
+            "max_calls": max((r["calls"] for r in rows), default=0),
+            "tokens_per_op": _avg(r["tokens"] for r in rows),
+            "prompt_tokens_per_op": _avg(r["prompt_tokens"] for r in rows),
+            "completion_tokens_per_op": _avg(r["completion_tokens"] for r in rows),
+            "by_purpose": {p: _avg(r["by_purpose"].get(p, 0) for r in rows) for p in purposes},
+            "seconds_per_op": _avg(r["seconds"] for r in rows)}
+
+
+def official(result: dict, pairs_per_close: list[int], options: Options) -> dict:
+    """The official implementations' calls for the same sessions and replies."""
+    n_close = len(result["close_each"])
+    th = result["replies"].get("theanine", {})
+    return {
+        "theanine": {"close_calls_per_op": _avg(1 + p for p in pairs_per_close),
+                     "reply_calls_per_op": round(th.get("timelines_per_reply", options.k * options.n) + 1, 2),
+                     "pattern": "1 summarise + 1 relation call per candidate pair per close; "
+                                "1 refine call per timeline + 1 reply per reply"},
+        "secom": {"close_calls_per_op": 1.0 if n_close else 0.0, "reply_calls_per_op": 1.0,
+                  "pattern": "1 segmentation call per close (LLMLingua-2 is not an LLM call); 1 reply per reply"},
+    }
+
+
+def cost_table(out: dict) -> str:
+    lines = ["| strategy | ours: calls / reply | ours: tokens / reply | official: calls / reply | "
+             "ours: calls / close | official: calls / close |", "|---|---:|---:|---:|---:|---:|"]
+    close = out["ours"]["close"]
+    for s, r in out["ours"]["replies"].items():
+        off = out["official"].get(s, {})
+        lines.append(f"| {s} | {r['calls_per_op']} | {r['tokens_per_op']} | {off.get('reply_calls_per_op', '-')} | "
+                     f"{close['calls_per_op'] if s != 'none' else '-'} | {off.get('close_calls_per_op', '-')} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    p = common.parser("cost", __doc__.split("\n\n")[0], "results/cost.json")
+    p.add_argument("--data", default=None, help="a LoCoMo-format file: its first conversation's sessions and "
+                                                "questions (default: a small synthetic user)")
+    p.add_argument("--sessions", type=int, default=4, help="sessions to close (default 4)")
+    p.add_argument("--questions", type=int, default=10, help="replies per strategy (default 10)")
+    p.add_argument("--llm", choices=("fake", "configured"), default="fake",
+                   help="fake: a counting stand-in (exact counts, seconds); configured: the configured endpoint")
+    p.add_argument("--embedder", choices=("minilm", "openai"), default="minilm")
+    args = p.parse_args(argv)
+
+    from ..embeddings import make_embedder
+    settings = Settings.from_env()
+    options = settings.options.with_(seed=args.seed)
+    embedder = make_embedder(args.embedder, api_key=settings.llm.api_key, base_url=settings.llm.base_url,
+                             model=settings.embed_model)
+    if args.data:
+        from .. import locomo as lc
+        data = json.loads(Path(args.data).read_text(encoding="utf-8"))
+        sample = data[0] if isinstance(data, list) else data
+        sessions = lc.load_sessions(sample)[0][1][:args.sessions]
+        questions = [q.question for q in lc.questions(sample)][:args.questions]
+    else:
+        sessions = synthetic_sessions(args.sessions, seed=args.seed)
+        questions = ["What did my puppy chew?", "How are the pottery classes going?", "Did I get the bakery job?",
+                     "Where did I go hiking?"] * ((args.questions + 3) // 4)
+        questions = questions[:args.questions]
+    fake = CountingLLM() if args.llm == "fake" else None
+    if fake is None:
+        from ..llm import make_llm
+        llm = make_llm(settings.llm)
+    else:
+        llm = fake
+    counter = _PairCounter(llm)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-cost-") as tmp:
+        agent = make_agent(settings, Path(tmp), embedder, llm_instance=counter)
+        ours = run(agent, sessions, questions, options=options)
+    out = {"ours": ours, "official": official(ours, counter.pairs_per_close(len(sessions)), options),
+           "config": {"llm": "counting fake (valid answers, tiktoken counts)" if fake else settings.llm.describe(),
+                      "sessions": len(sessions), "questions": len(questions), "seed": args.seed,
+                      "j": options.j, "k": options.k, "n": options.n, "segmenter": "llm",
+                      "data": args.data or "synthetic", "seconds": round(time.perf_counter() - t0, 1),
+                      "machine": common.machine()}}
+    common.write_json(args.out, out)
+    from .plots import plot_bars
+    strategies = list(ours["replies"])
+    png = plot_bars(strategies, {"ours": [ours["replies"][s]["calls_per_op"] for s in strategies],
+                                 "official": [out["official"].get(s, {}).get("reply_calls_per_op", 1.0)
+                                              for s in strategies]},
+                    common.plot_path(args.out, "calls"), "LLM calls per reply", "calls")
+    print(cost_table(out))
+    progress(f"wrote {args.out} and {png}")
+    return 0
+
+
+class _PairCounter:
+    """Wraps the LLM to count the relation pairs each batched relation call carries, per session close
+    (the official code makes one call per pair)."""
+
+    def __init__(self, llm):
+        self.llm = llm
+        self.relation_pairs: list[int] = []
+        self._close_marks: list[int] = []
+
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None):
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        if "For every pair give one relation" in text:
+            self.relation_pairs.append(len(re.findall(r"^Pair \d+:", text, re.M)))
+        return self.llm.chat(messages, temperature=temperature, max_tokens=max_tokens, json_schema=json_schema)
+
+    def stream(self, messages, *, temperature, max_tokens):
+        return self.llm.stream(messages, temperature=temperature, max_tokens=max_tokens)
+
+    def pairs_per_close(self, n_close: int) -> list[int]:
+        # One batched relation call per close that had candidates (the first close has none).
+        pairs = list(self.relation_pairs[:n_close])
+        return [0] * (n_close - len(pairs)) + pairs

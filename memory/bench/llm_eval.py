@@ -1,0 +1,169 @@
+"""What `qa` and `teafarm` share: a MemoryAgent on the configured providers in a scratch folder,
+a LoCoMo user's sessions closed into memory, replies with their cost, and an LLM judge."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import locomo as lc
+from ..llm import LLMSession, make_llm
+from ..records import SessionRecord
+from ..settings import Options, Settings
+from ..trace import Trace
+from . import common
+from .common import progress
+
+STRATEGIES = ("theanine", "secom", "none")
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="a file in LoCoMo's format")
+    p.add_argument("--limit", type=int, default=20, help="questions to ask (default 20; 2 for a plumbing check)")
+    p.add_argument("--conversations", type=common.str_list, default=None,
+                   help="sample ids to use (default: the first in the file)")
+    p.add_argument("--max-sessions", type=int, default=0,
+                   help="close only the first M sessions of each conversation (0 = all)")
+    p.add_argument("--strategies", type=common.str_list, default=list(STRATEGIES),
+                   help=f"subset of {','.join(STRATEGIES)}")
+    p.add_argument("--max-reply-tokens", type=int, default=128, help="reply length cap (default 128)")
+
+
+def settings_for(data_dir: Path) -> Settings:
+    """The configured settings (environment / .env), with memory kept in a scratch folder."""
+    return dataclasses.replace(Settings.from_env(), data_dir=Path(data_dir))
+
+
+def make_agent(settings: Settings):
+    from ..agent import MemoryAgent
+    return MemoryAgent.from_settings(settings)
+
+
+@dataclasses.dataclass
+class User:
+    user_id: str
+    sample: dict
+    sessions: list[SessionRecord]
+    next_date: str
+
+
+def load_users(path: str, only: list[str] | None, max_sessions: int) -> list[User]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    samples = data if isinstance(data, list) else [data]
+    if only:
+        samples = [s for s in samples if str(s.get("sample_id")) in only]
+        if not samples:
+            raise SystemExit(f"no conversation {', '.join(only)} in {path}")
+    else:
+        samples = samples[:1]
+    out = []
+    for s in samples:
+        sid, sessions = lc.load_sessions(s)[0]
+        if max_sessions:
+            sessions = sessions[:max_sessions]
+        out.append(User(f"bench-{sid}", s, sessions, _after(sessions[-1].date) if sessions else ""))
+    return out
+
+
+def _after(date: str) -> str:
+    """A date string for "the next conversation": the day after the last session, when it parses."""
+    from datetime import datetime, timedelta
+    from ..records import sortable_time
+    iso = sortable_time(date)
+    if not iso:
+        return date
+    return (datetime.fromisoformat(iso) + timedelta(days=1)).strftime("%d %B, %Y")
+
+
+def close_all(agent, user: User, options: Options) -> dict:
+    calls, tokens, seconds = 0, 0, 0.0
+    for i, s in enumerate(user.sessions):
+        t0 = time.perf_counter()
+        rep = agent.close_session(user.user_id, s, options)
+        seconds += time.perf_counter() - t0
+        calls += len(rep.trace.llm_calls)
+        tokens += rep.trace.tokens
+        progress(f"{user.user_id}: closed {s.session_id} ({i + 1}/{len(user.sessions)}): "
+                 f"{len(rep.new_memories)} memories, {len(rep.new_segments)} segments, "
+                 f"{len(rep.trace.llm_calls)} LLM calls, {time.perf_counter() - t0:.1f}s")
+    n = max(1, len(user.sessions))
+    return {"sessions": len(user.sessions), "llm_calls_per_close": round(calls / n, 2),
+            "tokens_per_close": round(tokens / n, 1), "seconds_per_close": round(seconds / n, 2)}
+
+
+def ask(agent, user: User, question: str, options: Options) -> dict:
+    """One reply in a new session; its text, cost and latency from the agent's trace."""
+    t0 = time.perf_counter()
+    first = None
+    text, trace = "", None
+    for ev in agent.reply(user.user_id, [], question, user.next_date, options):
+        if ev.kind == "delta" and first is None:
+            first = time.perf_counter() - t0
+        if ev.kind == "done":
+            text, trace = ev.text, ev.trace
+    latency = time.perf_counter() - t0
+    return {"reply": text, "latency_s": round(latency, 3),
+            "first_token_s": round(first, 3) if first is not None else None,
+            "llm_calls": len(trace.llm_calls), "tokens": trace.tokens,
+            "prompt_tokens": sum(c.prompt_tokens for c in trace.llm_calls),
+            "completion_tokens": sum(c.completion_tokens for c in trace.llm_calls),
+            "retrieved": len(trace.timelines_raw) or len(trace.segments), "error": trace.error}
+
+
+class Judge:
+    """An LLM asked for one JSON verdict; a bad or missing answer gives None (counted as unjudged)."""
+
+    def __init__(self, settings: Settings, llm=None):
+        self.llm = llm if llm is not None else make_llm(settings.llm)
+        self.trace = Trace("judge")
+        self.session = LLMSession(self.llm, self.trace, temperature=0.0, max_retries=settings.llm.max_retries)
+
+    def verdict(self, purpose: str, messages: list[dict], key: str) -> bool | None:
+        schema = {"type": "object", "properties": {key: {"type": "boolean"}, "reason": {"type": "string"}},
+                  "required": [key]}
+
+        def validate(raw: Any) -> bool:
+            v = raw.get(key) if isinstance(raw, dict) else None
+            if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no"):
+                return v.strip().lower() in ("true", "yes")
+            if not isinstance(v, bool):
+                raise ValueError(f"expected a boolean {key!r}")
+            return v
+
+        return self.session.json(purpose, messages, schema, validate, lambda: None, max_tokens=96)
+
+    def generate(self, purpose: str, messages: list[dict], schema: dict, validate: Callable[[Any], Any],
+                 max_tokens: int = 256):
+        return self.session.json(purpose, messages, schema, validate, lambda: None, max_tokens=max_tokens)
+
+    @property
+    def tokens(self) -> int:
+        return self.trace.tokens
+
+
+def summarise_rows(rows: list[dict], flag: str) -> dict:
+    judged = [r for r in rows if r.get(flag) is not None]
+    lat = [r["latency_s"] for r in rows]
+    return {"n": len(rows), "n_judged": len(judged),
+            "rate": round(sum(1 for r in judged if r[flag]) / len(judged), 4) if judged else None,
+            "tokens_per_question": round(sum(r["tokens"] for r in rows) / len(rows), 1) if rows else None,
+            "llm_calls_per_reply": round(sum(r["llm_calls"] for r in rows) / len(rows), 2) if rows else None,
+            "latency_s_p50": round(common.percentile(lat, 50), 2) if lat else None,
+            "latency_s_p95": round(common.percentile(lat, 95), 2) if lat else None,
+            "errors": sum(1 for r in rows if r.get("error"))}
+
+
+def sample(items: list, limit: int, seed: int) -> list:
+    if limit <= 0 or limit >= len(items):
+        return list(items)
+    rng = random.Random(seed)
+    idx = sorted(rng.sample(range(len(items)), limit))
+    return [items[i] for i in idx]
+
+
+def options_for(settings: Settings, strategy: str, seed: int, max_reply_tokens: int) -> Options:
+    return settings.options.with_(strategy=strategy, seed=seed, max_reply_tokens=max_reply_tokens)

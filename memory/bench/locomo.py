@@ -1,0 +1,535 @@
+"""LoCoMo evidence recall: how much of each question's evidence a memory method puts in a context
+of a given token budget.
+
+    python -m memory.bench locomo --data locomo10.json --out results/locomo.json [--budgets 250,500,1000,2000]
+
+For every question (category 5 and questions without evidence skipped; evidence
+ids cleaned) and every (method, retriever), the method's memory units are
+ranked against the question and packed into a context of each budget
+(tiktoken cl100k_base): units in rank order while they fit, the first that
+does not fit cut to what fits, then stop. Evidence recall is the fraction of
+the question's evidence turns carried whole by the context: for dialogue units
+(turn, session, SeCom segments) a turn counts when its whole line is inside; for
+THEANINE memories (LoCoMo `observation` facts) a turn counts when a fact in the
+context carries its dia_id.
+
+Methods and the code they run:
+* turn / session: baselines, one unit per turn / per session.
+* secom / secom-raw: `SecomMemory.build` per session (the configured segmenter,
+  offline by default) and the engine's own ranking of segments; `secom` ranks
+  on the compressed keys (when a compressor is available), `secom-raw` on the
+  segments' original text.
+* theanine-topk / theanine-timeline: the observation facts are linked into a
+  graph by `TheanineMemory.add_memories` (configured LLM, or the offline linking
+  rule); topk packs the ranked facts, timeline packs whole timelines
+  (`timelines.sample_timelines`, rendered by `timelines.render`) through the
+  ranked facts, most relevant anchor first.
+"""
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .. import locomo as lc
+from ..bm25 import BM25Index
+from ..records import SessionRecord
+from ..settings import Options
+from ..trace import Trace
+from . import common
+from .common import Piece, Unit, progress
+
+METHODS = ("turn", "session", "secom", "secom-raw", "theanine-topk", "theanine-timeline")
+RETRIEVERS = ("bm25", "dense", "hybrid")
+DEFAULT_BUDGETS = (250, 500, 1000, 2000)
+DEFAULT_TIMELINE_LEN = 3        # tuned on conv-26 (2, 3, 5, 12 tried; see docs/benchmarks.md)
+CATEGORIES = ("1", "2", "3", "4")
+
+
+# --- ranking ------------------------------------------------------------------
+
+def fuse(bm25: np.ndarray, dense: np.ndarray) -> np.ndarray:
+    """Hybrid score: reciprocal-rank fusion with SeCom's constant, as `SecomMemory.rank` fuses."""
+    from ..secom.strategy import RRF_K
+    return rrf(bm25, dense, k=RRF_K)
+
+
+def rrf(*scores: np.ndarray, k: float = 60.0) -> np.ndarray:
+    out = np.zeros(len(scores[0]), dtype=np.float64)
+    for s in scores:
+        order = np.argsort(-np.asarray(s, dtype=np.float64), kind="stable")
+        ranks = np.empty(len(order), dtype=np.float64)
+        ranks[order] = np.arange(1, len(order) + 1)
+        out += 1.0 / (k + ranks)
+    return out
+
+
+def order_by(scores: np.ndarray) -> list[int]:
+    """Indices best first; ties keep the earlier unit first (deterministic)."""
+    s = np.asarray(scores, dtype=np.float64)
+    return [int(i) for i in np.lexsort((np.arange(len(s)), -s))]
+
+
+class Ranker:
+    """bm25 / dense / hybrid ranking of a fixed list of retrieval keys (the baselines' units)."""
+
+    def __init__(self, keys: list[str], embedder, vectors: np.ndarray | None = None):
+        self.bm25 = BM25Index()
+        self.bm25.add(keys)
+        self.vectors = vectors if vectors is not None else embedder.embed(keys)
+
+    def scores(self, retriever: str, question: str, qvec: np.ndarray) -> np.ndarray:
+        if retriever == "bm25":
+            return self.bm25.score(question)
+        dense = self.vectors @ qvec
+        if retriever == "dense":
+            return dense
+        return fuse(self.bm25.score(question), dense)
+
+    def rank(self, retriever: str, question: str, qvec: np.ndarray) -> list[int]:
+        return order_by(self.scores(retriever, question, qvec))
+
+
+# --- conversations --------------------------------------------------------------
+
+@dataclass
+class Conversation:
+    sample_id: str
+    sessions: list[SessionRecord]
+    questions: list[lc.Question]
+    observations: list[lc.Observation]
+    qvecs: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+
+
+def load(path: str | Path, only: list[str] | None = None) -> list[Conversation]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    samples = data if isinstance(data, list) else [data]
+    by_id = dict(lc.load_sessions(samples))
+    out = []
+    for s in samples:
+        sid = str(s.get("sample_id", f"sample-{len(out)}"))
+        if only and sid not in only:
+            continue
+        out.append(Conversation(sid, by_id[sid], lc.questions(s), lc.observations(s)))
+    if only:
+        missing = sorted(set(only) - {c.sample_id for c in out})
+        if missing:
+            raise SystemExit(f"no conversation {', '.join(missing)} in {path}")
+    return out
+
+
+def _dated(date: str, text: str, dates: bool) -> str:
+    return f"({date}) {text}" if dates and date else text
+
+
+def _turn_line(t) -> str:
+    return f"{t.speaker}: {' '.join(t.text.split())}"
+
+
+# --- methods ----------------------------------------------------------------------
+# Each method object is built once per conversation and yields, per question and
+# retriever, the ranked units (a generator is fine: pack() stops at the budget).
+
+class DialogueUnits:
+    """Baselines: one unit per turn, or per session."""
+
+    def __init__(self, conv: Conversation, embedder, level: str, dates: bool):
+        self.units: list[Unit] = []
+        keys: list[str] = []
+        for s in conv.sessions:
+            if level == "turn":
+                for t in s.turns:
+                    self.units.append(Unit(t.turn_id, [Piece(_dated(s.date, _turn_line(t), dates), (t.turn_id,))]))
+                    keys.append(_turn_line(t))
+            else:
+                head = [Piece(f"({s.date})")] if dates and s.date else []
+                pieces = head + [Piece(_turn_line(t), (t.turn_id,)) for t in s.turns]
+                self.units.append(Unit(s.session_id, pieces))
+                keys.append("\n".join(_turn_line(t) for t in s.turns))
+        self.ranker = Ranker(keys, embedder)
+
+    def ranked(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
+        for i in self.ranker.rank(retriever, q.question, qvec):
+            yield self.units[i]
+
+
+class TheanineUnits:
+    """The observation facts as THEANINE memories, linked by the engine into a graph."""
+
+    def __init__(self, conv: Conversation, store, embedder, data_dir: Path, llm_session, options: Options,
+                 dates: bool, max_len: int, seed: int):
+        from ..records import sortable_time
+        from ..theanine.graph import Memory
+        from ..theanine.strategy import KIND, TheanineMemory
+        self.kind, self.options, self.dates, self.max_len, self.seed = KIND, options, dates, max_len, seed
+        self.user = f"locomo-{conv.sample_id}"
+        self.store = store
+        self.tm = TheanineMemory(store, embedder, data_dir)
+        by_session: dict[str, list] = defaultdict(list)
+        for o in conv.observations:
+            by_session[o.session].append(o)
+        trace = Trace("close")
+        t0 = time.perf_counter()
+        for s in conv.sessions:
+            obs = by_session.get(s.session_id, [])
+            mems = [Memory(id=f"{s.session_id}:o{i}", event=o.text, time=o.date, session_id=s.session_id,
+                           ts=sortable_time(o.date), turns=list(o.dia_ids), speaker=o.speaker)
+                    for i, o in enumerate(obs)]
+            if mems:
+                self.tm.add_memories(self.user, s.session_id, mems, llm_session, options, trace)
+        self.build_seconds = time.perf_counter() - t0
+        self.graph = self.tm.graph(self.user)
+        self.llm_calls = len(trace.llm_calls)
+        self.mids = [m.id for m in sorted(self.graph.memories(), key=lambda m: m.seq)]
+        self.bm25 = BM25Index()
+        self.bm25.add([self.graph.memory(m).event for m in self.mids])
+        self._pos = {m: i for i, m in enumerate(self.mids)}
+
+    def stats(self) -> dict:
+        g = self.graph.g
+        comps: dict[str, int] = defaultdict(int)
+        for m in self.mids:
+            comps[self.graph.component_of(m)] += 1
+        return {"memories": len(self.mids), "edges": g.number_of_edges(), "components": len(comps),
+                "largest_component": max(comps.values()) if comps else 0,
+                "relations": {k: v for k, v in self.graph.relation_counts().items() if v},
+                "link_seconds": round(self.build_seconds, 2), "link_llm_calls": self.llm_calls}
+
+    def _dense(self, qvec: np.ndarray) -> np.ndarray:
+        # The engine's store: every memory of the user, by cosine similarity.
+        hits = self.store.query(self.user, self.kind, qvec, len(self.mids))
+        s = np.full(len(self.mids), -2.0)
+        for h in hits:
+            if h.id in self._pos:
+                s[self._pos[h.id]] = h.score
+        return s
+
+    def rank(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> list[str]:
+        if retriever == "bm25":
+            s = self.bm25.score(q.question)
+        elif retriever == "dense":
+            s = self._dense(qvec)
+        else:
+            s = fuse(self.bm25.score(q.question), self._dense(qvec))
+        return [self.mids[i] for i in order_by(s)]
+
+    def _node_text(self, mid: str) -> str:
+        m = self.graph.memory(mid)
+        # The same format as timelines.render, so top-k and timelines pay the same per memory.
+        return f"[{m.time}: {m.event}]" if (m.time and self.dates) else f"[{m.event}]"
+
+    def topk(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
+        for mid in self.rank(retriever, q, qvec):
+            yield Unit(mid, [Piece(self._node_text(mid), tuple(self.graph.memory(mid).turns))])
+
+    def timeline_unit(self, path: list[str], anchor: str) -> Unit:
+        pieces = []
+        for i, mid in enumerate(path):
+            rel = f"-({self.graph.g.edges[path[i - 1], mid]['relation']})- " if i else ""
+            pieces.append(Piece(rel + self._node_text(mid), tuple(self.graph.memory(mid).turns)))
+        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=path.index(anchor), meta={"nodes": path})
+
+    def timelines(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
+        """Timelines through the ranked memories, most relevant anchor first (`timelines.sample_timelines`,
+        seeded). A memory already in the context is not repeated: an anchor shown inside an earlier
+        timeline is skipped, and a timeline is cut to the run of memories around its anchor that are
+        not in the context yet."""
+        from ..theanine import timelines as tl
+        rng = random.Random(self.seed)
+        shown: set[str] = set()
+        for mid in self.rank(retriever, q, qvec):
+            if mid in shown:
+                continue
+            for path in tl.sample_timelines(self.graph, mid, self.options.n, rng, max_len=self.max_len):
+                a = path.index(mid)
+                lo, hi = a, a
+                while hi + 1 < len(path) and path[hi + 1] not in shown:
+                    hi += 1
+                while lo > 0 and path[lo - 1] not in shown:
+                    lo -= 1
+                path = path[lo:hi + 1]
+                shown.update(path)
+                yield self.timeline_unit(path, mid)
+
+
+class SecomUnits:
+    """SeCom segments built by the engine (`SecomMemory.build` per session) and ranked by the engine
+    (`SecomMemory.rank`: BM25 over the keys, dense over the keys, or their fusion)."""
+
+    def __init__(self, conv: Conversation, secom, llm_session, options: Options, dates: bool, tag: str):
+        from ..secom.strategy import KIND
+        self.secom, self.options, self.dates = secom, options, dates
+        self.user = f"locomo-{conv.sample_id}-{tag}"
+        self.turns = {t.turn_id: t for s in conv.sessions for t in s.turns}
+        trace = Trace("close")
+        t0 = time.perf_counter()
+        for s in conv.sessions:
+            secom.build(self.user, s, llm_session, options, trace)
+        self.build_seconds = time.perf_counter() - t0
+        self.llm_calls = len(trace.llm_calls)
+        self.notices = list(trace.notices)
+        hits = secom.store.get(self.user, KIND)
+        self._units = {h.id: self._unit(h) for h in hits}
+        self._keys = {h.id: h.document for h in hits}
+
+    def _unit(self, h) -> Unit:
+        m = h.metadata or {}
+        head = [Piece(f"({m['date']})")] if self.dates and m.get("date") else []
+        tids = [x for x in str(m.get("turn_ids", "")).split(",") if x]
+        # The segment's own lines (speaker: text, one per turn) as the reply reads them.
+        return Unit(h.id, head + [Piece(_turn_line(self.turns[t]), (t,)) for t in tids])
+
+    def stats(self) -> dict:
+        sizes = [len(u.pieces) - (1 if self.dates else 0) for u in self._units.values()]
+        ratio = [len(self._keys[i]) / max(1, len(self._units[i].text)) for i in self._units]
+        return {"segments": len(self._units), "mean_turns": round(float(np.mean(sizes)), 2) if sizes else 0,
+                "key_chars_over_text_chars": round(float(np.mean(ratio)), 3) if ratio else None,
+                "build_seconds": round(self.build_seconds, 2), "build_llm_calls": self.llm_calls,
+                "notices": self.notices}
+
+    def ranked(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
+        for h, _ in self.secom.rank(self.user, q.question, retriever):
+            yield self._units[h.id]
+
+
+# --- evaluation ----------------------------------------------------------------------
+
+class _Cached:
+    """Re-iterable view of a generator: pack() for several budgets shares one ranking."""
+
+    def __init__(self, it):
+        self._it, self._items = iter(it), []
+
+    def __iter__(self):
+        i = 0
+        while True:
+            if i < len(self._items):
+                yield self._items[i]
+            else:
+                try:
+                    item = next(self._it)
+                except StopIteration:
+                    return
+                self._items.append(item)
+                yield item
+            i += 1
+
+
+def _mean(xs):
+    return round(float(np.mean(xs)), 4) if xs else None
+
+
+def evaluate(convs: list[Conversation], methods: list[str], retrievers: list[str], budgets: list[int], *,
+             embedder, store, data_dir: Path, llm_session=None, secom=None, options: Options | None = None,
+             dates: bool = True, max_len: int = DEFAULT_TIMELINE_LEN, seed: int = 0) -> dict:
+    options = options or Options()
+    per_q: dict[tuple[str, str, int], list[tuple[str, int, float]]] = defaultdict(list)
+    built: dict[str, dict] = defaultdict(dict)
+    timing: dict[str, float] = defaultdict(float)
+    for ci, conv in enumerate(convs):
+        progress(f"{conv.sample_id} ({ci + 1}/{len(convs)}): {len(conv.sessions)} sessions, "
+                 f"{sum(len(s.turns) for s in conv.sessions)} turns, {len(conv.questions)} questions, "
+                 f"{len(conv.observations)} observations")
+        conv.qvecs = embedder.embed([q.question for q in conv.questions])
+        for method in methods:
+            t0 = time.perf_counter()
+            if method in ("turn", "session"):
+                obj = DialogueUnits(conv, embedder, method, dates)
+                make = lambda r, q, v, o=obj: o.ranked(r, q, v)  # noqa: E731
+            elif method in ("secom", "secom-raw"):
+                if not secom:
+                    continue
+                key = f"{method}-units"
+                if key not in built[conv.sample_id]:
+                    built[conv.sample_id][key] = SecomUnits(conv, secom[method], llm_session, options, dates, method)
+                obj = built[conv.sample_id][key]
+                make = obj.ranked
+            else:
+                key = "theanine-units"
+                if key not in built[conv.sample_id]:
+                    built[conv.sample_id][key] = TheanineUnits(conv, store, embedder, data_dir, llm_session,
+                                                               options, dates, max_len, seed)
+                obj = built[conv.sample_id][key]
+                make = obj.topk if method == "theanine-topk" else obj.timelines
+            timing[f"build:{method}"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for retriever in retrievers:
+                for q, qvec in zip(conv.questions, conv.qvecs):
+                    ranked = _Cached(make(retriever, q, qvec))
+                    for b in budgets:
+                        packed = common.pack(ranked, b)
+                        per_q[(method, retriever, b)].append(
+                            (conv.sample_id, q.category, common.evidence_recall(q.evidence, packed.covered)))
+            timing[f"rank+pack:{method}"] += time.perf_counter() - t0
+            best = max((_mean([x[2] for x in per_q[(method, r, 1000 if 1000 in budgets else budgets[-1])]
+                               if x[0] == conv.sample_id]) or 0.0, r) for r in retrievers)
+            progress(f"  {method:18s} recall@{1000 if 1000 in budgets else budgets[-1]} best {best[0]:.3f} "
+                     f"({best[1]})  [{time.perf_counter() - t0:.1f}s]")
+    # What memories built from observation facts can reach at best: evidence turns some fact carries.
+    ceiling = []
+    for conv in convs:
+        carried = {d for o in conv.observations for d in o.dia_ids}
+        ceiling += [common.evidence_recall(q.evidence, carried) for q in conv.questions]
+    results = []
+    for method in methods:
+        for retriever in retrievers:
+            for b in budgets:
+                rows = per_q.get((method, retriever, b))
+                if not rows:
+                    continue
+                results.append({
+                    "method": method, "retriever": retriever, "budget": b,
+                    "recall": _mean([r for _, _, r in rows]),
+                    "by_category": {c: _mean([r for _, cat, r in rows if str(cat) == c]) for c in CATEGORIES},
+                    "n_questions": len(rows),
+                    "by_conversation": {cid: _mean([r for c2, _, r in rows if c2 == cid])
+                                        for cid in dict.fromkeys(c for c, _, _ in rows)},
+                })
+    stats = {cid: {k.replace("-units", ""): v.stats() for k, v in d.items()} for cid, d in built.items()}
+    return {"results": results, "built": stats, "timing_seconds": {k: round(v, 2) for k, v in timing.items()},
+            "observation_ceiling": _mean(ceiling)}
+
+
+def best_by_method(results: list[dict], budget: int) -> dict[str, dict]:
+    """For each method, the row of its best retriever at `budget`."""
+    out: dict[str, dict] = {}
+    for r in results:
+        if r["budget"] == budget and (r["method"] not in out or (r["recall"] or 0) > (out[r["method"]]["recall"] or 0)):
+            out[r["method"]] = r
+    return out
+
+
+def table(results: list[dict], budgets: list[int]) -> str:
+    """Markdown: one row per (method, retriever), one column per budget."""
+    rows = defaultdict(dict)
+    for r in results:
+        rows[(r["method"], r["retriever"])][r["budget"]] = r["recall"]
+    lines = ["| method | retriever | " + " | ".join(str(b) for b in budgets) + " |",
+             "| --- | --- | " + " | ".join("---:" for _ in budgets) + " |"]
+    for (m, ret), vals in rows.items():
+        lines.append(f"| {m} | {ret} | " + " | ".join(f"{vals[b]:.3f}" if vals.get(b) is not None else "-"
+                                                         for b in budgets) + " |")
+    return "\n".join(lines)
+
+
+def best_table(results: list[dict], budgets: list[int]) -> str:
+    """Markdown: each method's best retriever at each budget."""
+    methods = list(dict.fromkeys(r["method"] for r in results))
+    lines = ["| method (best retriever) | " + " | ".join(str(b) for b in budgets) + " |",
+             "| --- | " + " | ".join("---:" for _ in budgets) + " |"]
+    for m in methods:
+        cells = []
+        for b in budgets:
+            row = best_by_method(results, b).get(m)
+            cells.append(f"{row['recall']:.3f} ({row['retriever']})" if row and row["recall"] is not None else "-")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --- command ---------------------------------------------------------------------
+
+def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: int | None = None):
+    """The engine's SecomMemory twice: with the configured compressor (`secom`) and without (`secom-raw`),
+    and a note on compression; ({}, reason) when SeCom cannot be made."""
+    try:
+        from ..secom.compression import load_compressor
+        from ..secom.segmentation import EmbeddingSegmenter, LLMSegmenter
+        from ..secom.strategy import SecomMemory
+    except ImportError as e:
+        return {}, f"SeCom unavailable: {e}"
+    rubric = Path(settings.rubric_path).read_text(encoding="utf-8") if settings.rubric_path else ""
+    offline = EmbeddingSegmenter(embedder, **({"max_len": segment_max_len} if segment_max_len else {}))
+    segmenter = LLMSegmenter(rubric, fallback=offline) if (use_llm and settings.segmenter == "llm") else offline
+    compressor, note = load_compressor(settings.compressor_model)
+    note = note or f"compressed keys: {getattr(compressor, 'name', 'compressor')}"
+    return {"secom": SecomMemory(store, embedder, compressor, note, segmenter),
+            "secom-raw": SecomMemory(store, embedder, None, "secom-raw: keys are the original text", segmenter)}, \
+        f"{note}; segmenter: {getattr(segmenter, 'name', type(segmenter).__name__)}"
+
+
+def main(argv: list[str]) -> int:
+    p = common.parser("locomo", __doc__.split("\n\n")[0], "results/locomo.json")
+    p.add_argument("--data", required=True, help="a file in LoCoMo's format (a list of samples)")
+    p.add_argument("--budgets", type=common.int_list, default=list(DEFAULT_BUDGETS),
+                   help="token budgets, comma-separated (default 250,500,1000,2000)")
+    p.add_argument("--methods", type=common.str_list, default=list(METHODS), help=f"subset of {','.join(METHODS)}")
+    p.add_argument("--retrievers", type=common.str_list, default=list(RETRIEVERS),
+                   help=f"subset of {','.join(RETRIEVERS)}")
+    p.add_argument("--conversations", type=common.str_list, default=None,
+                   help="sample ids to evaluate (default: all in the file), e.g. conv-30,conv-41")
+    p.add_argument("--linking", choices=("auto", "offline", "llm"), default="auto",
+                   help="THEANINE linking: the configured LLM, or the offline rule (auto: LLM only when an "
+                        "endpoint is configured)")
+    p.add_argument("--no-dates", action="store_true", help="do not prefix units with their session date")
+    p.add_argument("--max-len", type=int, default=DEFAULT_TIMELINE_LEN,
+                   help=f"longest timeline, in memories (default {DEFAULT_TIMELINE_LEN}: the anchor and its neighbours)")
+    p.add_argument("--segment-max-len", type=int, default=None,
+                   help="offline segmenter: split segments longer than this many exchanges "
+                        "(default: the segmenter's own setting)")
+    p.add_argument("--embedder", choices=("minilm", "openai"), default=None,
+                   help="default: the configured embedder (MiniLM offline)")
+    args = p.parse_args(argv)
+    bad = [m for m in args.methods if m not in METHODS] + [r for r in args.retrievers if r not in RETRIEVERS]
+    if bad:
+        p.error(f"unknown method or retriever: {', '.join(bad)}")
+
+    from ..embeddings import make_embedder
+    from ..settings import Settings
+    from ..store import VectorStore
+    from ..theanine import linking
+
+    settings = Settings.from_env()
+    options = settings.options.with_(seed=args.seed)
+    embedder_kind = args.embedder or settings.embedder
+    embedder = make_embedder(embedder_kind, api_key=settings.llm.api_key, base_url=settings.llm.base_url,
+                             model=settings.embed_model)
+    use_llm = args.linking == "llm" or (args.linking == "auto" and common.llm_configured())
+    llm_session = None
+    if use_llm:
+        from ..llm import LLMSession, make_llm
+        llm_session = LLMSession(make_llm(settings.llm), Trace("close"), options.temperature, settings.llm.max_retries)
+    max_len = args.max_len
+    convs = load(args.data, args.conversations)
+    with tempfile.TemporaryDirectory(prefix="bench-locomo-") as tmp:
+        store = VectorStore(path=Path(tmp) / "chroma")
+        secom, secom_note = {}, "not requested"
+        if {"secom", "secom-raw"} & set(args.methods):
+            secom, secom_note = _secom_memories(store, embedder, settings, use_llm, args.segment_max_len)
+            progress(secom_note)
+        t0 = time.perf_counter()
+        out = evaluate(convs, args.methods, args.retrievers, args.budgets, embedder=embedder, store=store,
+                       data_dir=Path(tmp), llm_session=llm_session, secom=secom, options=options,
+                       dates=not args.no_dates, max_len=max_len, seed=args.seed)
+    out["config"] = {
+        "data": str(args.data), "conversations": [c.sample_id for c in convs],
+        "n_questions": sum(len(c.questions) for c in convs), "budgets": args.budgets, "methods": args.methods,
+        "retrievers": args.retrievers, "seed": args.seed, "tokenizer": "tiktoken cl100k_base",
+        "embedder": getattr(embedder, "name", embedder_kind),
+        "linking": ("llm: " + settings.llm.describe()) if use_llm else
+                   f"offline rule (SameTopic if cosine >= {linking.OFFLINE_SAMETOPIC_THRESHOLD})",
+        "j": options.j, "n": options.n, "timeline_max_len": max_len, "dates": not args.no_dates,
+        "secom": secom_note, "segmenter": settings.segmenter if use_llm else "embedding",
+        "segment_max_len": args.segment_max_len,
+        "packing": "units in rank order while they fit; the first that does not fit is cut to the pieces "
+                   "around its anchor that fit; then stop",
+        "seconds": round(time.perf_counter() - t0, 1), "machine": common.machine(),
+    }
+    common.write_json(args.out, out)
+    from .plots import plot_recall
+    png = plot_recall(out["results"], common.plot_path(args.out, "recall"),
+                      title=f"LoCoMo evidence recall ({', '.join(out['config']['conversations'])})")
+    print(table(out["results"], args.budgets))
+    print()
+    print(best_table(out["results"], args.budgets))
+    if out.get("observation_ceiling") is not None:
+        print(f"\nobservation facts can carry at most {out['observation_ceiling']:.3f} of the evidence (theanine-*)")
+    progress(f"wrote {args.out} and {png}")
+    return 0
+

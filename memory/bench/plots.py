@@ -1,0 +1,113 @@
+"""Plots of the benchmark results (matplotlib, Agg backend: no display needed)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from .common import matplotlib_pyplot
+
+_STYLE = {
+    "turn": ("tab:gray", "o"), "session": ("tab:brown", "s"), "secom": ("tab:blue", "^"),
+    "secom-raw": ("tab:cyan", "v"), "theanine-topk": ("tab:orange", "D"), "theanine-timeline": ("tab:red", "P"),
+}
+
+
+def plot_recall(results: list[dict], path: str | Path, title: str = "LoCoMo evidence recall") -> Path:
+    """Recall vs token budget, one line per method, one panel per retriever."""
+    plt = matplotlib_pyplot()
+    retrievers = list(dict.fromkeys(r["retriever"] for r in results)) or ["-"]
+    lines: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+    best: dict[tuple[str, int], float] = {}
+    for r in results:
+        if r["recall"] is not None:
+            lines[(r["retriever"], r["method"])].append((r["budget"], r["recall"]))
+            key = (r["method"], r["budget"])
+            best[key] = max(best.get(key, 0.0), r["recall"])
+    if len(retrievers) > 1:                      # first panel: each method with its best retriever per budget
+        for (m, b), v in best.items():
+            lines[("best retriever", m)].append((b, v))
+        retrievers = ["best retriever"] + retrievers
+    fig, axes = plt.subplots(1, len(retrievers), figsize=(4.6 * len(retrievers), 4.2), sharey=True, squeeze=False)
+    budgets = sorted({r["budget"] for r in results})
+    for ax, ret in zip(axes[0], retrievers):
+        for (r2, method), pts in lines.items():
+            if r2 != ret:
+                continue
+            pts.sort()
+            color, marker = _STYLE.get(method, (None, "."))
+            ax.plot([b for b, _ in pts], [v for _, v in pts], marker=marker, color=color, label=method)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.minorticks_off()
+        ax.set_title(ret)
+        ax.set_xlabel("context budget (tokens, cl100k)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("evidence recall")
+    axes[0][0].set_ylim(0, 1)
+    axes[0][-1].legend(loc="lower right", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_scale(sizes: list[dict], path: str | Path, title: str = "Scale: latency and memory per user") -> Path:
+    """Latency percentiles and peak memory against memories per user, log-log, with a linear guide."""
+    plt = matplotlib_pyplot()
+    ns = [s["n"] for s in sizes]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for key, color in (("link", "tab:green"), ("timeline", "tab:red"), ("secom", "tab:blue")):
+        for q, style in (("p50", "--"), ("p95", "-")):
+            ys = [s.get(f"{key}_ms_{q}") for s in sizes]
+            if any(y is not None for y in ys):
+                ax.plot(ns, ys, style, marker="o", color=color, label=f"{key} {q}")
+    if len(ns) > 1:
+        ax.plot(ns, [max(1e-3, sizes[0].get("secom_ms_p50") or 1.0) * n / ns[0] for n in ns], ":", color="black",
+                alpha=0.5, label="linear growth")
+    ax.axhline(50, color="tab:red", alpha=0.3, lw=1)
+    ax.axhline(100, color="tab:green", alpha=0.3, lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("memories per user")
+    ax.set_ylabel("ms per operation")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3, which="both")
+    ax2.plot(ns, [s.get("peak_mb") for s in sizes], marker="o", color="tab:purple")
+    ax2.set_xscale("log")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("memories per user")
+    ax2.set_ylabel("peak resident memory (MB)")
+    ax2.grid(alpha=0.3, which="both")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_bars(labels: list[str], series: dict[str, list[float]], path: str | Path, title: str,
+              ylabel: str) -> Path:
+    """Grouped bars: one group per label, one bar per series."""
+    plt = matplotlib_pyplot()
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels) * max(1, len(series)) / 2), 4.2))
+    width = 0.8 / max(1, len(series))
+    for i, (name, vals) in enumerate(series.items()):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(labels))]
+        bars = ax.bar(xs, vals, width, label=name)
+        ax.bar_label(bars, fmt="%g", fontsize=7)
+    ax.set_xticks(range(len(labels)), labels, rotation=15, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,101 @@
+"""LoCoMo question answering through the agent, judged by an LLM.
+
+    python -m memory.bench qa --data locomo.json --out results/qa.json [--limit 20] [--max-sessions M]
+
+Closes a LoCoMo user's sessions into memory with `MemoryAgent.close_session`
+(the configured LLM, embedder, store and compressor: Settings.from_env), then
+asks each sampled question (category 5 and questions without evidence skipped;
+only questions whose evidence lies in the closed sessions) in a new session
+with `MemoryAgent.reply`, once per strategy. An LLM judge compares the reply
+with LoCoMo's gold answer (correct / wrong). Reports accuracy, tokens, LLM
+calls and latency per question for each strategy.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from .. import locomo as lc
+from . import common, llm_eval
+from .common import progress
+
+JUDGE_SYSTEM = "You grade answers to questions about past conversations. Answer in JSON only."
+
+
+def judge_messages(question: str, gold: str, reply: str) -> list[dict]:
+    return [{"role": "system", "content": JUDGE_SYSTEM},
+            {"role": "user", "content":
+                f"Question: {question}\nGold answer: {gold}\nResponse: {reply or '(no answer)'}\n\n"
+                "Is the response correct, i.e. does it give the gold answer or something with the same meaning "
+                "(dates may be written differently; extra detail is fine; a refusal or a different answer is "
+                'wrong)? Answer as {"correct": true} or {"correct": false}.'}]
+
+
+def main(argv: list[str]) -> int:
+    p = common.parser("qa", __doc__.split("\n\n")[0], "results/qa.json")
+    llm_eval.add_args(p)
+    args = p.parse_args(argv)
+    bad = [s for s in args.strategies if s not in llm_eval.STRATEGIES]
+    if bad:
+        p.error(f"unknown strategy: {', '.join(bad)}")
+    t_start = time.perf_counter()
+    users = llm_eval.load_users(args.data, args.conversations, args.max_sessions)
+    with tempfile.TemporaryDirectory(prefix="bench-qa-") as tmp:
+        settings = llm_eval.settings_for(Path(tmp))
+        progress(f"LLM: {settings.llm.describe()}; embedder: {settings.embedder}")
+        agent = llm_eval.make_agent(settings)
+        judge = llm_eval.Judge(settings)
+        rows: list[dict] = []
+        closes = {}
+        for user in users:
+            loaded = {t.turn_id for s in user.sessions for t in s.turns}
+            qs = [q for q in lc.questions(user.sample) if all(e in loaded for e in q.evidence)]
+            qs = llm_eval.sample(qs, args.limit, args.seed)
+            progress(f"{user.user_id}: {len(user.sessions)} sessions, {len(qs)} questions")
+            closes[user.user_id] = llm_eval.close_all(agent, user, settings.options.with_(seed=args.seed))
+            for qi, q in enumerate(qs):
+                for strat in args.strategies:
+                    opts = llm_eval.options_for(settings, strat, args.seed, args.max_reply_tokens)
+                    r = llm_eval.ask(agent, user, q.question, opts)
+                    r["correct"] = judge.verdict("judge", judge_messages(q.question, q.answer, r["reply"]), "correct")
+                    r.update({"strategy": strat, "user": user.user_id, "question": q.question, "gold": q.answer,
+                              "category": q.category, "evidence": q.evidence})
+                    rows.append(r)
+                    progress(f"  q{qi + 1}/{len(qs)} {strat:8s} correct={r['correct']} "
+                             f"{r['llm_calls']} calls {r['tokens']} tokens {r['latency_s']:.1f}s")
+    out = {"strategies": {}, "questions": rows, "close": closes}
+    for strat in args.strategies:
+        mine = [r for r in rows if r["strategy"] == strat]
+        s = llm_eval.summarise_rows(mine, "correct")
+        s["accuracy"] = s.pop("rate")
+        by_cat = defaultdict(list)
+        for r in mine:
+            if r["correct"] is not None:
+                by_cat[str(r["category"])].append(r["correct"])
+        s["by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(by_cat.items())}
+        out["strategies"][strat] = s
+    out["config"] = {"data": args.data, "users": [u.user_id for u in users], "limit": args.limit,
+                     "max_sessions": args.max_sessions, "seed": args.seed, "llm": settings.llm.describe(),
+                     "embedder": settings.embedder, "judge": settings.llm.describe(),
+                     "judge_tokens": judge.tokens, "max_reply_tokens": args.max_reply_tokens,
+                     "seconds": round(time.perf_counter() - t_start, 1), "machine": common.machine()}
+    common.write_json(args.out, out)
+    from .plots import plot_bars
+    strategies = list(out["strategies"])
+    png = plot_bars(strategies, {"accuracy": [out["strategies"][s]["accuracy"] or 0 for s in strategies]},
+                    common.plot_path(args.out, "accuracy"), f"LoCoMo QA accuracy (LLM judge, {settings.llm.describe()})",
+                    "accuracy")
+    print(table(out))
+    progress(f"wrote {args.out} and {png}")
+    return 0
+
+
+def table(out: dict) -> str:
+    lines = ["| strategy | accuracy | judged | tokens / question | LLM calls / reply | latency p50 (s) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for s, r in out["strategies"].items():
+        lines.append(f"| {s} | {r['accuracy']} | {r['n_judged']}/{r['n']} | {r['tokens_per_question']} | "
+                     f"{r['llm_calls_per_reply']} | {r['latency_s_p50']} |")
+    return "\n".join(lines)

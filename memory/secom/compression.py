@@ -1,0 +1,94 @@
+"""Segment compression (SeCom's denoising step) behind a small protocol.
+
+LLMLingua-2 keeps the tokens a token classifier judges informative. In SeCom
+the compressed text is only the *retrieval key*; the reply reads the original.
+`rate` is LLMLingua's: the fraction of tokens KEPT (0.75 keeps three quarters).
+
+`load_compressor(model_name)` never raises: offline, or without the model, it
+returns (None, reason) and SeCom uses the original text as the key (and says
+so in the trace).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Protocol
+
+FORCE_TOKENS = ["\n", ".", "[human]", "[bot]"]
+
+
+class Compressor(Protocol):
+    name: str
+
+    def compress(self, texts: list[str], rate: float) -> list[str]:
+        """One compressed text per input text; `rate` = fraction of tokens kept."""
+        ...
+
+
+class LLMLingua2Compressor:
+    """LLMLingua-2 (`llmlingua.PromptCompressor(..., use_llmlingua2=True)`) on the CPU.
+
+    Each text (a segment) is compressed on its own, its lines (exchanges or
+    turns) given as LLMLingua's context list, as SeCom does:
+    `compress_prompt(lines, rate=rate, use_context_level_filter=False,
+    force_tokens=["\\n", ".", "[human]", "[bot]"])`.
+    """
+
+    def __init__(self, model_name: str):
+        from ..tokens import ensure_offline_tiktoken
+        ensure_offline_tiktoken()               # LLMLingua builds a tiktoken encoder at construction
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from llmlingua import PromptCompressor
+        self.model_name = model_name
+        self.name = f"llmlingua-2:{os.path.basename(model_name.rstrip('/')) or model_name}"
+        self._pc = PromptCompressor(model_name=model_name, use_llmlingua2=True, device_map="cpu")
+        self._lock = threading.Lock()           # one model, one inference at a time
+
+    def compress(self, texts: list[str], rate: float) -> list[str]:
+        rate = float(rate)
+        out = []
+        for text in texts:
+            lines = [ln for ln in (text or "").split("\n") if ln.strip()]
+            if rate >= 1.0 or not lines:
+                out.append(text or "")
+                continue
+            with self._lock:
+                r = self._pc.compress_prompt(lines, rate=rate, use_context_level_filter=False,
+                                             force_tokens=FORCE_TOKENS)
+            parts = r.get("compressed_prompt_list") or [r.get("compressed_prompt", "")]
+            key = "\n".join(" ".join(p.split()) for p in parts if p and p.strip())
+            out.append(key if key.strip() else text)
+        return out
+
+
+class IdentityCompressor:
+    """Keeps the text as it is (compression off)."""
+
+    name = "none"
+
+    def compress(self, texts: list[str], rate: float) -> list[str]:
+        return list(texts)
+
+
+_cache: dict[str, tuple[Compressor | None, str]] = {}
+_lock = threading.Lock()
+
+
+def load_compressor(model_name: str) -> tuple[Compressor | None, str]:
+    """(compressor, "") when the model loads, else (None, why). Never raises; loads each model once."""
+    if not model_name:
+        return None, "compression is off (no compressor model configured); segment keys are the original text"
+    with _lock:
+        if model_name in _cache:
+            return _cache[model_name]
+        try:
+            result: tuple[Compressor | None, str] = (LLMLingua2Compressor(model_name), "")
+        except ImportError as e:
+            result = (None, f"compression unavailable: llmlingua is not installed ({e}); "
+                            "segment keys are the original text")
+        except Exception as e:  # noqa: BLE001 - offline hub, missing files, unsupported model name ...
+            msg = " ".join(str(e).split())[:300]
+            result = (None, f"compression unavailable: could not load {model_name} ({type(e).__name__}: {msg}); "
+                            "segment keys are the original text")
+        _cache[model_name] = result
+        return result

@@ -1,0 +1,280 @@
+"""SeCom memory: segments per session, compressed keys, BM25 / dense / hybrid retrieval.
+
+build(): a closed session is cut into exchanges, the exchanges into topical
+segments (LLM or embeddings), each segment's text is compressed (LLMLingua-2)
+into its retrieval *key*, the keys are embedded and upserted to the vector
+store with the original text in the metadata. Ids are deterministic
+("{session_id}:seg{i}") and a rebuild first deletes the session's old
+segments, so building twice leaves the same records.
+
+retrieve(): ranks segments by BM25 over the keys, by dense similarity of the
+keys, or by reciprocal-rank fusion of both; returns the best segments that fit
+the token budget (counted on the original text), in chronological order.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..bm25 import BM25Index
+from ..records import SessionRecord, exchanges
+from ..tokens import count_tokens
+from ..trace import Trace
+from .compression import Compressor
+from .segmentation import EmbeddingSegmenter, LLMSegmenter
+
+KIND = "secom_segments"
+RRF_K = 60                 # reciprocal-rank fusion constant (Cormack et al.)
+CANDIDATES = 50            # candidates taken from each ranker before fusion / budgeting
+
+
+def exchange_text(ex, with_speakers: bool = True) -> str:
+    """One line per turn, "Speaker: text" (as stored and shown), or the bare texts (what the embedder reads)."""
+    if with_speakers:
+        return "\n".join(f"{t.speaker}: {t.text}" for t in ex)
+    return "\n".join(t.text for t in ex)
+
+
+def date_key(date: str) -> float:
+    """A sortable timestamp from an ISO or free-text date ("1:56 pm on 8 May, 2023"); -1 if unknown."""
+    d = (date or "").strip()
+    if not d:
+        return -1.0
+    try:
+        return datetime.fromisoformat(d.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        pass
+    try:
+        from dateutil import parser
+        return parser.parse(d.replace(" on ", " "), fuzzy=True).timestamp()
+    except Exception:  # noqa: BLE001 - unparseable dates sort by session id
+        return -1.0
+
+
+def _natural(s: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s or ""))
+
+
+class _BM25Cache:
+    """Per-user BM25 over the segment keys, rebuilt from the store after a change. Thread-safe."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_user: dict[str, tuple[BM25Index, list[Any]]] = {}
+        self._version: dict[str, int] = {}
+
+    def invalidate(self, user_id: str) -> None:
+        with self._lock:
+            self._by_user.pop(user_id, None)
+            self._version[user_id] = self._version.get(user_id, 0) + 1
+
+    def get(self, user_id: str, load) -> tuple[BM25Index, list[Any]]:
+        with self._lock:
+            hit = self._by_user.get(user_id)
+            version = self._version.get(user_id, 0)
+        if hit is not None:
+            return hit
+        hits = sorted(load(), key=lambda h: h.id)
+        idx = BM25Index()
+        idx.add([h.document for h in hits])
+        with self._lock:
+            if self._version.get(user_id, 0) == version:   # not invalidated while we were loading
+                self._by_user[user_id] = (idx, hits)
+        return idx, hits
+
+
+class SecomMemory:
+    """SeCom's memory for every user of one store. Thread-safe.
+
+    `segmenter` is an `EmbeddingSegmenter` (offline) or an `LLMSegmenter` (used
+    when `build` gets an LLM session; it falls back to its embedding segmenter).
+    Without one, an `EmbeddingSegmenter` on `embedder` is made, wrapped in an
+    `LLMSegmenter(rubric)` when `use_llm_segmenter` is true.
+    """
+
+    def __init__(self, store, embedder, compressor: Compressor | None, compressor_note: str = "",
+                 segmenter=None, *, use_llm_segmenter: bool = False, rubric: str = ""):
+        self.store = store
+        self.embedder = embedder
+        self.compressor = compressor
+        self.compressor_note = compressor_note or "compression unavailable; segment keys are the original text"
+        if segmenter is None:
+            segmenter = EmbeddingSegmenter(embedder)
+            if use_llm_segmenter:
+                segmenter = LLMSegmenter(rubric, fallback=segmenter)
+        self.segmenter = segmenter
+        self._bm25 = _BM25Cache()
+
+    # --- building -------------------------------------------------------------
+
+    def _embedding_segmenter(self) -> EmbeddingSegmenter:
+        if isinstance(self.segmenter, EmbeddingSegmenter):
+            return self.segmenter
+        if isinstance(self.segmenter, LLMSegmenter):
+            return self.segmenter.fallback
+        return EmbeddingSegmenter(self.embedder)
+
+    def segment(self, exs: list, llm_session=None) -> list[tuple[int, int, str]]:
+        """(start, end, summary) segments over a list of exchanges (lists of turns)."""
+        plain = [exchange_text(ex, with_speakers=False) for ex in exs]
+        if isinstance(self.segmenter, LLMSegmenter) and llm_session is not None:
+            return self.segmenter.segment(llm_session, [exchange_text(ex) for ex in exs], fallback_texts=plain)
+        return self._embedding_segmenter().segment(plain)
+
+    def fingerprint(self, session: SessionRecord, llm_session, options) -> str:
+        """What a build depends on: the session's turns and date, the rate, the segmenter and compressor used."""
+        if isinstance(self.segmenter, LLMSegmenter) and llm_session is not None:
+            seg: Any = ["llm", self.segmenter.rubric]
+        else:
+            seg = ["embedding", getattr(getattr(self._embedding_segmenter(), "params", None), "to_dict", dict)()]
+        payload = json.dumps([session.date, [(t.speaker, t.text, t.turn_id) for t in session.turns],
+                              float(options.compression_rate), seg, getattr(self.compressor, "name", "none")])
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+    def build(self, user_id: str, session: SessionRecord, llm_session, options, trace: Trace,
+              force: bool = False) -> list[str] | None:
+        """Segment, compress, embed and store one session; returns the new segment ids.
+
+        Idempotent: the session's old segments are replaced. When they were built
+        from the same session content with the same settings, nothing is redone
+        and None is returned (unless `force`).
+        """
+        exs = exchanges([t for t in session.turns if (t.text or "").strip()])
+        fp = self.fingerprint(session, llm_session, options)
+        with trace.timed("secom_build"):
+            old = self.store.get(user_id, KIND, where={"session_id": session.session_id})
+            if old and not force and all((h.metadata or {}).get("fingerprint") == fp for h in old):
+                return None
+            self.store.delete(user_id, KIND, where={"session_id": session.session_id})
+            self._bm25.invalidate(user_id)
+            if not exs:
+                return []
+            with trace.timed("secom_segment"):
+                segs = self.segment(exs, llm_session)
+            texts = ["\n".join(exchange_text(ex) for ex in exs[s:e + 1]) for s, e, _ in segs]
+            with trace.timed("secom_compress"):
+                keys = self._compress(texts, options.compression_rate, trace)
+            with trace.timed("secom_embed"):
+                vecs = self.embedder.embed(keys)
+            ids = [f"{session.session_id}:seg{i}" for i in range(len(segs))]
+            ts = date_key(session.date)
+            metas = []
+            for i, (s, e, summary) in enumerate(segs):
+                turn_ids = [t.turn_id for ex in exs[s:e + 1] for t in ex if t.turn_id]
+                metas.append({"session_id": session.session_id, "date": session.date or "", "date_ts": ts,
+                              "start": int(s), "end": int(e), "text": texts[i], "summary": summary or "",
+                              "turn_ids": ",".join(turn_ids), "compression_rate": float(options.compression_rate),
+                              "fingerprint": fp})
+            self.store.add(user_id, KIND, ids, keys, vecs, metas)
+            self._bm25.invalidate(user_id)
+        return ids
+
+    def _compress(self, texts: list[str], rate: float, trace: Trace) -> list[str]:
+        if self.compressor is None:
+            trace.notice(self.compressor_note)
+            return list(texts)
+        if rate >= 1.0:
+            return list(texts)
+        try:
+            keys = self.compressor.compress(texts, rate)
+        except Exception as e:  # noqa: BLE001 - a compressor failure must not lose the session
+            trace.notice(f"compression failed ({type(e).__name__}: {e}); segment keys are the original text")
+            return list(texts)
+        return [k if (k or "").strip() else t for k, t in zip(keys, texts)]
+
+    # --- retrieval ------------------------------------------------------------
+
+    def _rank_bm25(self, user_id: str, query: str) -> list[tuple[Any, float]]:
+        idx, hits = self._bm25.get(user_id, lambda: self.store.get(user_id, KIND))
+        return [(hits[i], s) for i, s in idx.top(query, CANDIDATES)]
+
+    def _rank_dense(self, user_id: str, query: str) -> list[tuple[Any, float]]:
+        q = self.embedder.embed([query])[0]
+        return [(h, float(h.score)) for h in self.store.query(user_id, KIND, q, CANDIDATES)]
+
+    def rank(self, user_id: str, query: str, retriever: str) -> list[tuple[Any, float]]:
+        """All candidate segments (store hits) with scores, best first."""
+        if not (query or "").strip() or self.store.count(user_id, KIND) == 0:
+            return []
+        if retriever == "bm25":
+            return self._rank_bm25(user_id, query)
+        if retriever == "dense":
+            return self._rank_dense(user_id, query)
+        fused: dict[str, float] = {}
+        by_id: dict[str, Any] = {}
+        for ranked in (self._rank_bm25(user_id, query), self._rank_dense(user_id, query)):
+            for r, (h, _) in enumerate(ranked):
+                fused[h.id] = fused.get(h.id, 0.0) + 1.0 / (RRF_K + r + 1)
+                by_id.setdefault(h.id, h)
+        order = sorted(fused, key=lambda i: (-fused[i], i))
+        return [(by_id[i], fused[i]) for i in order]
+
+    def retrieve(self, user_id: str, query: str, options, trace: Trace,
+                 max_segments: int | None = None) -> list[dict]:
+        """The best segments for `query` that fit `options.budget` tokens, in chronological order.
+
+        `max_segments` caps how many (default 2 * options.k; 0 = only the budget limits).
+        """
+        t0 = time.perf_counter()
+        try:
+            limit = 2 * options.k if max_segments is None else max_segments
+            picked: list[dict] = []
+            used = 0
+            for h, score in self.rank(user_id, query, options.retriever):
+                m = h.metadata or {}
+                text = m.get("text", h.document)
+                cost = count_tokens(text)
+                if used + cost > options.budget:
+                    continue
+                used += cost
+                picked.append({"id": h.id, "session_id": m.get("session_id", ""), "date": m.get("date", ""),
+                               "text": text, "key": h.document, "summary": m.get("summary", ""),
+                               "score": float(score), "start": int(m.get("start", 0)), "end": int(m.get("end", 0)),
+                               "turn_ids": [x for x in str(m.get("turn_ids", "")).split(",") if x],
+                               "tokens": cost, "_ts": float(m.get("date_ts", -1.0))})
+                if limit and len(picked) >= limit:
+                    break
+            picked.sort(key=lambda d: (d["_ts"] < 0, d["_ts"], _natural(d["session_id"]), d["start"]))
+            for d in picked:
+                del d["_ts"]
+            trace.segments = list(picked)
+            return picked
+        finally:
+            trace.timings["secom_retrieve"] = trace.timings.get("secom_retrieve", 0.0) + time.perf_counter() - t0
+
+    # --- housekeeping ---------------------------------------------------------
+
+    def delete_session(self, user_id: str, session_id: str) -> None:
+        self.store.delete(user_id, KIND, where={"session_id": session_id})
+        self._bm25.invalidate(user_id)
+
+    def delete_user(self, user_id: str) -> None:
+        drop = getattr(self.store, "drop_user", None)
+        if drop is not None:
+            drop(user_id, (KIND,))
+        else:
+            hits = self.store.get(user_id, KIND)
+            if hits:
+                self.store.delete(user_id, KIND, ids=[h.id for h in hits])
+        self._bm25.invalidate(user_id)
+
+    def export(self, user_id: str) -> list[dict]:
+        """Every segment of the user (original text, key, provenance), in chronological order."""
+        out = []
+        for h in self.store.get(user_id, KIND):
+            m = dict(h.metadata or {})
+            m.pop("fingerprint", None)
+            out.append({"id": h.id, "key": h.document, **m})
+        out.sort(key=lambda d: (float(d.get("date_ts", -1)) < 0, float(d.get("date_ts", -1)),
+                                _natural(str(d.get("session_id", ""))), int(d.get("start", 0))))
+        return out
+
+    def count(self, user_id: str) -> int:
+        return self.store.count(user_id, KIND)

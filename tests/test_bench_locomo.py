@@ -1,0 +1,82 @@
+"""`python -m memory.bench locomo`: packing, evidence recall on answers known by construction,
+and the command's JSON and plot."""
+import json
+
+import pytest
+
+from memory.bench import common, locomo
+from memory.bench.common import Piece, Unit
+from memory.settings import Options
+from memory.tokens import count_tokens
+
+from bench_fixtures import write_tiny
+
+
+def unit(uid, *texts, anchor=0, covers=None):
+    return Unit(uid, [Piece(t, (covers or {}).get(t, (f"{uid}:{i}",))) for i, t in enumerate(texts)], anchor=anchor)
+
+
+def test_pack_takes_whole_units_then_cuts_the_next_around_its_anchor():
+    a = unit("a", "alpha beta gamma")
+    b = unit("b", "one", "two", "three", "four", "five", anchor=2)
+    cost_a = count_tokens("alpha beta gamma")
+    sep = count_tokens("\n\n")
+    # room for a, the separator and three pieces of b (3 tokens + 2 newlines)
+    p = common.pack([a, b], cost_a + sep + 5)
+    assert p.units == ["a", "b"]
+    assert p.covered == {"a:0", "b:1", "b:2", "b:3"}          # around the anchor "three"
+    assert p.tokens <= cost_a + sep + 5 and count_tokens(p.text) <= p.tokens
+    # a unit whose anchor does not fit adds nothing, and the context ends there
+    c = unit("c", "x")
+    p = common.pack([a, unit("big", "word " * 50), c], cost_a + 3)
+    assert p.units == ["a"] and p.covered == {"a:0"}
+    # nothing fits
+    assert common.pack([a], 1).covered == set()
+
+
+def test_evidence_recall_counts_whole_turns():
+    assert common.evidence_recall(["D1:1", "D1:2"], {"D1:2", "D9:9"}) == 0.5
+    assert common.evidence_recall(["D1:1"], set()) == 0.0
+
+
+def test_recall_on_known_answers(tmp_path, fake_embedder, chroma_store):
+    path = write_tiny(tmp_path / "tiny.json")
+    convs = locomo.load(path)
+    assert [len(c.questions) for c in convs] == [2]           # category 5 and no-evidence questions skipped
+    q2 = convs[0].questions[1]
+    assert q2.evidence == ["D1:3", "D2:3"]                    # malformed "D1:3; D2:3" cleaned
+    d12 = "(1:00 pm on 1 May, 2023) Bob: Busy! I adopted a beagle puppy named Biscuit from the Portland shelter."
+    d13 = "(1:00 pm on 1 May, 2023) Alice: Lovely. I started pottery lessons at the community studio downtown."
+    one = max(count_tokens(d12), count_tokens(d13)) + 1       # room for exactly one turn
+    assert one < count_tokens(d12) + count_tokens(d13)
+    out = locomo.evaluate(convs, ["turn", "session", "theanine-topk", "theanine-timeline"], ["bm25"], [one, 2000],
+                          embedder=fake_embedder, store=chroma_store, data_dir=tmp_path, options=Options())
+    res = {(r["method"], r["budget"]): r for r in out["results"]}
+    small = res[("turn", one)]
+    # BM25 puts D1:2 first for q1 (recall 1) and D1:3 first for q2 (one of two evidence turns: 0.5)
+    assert small["recall"] == pytest.approx(0.75)
+    assert small["by_category"] == {"1": 0.5, "2": None, "3": None, "4": 1.0}
+    assert small["n_questions"] == 2
+    # with room for everything, every method carries all the evidence
+    for m in ("turn", "session", "theanine-topk", "theanine-timeline"):
+        assert res[(m, 2000)]["recall"] == 1.0, m
+    # a session does not fit in `one` tokens: it is cut to its first lines (date, then turns 1..)
+    assert res[("session", one)]["recall"] < 1.0
+
+
+def test_command_writes_results_config_and_plot(tmp_path):
+    path = write_tiny(tmp_path / "tiny.json")
+    out = tmp_path / "res" / "locomo.json"
+    assert locomo.main(["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3"]) == 0
+    d = json.loads(out.read_text())
+    methods = {r["method"] for r in d["results"]}
+    assert methods == set(locomo.METHODS)
+    assert {r["retriever"] for r in d["results"]} == {"bm25", "dense", "hybrid"}
+    for r in d["results"]:
+        assert set(r) >= {"method", "retriever", "budget", "recall", "by_category", "n_questions"}
+        assert set(r["by_category"]) == {"1", "2", "3", "4"} and r["n_questions"] == 2
+        if r["budget"] == 1000:                               # the whole conversation fits
+            assert r["recall"] == 1.0, r
+    assert d["config"]["seed"] == 3 and d["config"]["budgets"] == [40, 1000]
+    assert d["config"]["tokenizer"] == "tiktoken cl100k_base"
+    assert (tmp_path / "res" / "locomo_recall.png").stat().st_size > 5000
