@@ -88,8 +88,8 @@ class MemoryAgent:
         store = VectorStore(path=Path(s.data_dir) / "chroma", host=s.chroma_host, port=s.chroma_port)
         embedder = make_embedder(s.embedder, api_key=s.llm.api_key, base_url=s.llm.base_url, model=s.embed_model)
         compressor, note = load_compressor(s.compressor_model)
-        rubric = Path(s.rubric_path).read_text(encoding="utf-8") if s.rubric_path else ""
-        secom = SecomMemory(store, embedder, compressor, note, use_llm_segmenter=(s.segmenter == "llm"), rubric=rubric)
+        secom = SecomMemory(store, embedder, compressor, note, use_llm_segmenter=(s.segmenter == "llm"),
+                            rubric=s.rubric_text())
         return cls(s, store, embedder, TheanineMemory(store, embedder, s.data_dir), secom)
 
     def _llm_session(self, trace: Trace, options: Options, cfg: LLMConfig | None) -> LLMSession:

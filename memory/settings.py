@@ -146,6 +146,10 @@ class Settings:
             options=opts,
         )
 
+    def rubric_text(self) -> str:
+        """The learned SeCom segmentation rubric ("" = the zero-shot prompt)."""
+        return Path(self.rubric_path).read_text(encoding="utf-8").strip() if self.rubric_path else ""
+
     def public(self) -> dict:
         """Everything safe to show or log (no keys)."""
         d = {k: v for k, v in asdict(self).items() if k not in ("llm", "options")}

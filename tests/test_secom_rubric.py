@@ -80,3 +80,20 @@ def test_a_hostile_rubric_cannot_break_the_schema_or_the_ranges():
     segs = LLMSegmenter(HOSTILE, fallback=EmbeddingSegmenter(HashEmbedder())).segment(
         LLMSession(obey, Trace("s")), ["a b c", "d e f", "g h i", "j k l"])
     assert is_valid_cover([(s, e) for s, e, _ in segs], 4)
+
+
+def test_a_learned_rubric_reaches_the_segmentation_prompt(tmp_path, fake_embedder):
+    from memory.secom.strategy import SecomMemory
+    from memory.settings import Settings
+    path = tmp_path / "rubric.txt"
+    path.write_text("Cut when the speakers move from pets to work.\n")
+    s = Settings.from_env({"SECOM_RUBRIC": str(path), "SECOM_SEGMENTER": "llm"})
+    assert s.rubric_text() == "Cut when the speakers move from pets to work."
+    mem = SecomMemory(None, fake_embedder, None, use_llm_segmenter=True, rubric=s.rubric_text())
+    llm = ScriptedLLM(json.dumps({"segments": [{"segment_id": 0, "start_exchange_number": 0,
+                                                "end_exchange_number": 1, "num_exchanges": 2, "summary": "x"}]}))
+    from memory.records import Turn
+    exs = [[Turn("user", "my cat"), Turn("assistant", "nice")], [Turn("user", "my job"), Turn("assistant", "ok")]]
+    mem.segment(exs, LLMSession(llm, Trace("c")))
+    assert "move from pets to work" in llm.prompts[0][-1]["content"]
+    assert Settings.from_env({}).rubric_text() == ""

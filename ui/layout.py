@@ -103,6 +103,9 @@ def build_demo(service: SessionService, settings: Settings, storage_secret: str,
                 c.compression_rate = gr.Number(o.compression_rate, label="SeCom compression rate (tokens kept)")
                 c.retriever = gr.Radio(list(RETRIEVERS), value=o.retriever, label="SeCom retriever")
                 c.max_reply_tokens = gr.Number(o.max_reply_tokens, label="max reply tokens", precision=0)
+            gr.Textbox(settings.rubric_text() or "(none: SeCom's zero-shot segmentation prompt)",
+                       label=f"SeCom segmentation rubric (SECOM_RUBRIC; segmenter in use: {settings.segmenter})",
+                       interactive=False, lines=3, max_lines=12, elem_id="secom-rubric")
             c.save_settings = gr.Button("Apply settings", elem_id="apply-settings-btn")
             c.settings_status = gr.HTML()
         with gr.Accordion("Your data: import, export, delete a memory, forget me", open=False):
