@@ -225,6 +225,30 @@ def test_embedding_segmenter_finds_the_topic_boundary(minilm):
     assert all(isinstance(t, str) and t for _, _, t in segs)
 
 
+def test_segment_groups_keeps_exchanges_whole(minilm):
+    turns = PETS + TAXES
+    groups = [turns[i:i + 2] for i in range(0, 12, 2)]          # 6 exchanges of 2 turns
+    segs = EmbeddingSegmenter(minilm).segment_groups(groups)
+    assert is_valid_cover([(s, e) for s, e, _ in segs], 6)
+    assert 3 in [s for s, _, _ in segs]                         # the topic changes at exchange 3 (turn 6)
+    # a topic opened inside an exchange starts a segment at the next exchange
+    odd = [turns[0:1]] + [turns[i:i + 2] for i in range(1, 11, 2)] + [turns[11:]]
+    segs = EmbeddingSegmenter(minilm).segment_groups(odd)
+    assert is_valid_cover([(s, e) for s, e, _ in segs], len(odd)) and 4 in [s for s, _, _ in segs]
+    one = EmbeddingSegmenter(minilm, max_len=2).segment_groups(groups)
+    assert all(e - s + 1 <= 2 for s, e, _ in one)
+    assert EmbeddingSegmenter(minilm).segment_groups([]) == []
+    assert [(s, e) for s, e, _ in EmbeddingSegmenter(minilm).segment_groups([["hi", "hello"]])] == [(0, 0)]
+
+
+def test_llm_fallback_reads_turn_groups(minilm):
+    groups = [(PETS + TAXES)[i:i + 2] for i in range(0, 12, 2)]
+    trace = Trace("close")
+    segs = LLMSegmenter(fallback=EmbeddingSegmenter(minilm)).segment(
+        LLMSession(ScriptedLLM("nothing useful"), trace), ["\n".join(g) for g in groups], fallback_texts=groups)
+    assert is_valid_cover([(s, e) for s, e, _ in segs], 6) and trace.llm_calls[-1].status == "fallback"
+
+
 def test_embedding_segmenter_small_inputs(minilm):
     seg_ = EmbeddingSegmenter(minilm)
     assert seg_.segment([]) == []

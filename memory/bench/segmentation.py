@@ -72,8 +72,8 @@ def main(argv: list[str]) -> int:
         out = {"fitted_on": str(args.data), "format": args.format, "n_dialogues": len(dials), "method": args.method,
                "params": params.to_dict(), "train": res, "seconds": round(time.perf_counter() - t0, 1)}
         common.write_json(args.out, out)
-        progress(f"best params {params.to_dict()} (Score {res['score']:.4f}, {res.get('evaluation', 'on the fitting data')}); "
-                 f"wrote {args.out}")
+        how = res.get("evaluation", "on the fitting data")
+        progress(f"best params {params.to_dict()} (Score {res['score']:.4f}, {how}); wrote {args.out}")
         return 0
 
     segmenter, llm = _segmenter(args.segmenter, args.params, args.rubric)

@@ -18,7 +18,7 @@ import itertools
 import json
 import math
 import re
-from dataclasses import dataclass, asdict, field, fields
+from dataclasses import dataclass, asdict, fields
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -296,11 +296,12 @@ class LLMSegmenter:
         return self._fallback
 
     def segment(self, llm_session: LLMSession, exchange_texts: list[str],
-                fallback_texts: list[str] | None = None) -> list[Segment]:
+                fallback_texts: list | None = None) -> list[Segment]:
         """Segments of `exchange_texts` as (start, end, summary), always a valid cover.
 
         `fallback_texts` (same length) is what the embedding fallback reads, if
-        different (e.g. without speaker names).
+        different: one string per exchange, or one list of turn texts per
+        exchange (then `EmbeddingSegmenter.segment_groups` is used).
         """
         n = len(exchange_texts)
         if n == 0:
@@ -319,7 +320,10 @@ class LLMSegmenter:
 
         def fallback() -> list[Segment]:
             repaired_flag["fallback"] = True
-            return self.fallback.segment(fallback_texts if fallback_texts is not None else exchange_texts)
+            texts = fallback_texts if fallback_texts is not None else exchange_texts
+            if texts and isinstance(texts[0], (list, tuple)) and hasattr(self.fallback, "segment_groups"):
+                return self.fallback.segment_groups([list(g) for g in texts])
+            return self.fallback.segment(list(texts))
 
         session = LLMSession(_SegmentationAnswers(llm_session.llm), llm_session.trace,
                              temperature=min(llm_session.temperature, 0.3), max_retries=llm_session.max_retries,
@@ -444,6 +448,41 @@ class EmbeddingSegmenter:
         starts = boundaries_for(texts, emb, self.params) if n > 1 else []
         cuts = [0] + starts + [n]
         return [(s, e - 1, _extractive_summary(texts[s:e], emb[s:e])) for s, e in zip(cuts[:-1], cuts[1:])]
+
+    def segment_groups(self, groups: list[list[str]]) -> list[Segment]:
+        """Segment groups of units (exchanges made of turns) without splitting a group.
+
+        The gap scores are computed on the units (turns), the kind of unit the
+        parameters were fitted on; a gap between groups takes the best score of
+        the unit gaps it stands for (a topic opened inside an exchange starts a
+        segment at the next exchange). `min_len` counts units (so roughly
+        min_len / 2 exchanges), `max_len` counts groups.
+        """
+        m = len(groups)
+        if m == 0:
+            return []
+        units, owner = [], []
+        for gi, g in enumerate(groups):
+            for u in (g or [""]):
+                units.append(u)
+                owner.append(gi)
+        emb = self.embedder.embed([u if (u or "").strip() else "." for u in units])
+        starts: list[int] = []
+        if m > 1:
+            scores, thr = gap_scores(units, emb, self.params)
+            gscore = np.full(m - 1, -np.inf)
+            for t in range(1, len(units)):
+                gi = owner[t] if owner[t] != owner[t - 1] else owner[t] + 1
+                if 1 <= gi < m:
+                    gscore[gi - 1] = max(gscore[gi - 1], scores[t - 1])
+            gscore = np.where(np.isfinite(gscore), gscore, thr - 1.0)
+            starts = select_boundaries(gscore, thr, m, max(1, round(self.params.min_len / 2)), self.params.max_len)
+        cuts = [0] + starts + [m]
+        out = []
+        for s, e in zip(cuts[:-1], cuts[1:]):
+            idx = [i for i, o in enumerate(owner) if s <= o < e]
+            out.append((s, e - 1, _extractive_summary([units[i] for i in idx], emb[idx])))
+        return out
 
 
 def _lexical_sets(texts: Sequence[str]) -> list[set[str]]:

@@ -21,7 +21,6 @@ import time
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 
 from ..bm25 import BM25Index
 from ..records import SessionRecord, exchanges
@@ -123,10 +122,13 @@ class SecomMemory:
 
     def segment(self, exs: list, llm_session=None) -> list[tuple[int, int, str]]:
         """(start, end, summary) segments over a list of exchanges (lists of turns)."""
-        plain = [exchange_text(ex, with_speakers=False) for ex in exs]
+        groups = [[t.text for t in ex] for ex in exs]       # turns: the unit the offline segmenter was fitted on
         if isinstance(self.segmenter, LLMSegmenter) and llm_session is not None:
-            return self.segmenter.segment(llm_session, [exchange_text(ex) for ex in exs], fallback_texts=plain)
-        return self._embedding_segmenter().segment(plain)
+            return self.segmenter.segment(llm_session, [exchange_text(ex) for ex in exs], fallback_texts=groups)
+        seg = self._embedding_segmenter()
+        if hasattr(seg, "segment_groups"):
+            return seg.segment_groups(groups)
+        return seg.segment([exchange_text(ex, with_speakers=False) for ex in exs])
 
     def fingerprint(self, session: SessionRecord, llm_session, options) -> str:
         """What a build depends on: the session's turns and date, the rate, the segmenter and compressor used."""
