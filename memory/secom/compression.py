@@ -14,6 +14,8 @@ import os
 import threading
 from typing import Protocol
 
+from ..hub import configure_hub_access
+
 FORCE_TOKENS = ["\n", ".", "[human]", "[bot]"]
 
 
@@ -37,7 +39,7 @@ class LLMLingua2Compressor:
     def __init__(self, model_name: str):
         from ..tokens import ensure_offline_tiktoken
         ensure_offline_tiktoken()               # LLMLingua builds a tiktoken encoder at construction
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        configure_hub_access()
         from llmlingua import PromptCompressor
         self.model_name = model_name
         self.name = f"llmlingua-2:{os.path.basename(model_name.rstrip('/')) or model_name}"
@@ -88,6 +90,8 @@ def load_compressor(model_name: str) -> tuple[Compressor | None, str]:
                             "segment keys are the original text")
         except Exception as e:  # noqa: BLE001 - offline hub, missing files, unsupported model name ...
             msg = " ".join(str(e).split())[:300]
+            if not configure_hub_access():
+                msg = "the model hub cannot be reached and the model is not in the local cache"
             result = (None, f"compression unavailable: could not load {model_name} ({type(e).__name__}: {msg}); "
                             "segment keys are the original text")
         _cache[model_name] = result
