@@ -25,6 +25,9 @@ class Hit:
     metadata: dict = field(default_factory=dict)
 
 
+PAGE = 2000
+
+
 def collection_name(user_id: str, kind: str) -> str:
     return f"{kind}-{user_key(user_id)}"
 
@@ -118,8 +121,17 @@ class VectorStore:
             col = self._col(user_id, kind, create=False)
             if col is None:
                 return []
-            r = col.get(ids=ids, where=where, include=["documents", "metadatas"])
-            return [Hit(i, 0.0, doc or "", m or {}) for i, doc, m in zip(r["ids"], r["documents"], r["metadatas"])]
+            include = ["documents", "metadatas"]
+            # Paged: one get() over tens of thousands of records exceeds SQLite's variable limit.
+            if ids is not None:
+                return [h for k in range(0, len(ids), PAGE)
+                        for h in _hits(col.get(ids=ids[k:k + PAGE], where=where, include=include))]
+            out: list[Hit] = []
+            while True:
+                page = _hits(col.get(where=where, limit=PAGE, offset=len(out), include=include))
+                out.extend(page)
+                if len(page) < PAGE:
+                    return out
         return self._call(go)
 
     def embeddings(self, user_id: str, kind: str, ids: list[str]) -> np.ndarray:
@@ -164,6 +176,10 @@ class VectorStore:
             return True
         except Exception:  # noqa: BLE001
             return False
+
+
+def _hits(r: dict) -> list[Hit]:
+    return [Hit(i, 0.0, doc or "", m or {}) for i, doc, m in zip(r["ids"], r["documents"], r["metadatas"])]
 
 
 def _is_connection_error(e: Exception) -> bool:

@@ -69,14 +69,17 @@ def sqlite_ok(path: Path) -> None:
         db.close()
 
 
-def graph_files(data_dir: Path) -> list[Path]:
-    return sorted(Path(data_dir).glob("users/*/theanine_graph.json"))
+def graph_dirs(data_dir: Path) -> list[Path]:
+    return sorted(Path(data_dir).glob("users/*/theanine_graph"))
 
 
 def graphs_ok(data_dir: Path) -> list[dict]:
-    """Every graph file parses; no temporary file is left next to it."""
+    """Every user's graph files parse (one per built session); no temporary file is left."""
+    from memory.theanine.graph import MemoryGraph
     out = []
-    for p in graph_files(data_dir):
-        out.append(json.loads(p.read_text(encoding="utf-8")))
-    assert not list(Path(data_dir).glob("users/*/*.tmp")), "a half-written graph file was left"
+    for d in graph_dirs(data_dir):
+        for p in d.glob("*.json"):
+            json.loads(p.read_text(encoding="utf-8"))
+        out.append(MemoryGraph.load(d).to_dict())
+    assert not list(Path(data_dir).glob("users/*/theanine_graph/*.tmp")), "a half-written graph file was left"
     return out

@@ -38,15 +38,16 @@ def test_graph_roundtrip_and_delete(tmp_path):
         g.add_memory(mem(f"m{i}", f"s{i}", f"2023-0{i + 1}-01", event=f"event <b>{i}</b>"))
     g.link("m0", "m1", "Cause")
     g.link("m2", "m3", "React")
-    g.built_sessions = {"s0", "s1"}
-    p = tmp_path / "u" / "graph.json"
-    g.save(p)
-    assert not list(p.parent.glob("*.tmp"))
-    h = MemoryGraph.load(p)
+    folder = tmp_path / "u" / "graph"
+    for sid in ("s0", "s1", "s2", "s3"):
+        g.built_sessions.add(sid)
+        g.save_session(folder, sid)                         # one small file per session
+    assert len(list(folder.glob("*.json"))) == 4 and not list(folder.glob("*.tmp"))
+    h = MemoryGraph.load(folder)
     assert h.to_dict() == g.to_dict()
     assert h.component_of("m0") == h.component_of("m1") != h.component_of("m2")
-    h.link("m1", "m2", "SameTopic")
-    h.remove_memory("m1")
+    h.link("m1", "m2", "SameTopic", owner="s2")
+    assert h.remove_memory("m1") == {"s1", "s2"}             # the files to rewrite
     assert h.component_of("m0") != h.component_of("m2")      # components rebuilt after a delete
     assert "m1" not in h and h.relation_counts()["React"] == 1
 

@@ -2,14 +2,20 @@
 
 Edges always point forward in time (older -> newer), so the graph is a DAG and
 every timeline is a forward path. Connected components are kept in a
-union-find so linking one memory does not rescan the graph. The graph is saved
-as one JSON file, written atomically.
+union-find so linking one memory does not rescan the graph.
+
+The graph is saved as one JSON file per session, written atomically: the
+session's memories and the edges its close created. A session close writes one
+small file (not the whole graph), and a session is built exactly when its file
+exists.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+from collections import defaultdict
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
@@ -63,7 +69,9 @@ class MemoryGraph:
         self.g = nx.DiGraph()
         self.built_sessions: set[str] = set()
         self._comp = _Components()
-        self._next_seq = 0
+        self._next_seq = 1                      # 0 means "not assigned yet"
+        self._by_session: dict[str, list[str]] = defaultdict(list)
+        self._edges_by_owner: dict[str, set[tuple[str, str]]] = defaultdict(set)
 
     # --- nodes and edges -----------------------------------------------------
     def memory(self, mid: str) -> Memory:
@@ -82,25 +90,42 @@ class MemoryGraph:
         if m.seq == 0:
             m.seq = self._next_seq
         self._next_seq = max(self._next_seq, m.seq) + 1
+        if m.id not in self.g:
+            self._by_session[m.session_id].append(m.id)
         self.g.add_node(m.id, m=m)
         self._comp.add(m.id)
 
-    def link(self, a: str, b: str, relation: str) -> None:
-        """Add an edge between two memories, pointing forward in time."""
+    def link(self, a: str, b: str, relation: str, owner: str | None = None) -> None:
+        """Add an edge between two memories, pointing forward in time.
+
+        `owner` is the session whose close made the edge (its file stores it); default: b's session.
+        """
         if relation not in RELATIONS:
             raise ValueError(f"unknown relation {relation!r}")
+        owner = owner or self.memory(b).session_id
         if self.memory(b).order < self.memory(a).order:
             a, b = b, a
-        self.g.add_edge(a, b, relation=relation)
+        self.g.add_edge(a, b, relation=relation, owner=owner)
+        self._edges_by_owner[owner].add((a, b))
         self._comp.union(a, b)
 
     def component_of(self, mid: str) -> str:
         return self._comp.find(mid)
 
-    def remove_memory(self, mid: str) -> None:
-        """Delete one memory (a user's explicit request); components are rebuilt."""
+    def remove_memory(self, mid: str) -> set[str]:
+        """Delete one memory (a user's explicit request); components are rebuilt.
+
+        Returns the sessions whose files changed (the memory's and those owning its edges).
+        """
+        m = self.memory(mid)
+        touched = {m.session_id}
+        for a, b, owner in list(self.g.in_edges(mid, data="owner")) + list(self.g.out_edges(mid, data="owner")):
+            self._edges_by_owner[owner].discard((a, b))
+            touched.add(owner)
+        self._by_session[m.session_id].remove(mid)
         self.g.remove_node(mid)
         self._rebuild_components()
+        return touched
 
     def _rebuild_components(self) -> None:
         self._comp = _Components()
@@ -116,34 +141,48 @@ class MemoryGraph:
         return counts
 
     # --- persistence ---------------------------------------------------------
+    def session_dict(self, session_id: str) -> dict:
+        return {"version": 2, "session_id": session_id,
+                "memories": [dict(vars(self.memory(mid))) for mid in self._by_session.get(session_id, [])],
+                "edges": [[a, b, self.g.edges[a, b]["relation"]]
+                          for a, b in sorted(self._edges_by_owner.get(session_id, ()))]}
+
     def to_dict(self) -> dict:
+        """The whole graph (for export)."""
         return {
-            "version": 1,
+            "version": 2,
             "built_sessions": sorted(self.built_sessions),
             "memories": [asdict(m) for m in sorted(self.memories(), key=lambda m: m.seq)],
             "edges": [[a, b, r] for a, b, r in self.g.edges(data="relation")],
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "MemoryGraph":
+    def from_sessions(cls, parts: list[dict]) -> "MemoryGraph":
         g = cls()
-        for md in d.get("memories", []):
+        mems = sorted((md for p in parts for md in p.get("memories", [])), key=lambda md: md.get("seq", 0))
+        for md in mems:
             g.add_memory(Memory(**md))
-        for a, b, r in d.get("edges", []):
-            if a in g and b in g and r in RELATIONS:
-                g.link(a, b, r)
-        g.built_sessions = set(d.get("built_sessions", []))
+        for p in parts:
+            for a, b, r in p.get("edges", []):
+                if a in g and b in g and r in RELATIONS:
+                    g.link(a, b, r, owner=p["session_id"])
+            g.built_sessions.add(p["session_id"])
         return g
 
-    def save(self, path: Path) -> None:
-        atomic_write_json(path, self.to_dict())
+    def save_session(self, folder: Path, session_id: str) -> None:
+        atomic_write_json(session_file(folder, session_id), self.session_dict(session_id))
 
     @classmethod
-    def load(cls, path: Path) -> "MemoryGraph":
-        if not path.exists():
-            return cls()
-        with open(path, encoding="utf-8") as f:
-            return cls.from_dict(json.load(f))
+    def load(cls, folder: Path) -> "MemoryGraph":
+        parts = []
+        for p in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
+            with open(p, encoding="utf-8") as f:
+                parts.append(json.load(f))
+        return cls.from_sessions(parts)
+
+
+def session_file(folder: Path, session_id: str) -> Path:
+    return Path(folder) / f"{hashlib.sha256(session_id.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}.json"
 
 
 def atomic_write_json(path: Path, obj) -> None:

@@ -84,6 +84,6 @@ def link(graph: MemoryGraph, m_new: Memory, related: list[tuple[str, str]]) -> l
             best[comp] = (old_id, rel)
     edges = []
     for old_id, rel in best.values():
-        graph.link(old_id, m_new.id, rel)
+        graph.link(old_id, m_new.id, rel, owner=m_new.session_id)
         edges.append((old_id, m_new.id, rel))
     return edges

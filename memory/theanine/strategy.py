@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 import threading
 from pathlib import Path
 
@@ -32,13 +33,13 @@ class TheanineMemory:
         with self._guard:
             return self._locks.setdefault(user_id, threading.RLock())
 
-    def _path(self, user_id: str) -> Path:
-        return user_dir(self.data_dir, user_id) / "theanine_graph.json"
+    def _dir(self, user_id: str) -> Path:
+        return user_dir(self.data_dir, user_id) / "theanine_graph"
 
     def graph(self, user_id: str) -> MemoryGraph:
         with self.lock(user_id):
             if user_id not in self._graphs:
-                self._graphs[user_id] = MemoryGraph.load(self._path(user_id))
+                self._graphs[user_id] = MemoryGraph.load(self._dir(user_id))
             return self._graphs[user_id]
 
     # --- Phase I --------------------------------------------------------------
@@ -81,7 +82,7 @@ class TheanineMemory:
             self.store.add(user_id, KIND, [m.id for m in mems], [m.event for m in mems], vecs,
                            [{"session_id": m.session_id, "time": m.time} for m in mems])
         graph.built_sessions.add(session_id)
-        graph.save(self._path(user_id))
+        graph.save_session(self._dir(user_id), session_id)
         return [m.id for m in mems]
 
     def _candidates(self, user_id: str, session_id: str, mems: list[Memory], vecs: np.ndarray,
@@ -89,8 +90,10 @@ class TheanineMemory:
         graph = self.graph(user_id)
         out = []
         for m, v in zip(mems, vecs):
-            for h in self.store.query(user_id, KIND, v, j, where={"session_id": {"$ne": session_id}}):
-                if h.id in graph:
+            # No `where` filter: Chroma evaluates it over the whole collection (slow at 100k), and this
+            # session's own memories are not in the store yet (leftovers were deleted above).
+            for h in self.store.query(user_id, KIND, v, j):
+                if h.id in graph and graph.memory(h.id).session_id != session_id:
                     out.append(linking.Candidate(m.id, h.id, h.score))
         return out
 
@@ -140,16 +143,17 @@ class TheanineMemory:
             graph = self.graph(user_id)
             if memory_id not in graph:
                 return False
-            graph.remove_memory(memory_id)
+            touched = graph.remove_memory(memory_id)
             self.store.delete(user_id, KIND, ids=[memory_id])
-            graph.save(self._path(user_id))
+            for session_id in touched:
+                graph.save_session(self._dir(user_id), session_id)
             return True
 
     def forget(self, user_id: str) -> None:
         with self.lock(user_id):
             self.store.drop_user(user_id, (KIND,))
             self._graphs.pop(user_id, None)
-            self._path(user_id).unlink(missing_ok=True)
+            shutil.rmtree(self._dir(user_id), ignore_errors=True)
 
     def view(self, user_id: str) -> dict:
         with self.lock(user_id):
