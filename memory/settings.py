@@ -106,6 +106,7 @@ class Settings:
     compressor_model: str = "microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank"
     segmenter: str = "embedding"        # embedding | llm
     rubric_path: str = ""               # SeCom: learned segmentation rubric (plain text)
+    segmenter_params: str = ""          # SeCom: embedding segmenter parameters fitted by memory.secom.learn
     options: Options = field(default_factory=Options)
 
     @classmethod
@@ -143,6 +144,7 @@ class Settings:
             compressor_model=e.get("COMPRESSOR_MODEL", cls.compressor_model),
             segmenter=e.get("SECOM_SEGMENTER", "llm" if backend == "openai" else "embedding"),
             rubric_path=e.get("SECOM_RUBRIC", ""),
+            segmenter_params=e.get("SECOM_SEGMENTER_PARAMS", ""),
             options=opts,
         )
 

@@ -97,3 +97,16 @@ def test_a_learned_rubric_reaches_the_segmentation_prompt(tmp_path, fake_embedde
     mem.segment(exs, LLMSession(llm, Trace("c")))
     assert "move from pets to work" in llm.prompts[0][-1]["content"]
     assert Settings.from_env({}).rubric_text() == ""
+
+
+def test_fitted_segmenter_params_and_rubric_reach_the_agent(tmp_path):
+    from memory.agent import MemoryAgent
+    from memory.secom.segmentation import LLMSegmenter, SegParams
+    from memory.settings import Settings
+    (tmp_path / "p.json").write_text(json.dumps({"params": {**SegParams().to_dict(), "min_len": 4}}))
+    (tmp_path / "r.txt").write_text("Cut on a change of pets.")
+    s = Settings.from_env({"MEMORY_DATA_DIR": str(tmp_path / "d"), "SECOM_SEGMENTER": "llm",
+                           "SECOM_SEGMENTER_PARAMS": str(tmp_path / "p.json"), "SECOM_RUBRIC": str(tmp_path / "r.txt")})
+    seg = MemoryAgent.from_settings(s).secom.segmenter
+    assert isinstance(seg, LLMSegmenter) and seg.rubric == "Cut on a change of pets."
+    assert seg.fallback.params.min_len == 4

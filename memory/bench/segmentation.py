@@ -2,16 +2,14 @@
 
     python -m memory.bench segmentation --data dialseg711_dev.json --format dialseg711 --out results/seg.json
         [--segmenter embedding|llm] [--params fitted.json] [--limit N] [--seed S]
-    python -m memory.bench segmentation --fit --data tiage_train.json --format tiage --out results/seg_params.json
 
 Each dialogue's utterances are the units (as in DialSeg711 and TIAGE). Metrics
 (`memory.secom.seg_metrics`): nltk's pk and windowdiff with
 k = max(2, round(n / (2 * reference segments))), exact boundary F1, and
 Score = 0.5 F1 + 0.25 (1 - Pk) + 0.25 (1 - WD), means over dialogues. Baselines:
 no boundary, a boundary before every utterance, and boundaries every m
-utterances (m = the file's mean segment length). `--fit` grid-searches the
-embedding segmenter's parameters on the file (use a *training* file) and writes
-them; `--params` evaluates with such a file.
+utterances (m = the file's mean segment length). `--params` evaluates with
+parameters fitted by `python -m memory.secom.learn embedding` (on a *training* file).
 """
 from __future__ import annotations
 
@@ -49,32 +47,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--format", required=True, choices=sorted(M.LOADERS), help="dataset format")
     p.add_argument("--segmenter", default="embedding", choices=("embedding", "llm"),
                    help="embedding (offline, default) or llm (the configured LLM; falls back to embedding)")
-    p.add_argument("--params", default="", help="JSON written by --fit (default: the built-in fitted params)")
+    p.add_argument("--params", default="", help="JSON written by `python -m memory.secom.learn embedding` "
+                                                "(default: the built-in fitted params)")
     p.add_argument("--rubric", default="", help="plain-text rubric for the LLM segmenter")
     p.add_argument("--limit", type=int, default=0, help="use only N dialogues (sampled with --seed)")
-    p.add_argument("--fit", action="store_true", help="fit the embedding segmenter on --data and write the "
-                                                      "params to --out (use a training file, never a test file)")
-    p.add_argument("--method", default="learned", choices=("learned", "texttiling"),
-                   help="with --fit: the embedding segmenter's method (default learned)")
     args = p.parse_args(argv)
 
     dials = M.load(args.data, args.format)
     if args.limit and args.limit < len(dials):
         dials = random.Random(args.seed).sample(dials, args.limit)
     progress(f"{len(dials)} dialogues from {args.data}")
-
-    if args.fit:
-        from ..embeddings import make_embedder
-        from ..secom.segmentation import fit
-        t0 = time.perf_counter()
-        params, res = fit(dials, make_embedder(), method=args.method, seed=args.seed,
-                          progress=lambda m: progress(f"fit: {m}"))
-        out = {"fitted_on": str(args.data), "format": args.format, "n_dialogues": len(dials), "method": args.method,
-               "params": params.to_dict(), "train": res, "seconds": round(time.perf_counter() - t0, 1)}
-        common.write_json(args.out, out)
-        how = res.get("evaluation", "on the fitting data")
-        progress(f"best params {params.to_dict()} (Score {res['score']:.4f}, {how}); wrote {args.out}")
-        return 0
 
     segmenter, llm = _segmenter(args.segmenter, args.params, args.rubric)
     refs, hyps = [], []

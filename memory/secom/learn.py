@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heldout", type=float, default=0.3, help="fraction of dialogues held out for scoring")
     p.add_argument("--limit", type=int, default=0, help="use at most this many dialogues (0 = all)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method", default="learned", choices=("learned", "texttiling"),
+                   help="embedding: a logistic model over gap features (default) or TextTiling")
     a = p.parse_args(argv)
     if not (0 < a.heldout < 1) or a.rounds < 0 or a.hard < 1:
         p.error("--heldout must be in (0, 1), --rounds >= 0, --hard >= 1")
@@ -107,11 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if a.what == "embedding":
+        from ..embeddings import make_embedder
         train = dialogues[:a.limit] if a.limit else dialogues
-        _say(f"fitting the embedding segmenter on {len(train)} dialogues")
-        params, res = fit(train, progress=_say)
-        out.write_text(json.dumps({"params": params.to_dict(), "train": res, "data": a.data}, indent=2))
-        _say(f"best Score on the training file {res['score']:.4f}; parameters written to {out}")
+        _say(f"fitting the embedding segmenter ({a.method}) on {len(train)} dialogues")
+        params, res = fit(train, make_embedder(), method=a.method, seed=a.seed, progress=_say)
+        out.write_text(json.dumps({"fitted_on": a.data, "format": a.format, "n_dialogues": len(train),
+                                   "method": a.method, "params": params.to_dict(), "train": res}, indent=2))
+        _say(f"Score {res['score']:.4f} ({res.get('evaluation', 'on the fitting data')}); parameters written to "
+             f"{out} (use with SECOM_SEGMENTER_PARAMS={out})")
         return 0
     settings = Settings.from_env()
     if settings.llm.is_tiny_default:
