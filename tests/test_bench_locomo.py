@@ -80,3 +80,16 @@ def test_command_writes_results_config_and_plot(tmp_path):
     assert d["config"]["seed"] == 3 and d["config"]["budgets"] == [40, 1000]
     assert d["config"]["tokenizer"] == "tiktoken cl100k_base"
     assert (tmp_path / "res" / "locomo_recall.png").stat().st_size > 5000
+
+
+def test_timeline_units_read_as_the_engine_renders_them(tmp_path, fake_embedder, chroma_store):
+    from memory.theanine import timelines
+    conv = locomo.load(write_tiny(tmp_path / "tiny.json"))[0]
+    tu = locomo.TheanineUnits(conv, chroma_store, fake_embedder, tmp_path, None, Options(), True, 3, 0)
+    assert tu.stats()["memories"] == 4
+    if not tu.graph.g.number_of_edges():                      # the hashed embedder may link nothing
+        tu.graph.link("D1:o0", "D2:o0", "Cause")
+    for a, b in tu.graph.g.edges:
+        u = tu.timeline_unit([a, b], b)
+        assert u.text == timelines.render(tu.graph, [a, b]) and u.anchor == 1
+        assert {t for p in u.pieces for t in p.covers} == set(tu.graph.memory(a).turns + tu.graph.memory(b).turns)

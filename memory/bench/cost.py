@@ -179,13 +179,12 @@ def run(agent, sessions: list[SessionRecord], questions: list[str], strategies=S
 
 def _calls(trace: Trace) -> dict:
     by: dict[str, int] = defaultdict(int)
-    pairs = 0
     for c in trace.llm_calls:
         by[c.purpose] += 1
     return {"calls": len(trace.llm_calls), "tokens": trace.tokens,
             "prompt_tokens": sum(c.prompt_tokens for c in trace.llm_calls),
             "completion_tokens": sum(c.completion_tokens for c in trace.llm_calls),
-            "by_purpose": dict(by), "pairs": pairs, "seconds": round(trace.timings.get("total", 0.0), 3)}
+            "by_purpose": dict(by), "seconds": round(trace.timings.get("total", 0.0), 3)}
 
 
 def _avg(xs) -> float:
@@ -218,14 +217,36 @@ def official(result: dict, pairs_per_close: list[int], options: Options) -> dict
     }
 
 
+CLOSE_PURPOSES = {"theanine": ("summarise", "relation"), "secom": ("segment",)}
+
+
+def close_calls(out: dict, strategy: str) -> float:
+    """LLM calls per session close that build this strategy's memory (a close builds both)."""
+    by = out["ours"]["close"]["by_purpose"]
+    return round(sum(by.get(p, 0.0) for p in CLOSE_PURPOSES.get(strategy, ())), 2)
+
+
+def cost_bars(out: dict) -> tuple[list[str], dict[str, list[float]]]:
+    labels, ours, official = [], [], []
+    for s in ("theanine", "secom"):
+        if s in out["ours"]["replies"]:
+            labels.append(f"{s} reply")
+            ours.append(out["ours"]["replies"][s]["calls_per_op"])
+            official.append(out["official"][s]["reply_calls_per_op"])
+    for s in ("theanine", "secom"):
+        labels.append(f"{s} close")
+        ours.append(close_calls(out, s))
+        official.append(out["official"][s]["close_calls_per_op"])
+    return labels, {"this engine": ours, "official code": official}
+
+
 def cost_table(out: dict) -> str:
-    lines = ["| strategy | ours: calls / reply | ours: tokens / reply | official: calls / reply | "
-             "ours: calls / close | official: calls / close |", "|---|---:|---:|---:|---:|---:|"]
-    close = out["ours"]["close"]
+    lines = ["| strategy | calls / reply | tokens / reply | official calls / reply | calls / close "
+             "| official calls / close |", "|---|---:|---:|---:|---:|---:|"]
     for s, r in out["ours"]["replies"].items():
         off = out["official"].get(s, {})
         lines.append(f"| {s} | {r['calls_per_op']} | {r['tokens_per_op']} | {off.get('reply_calls_per_op', '-')} | "
-                     f"{close['calls_per_op'] if s != 'none' else '-'} | {off.get('close_calls_per_op', '-')} |")
+                     f"{close_calls(out, s) if s in CLOSE_PURPOSES else '-'} | {off.get('close_calls_per_op', '-')} |")
     return "\n".join(lines)
 
 
@@ -275,11 +296,8 @@ def main(argv: list[str]) -> int:
                       "machine": common.machine()}}
     common.write_json(args.out, out)
     from .plots import plot_bars
-    strategies = list(ours["replies"])
-    png = plot_bars(strategies, {"ours": [ours["replies"][s]["calls_per_op"] for s in strategies],
-                                 "official": [out["official"].get(s, {}).get("reply_calls_per_op", 1.0)
-                                              for s in strategies]},
-                    common.plot_path(args.out, "calls"), "LLM calls per reply", "calls")
+    png = plot_bars(*cost_bars(out), common.plot_path(args.out, "calls"),
+                    "LLM calls per reply and per session close", "LLM calls")
     print(cost_table(out))
     progress(f"wrote {args.out} and {png}")
     return 0

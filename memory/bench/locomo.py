@@ -22,8 +22,9 @@ Methods and the code they run:
 * theanine-topk / theanine-timeline: the observation facts are linked into a
   graph by `TheanineMemory.add_memories` (configured LLM, or the offline linking
   rule); topk packs the ranked facts, timeline packs whole timelines
-  (`timelines.sample_timelines`, rendered by `timelines.render`) through the
-  ranked facts, most relevant anchor first.
+  (`timelines.sample_timelines`, in `timelines.render`'s format) through the
+  ranked facts, most relevant anchor first. Dense ranking goes through the
+  store; BM25 ranks the same events with the engine's BM25Index.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 
@@ -499,10 +500,13 @@ def main(argv: list[str]) -> int:
     convs = load(args.data, args.conversations)
     with tempfile.TemporaryDirectory(prefix="bench-locomo-") as tmp:
         store = VectorStore(path=Path(tmp) / "chroma")
-        secom, secom_note = {}, "not requested"
+        secom, secom_note, seg_params = {}, "not requested", None
         if {"secom", "secom-raw"} & set(args.methods):
             secom, secom_note = _secom_memories(store, embedder, settings, use_llm, args.segment_max_len)
             progress(secom_note)
+            seg = getattr(secom.get("secom"), "segmenter", None)
+            seg = getattr(seg, "fallback", seg)                  # an LLM segmenter's offline fallback
+            seg_params = seg.params.to_dict() if hasattr(getattr(seg, "params", None), "to_dict") else None
         t0 = time.perf_counter()
         out = evaluate(convs, args.methods, args.retrievers, args.budgets, embedder=embedder, store=store,
                        data_dir=Path(tmp), llm_session=llm_session, secom=secom, options=options,
@@ -516,7 +520,7 @@ def main(argv: list[str]) -> int:
                    f"offline rule (SameTopic if cosine >= {linking.OFFLINE_SAMETOPIC_THRESHOLD})",
         "j": options.j, "n": options.n, "timeline_max_len": max_len, "dates": not args.no_dates,
         "secom": secom_note, "segmenter": settings.segmenter if use_llm else "embedding",
-        "segment_max_len": args.segment_max_len,
+        "segment_max_len": args.segment_max_len, "segmenter_params": seg_params,
         "packing": "units in rank order while they fit; the first that does not fit is cut to the pieces "
                    "around its anchor that fit; then stop",
         "seconds": round(time.perf_counter() - t0, 1), "machine": common.machine(),

@@ -64,11 +64,16 @@ def plot_scale(sizes: list[dict], path: str | Path, title: str = "Scale: latency
             ys = [s.get(f"{key}_ms_{q}") for s in sizes]
             if any(y is not None for y in ys):
                 ax.plot(ns, ys, style, marker="o", color=color, label=f"{key} {q}")
+    ys = [s.get("link_without_save_ms_p95") for s in sizes]
+    if any(y is not None for y in ys):
+        ax.plot(ns, ys, ":", marker="x", color="tab:green", label="link p95 without graph save")
     if len(ns) > 1:
-        ax.plot(ns, [max(1e-3, sizes[0].get("secom_ms_p50") or 1.0) * n / ns[0] for n in ns], ":", color="black",
-                alpha=0.5, label="linear growth")
+        base = next((s.get(k) for s in sizes[:1] for k in ("timeline_ms_p50", "secom_ms_p50") if s.get(k)), 1.0)
+        ax.plot(ns, [base * n / ns[0] for n in ns], ":", color="black", alpha=0.5, label="linear growth")
     ax.axhline(50, color="tab:red", alpha=0.3, lw=1)
     ax.axhline(100, color="tab:green", alpha=0.3, lw=1)
+    ax.text(ns[0], 52, "50 ms target", fontsize=7, color="tab:red", alpha=0.7)
+    ax.text(ns[0], 104, "100 ms target", fontsize=7, color="tab:green", alpha=0.7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("memories per user")

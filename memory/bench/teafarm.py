@@ -102,6 +102,9 @@ def main(argv: list[str]) -> int:
                     items.append({**item, "session_date": date})
             progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries")
             items_all.extend(items)
+            if not items:
+                progress(f"{user.user_id}: the LLM wrote no usable counterfactual question; nothing to ask")
+                continue
             closes[user.user_id] = llm_eval.close_all(agent, user, settings.options.with_(seed=args.seed))
             for qi, item in enumerate(items):
                 for strat in args.strategies:
