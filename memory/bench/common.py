@@ -55,7 +55,7 @@ def write_json(path: str | Path, obj) -> Path:
 
 
 def plot_path(out: str | Path, suffix: str) -> Path:
-    """`results/locomo.json` + "recall" -> `results/locomo_recall.png`."""
+    """`bench_out/locomo.json` + "recall" -> `bench_out/locomo_recall.png`."""
     out = Path(out)
     return out.with_name(f"{out.stem}_{suffix}.png")
 

@@ -1,7 +1,7 @@
 """Cost: LLM calls and tokens per reply and per session close, for each strategy, next to the
 call pattern of the official implementations.
 
-    python -m memory.bench cost --out results/cost.json [--data locomo.json] [--llm fake|configured]
+    python -m memory.bench cost --out bench_out/cost.json [--data locomo.json] [--llm fake|configured]
 
 Runs `MemoryAgent.close_session` over a user's sessions and `MemoryAgent.reply`
 for each strategy, and reads the calls from the agent's own traces. By default
@@ -251,7 +251,7 @@ def cost_table(out: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = common.parser("cost", __doc__.split("\n\n")[0], "results/cost.json")
+    p = common.parser("cost", __doc__.split("\n\n")[0], "bench_out/cost.json")
     p.add_argument("--data", default=None, help="a LoCoMo-format file: its first conversation's sessions and "
                                                 "questions (default: a small synthetic user)")
     p.add_argument("--sessions", type=int, default=4, help="sessions to close (default 4)")

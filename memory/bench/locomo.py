@@ -1,7 +1,7 @@
 """LoCoMo evidence recall: how much of each question's evidence a memory method puts in a context
 of a given token budget.
 
-    python -m memory.bench locomo --data locomo10.json --out results/locomo.json [--budgets 250,500,1000,2000]
+    python -m memory.bench locomo --data locomo10.json --out bench_out/locomo.json [--budgets 250,500,1000,2000]
 
 For every question (category 5 and questions without evidence skipped; evidence
 ids cleaned) and every (method, retriever), the method's memory units are
@@ -456,7 +456,7 @@ def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: i
 
 
 def main(argv: list[str]) -> int:
-    p = common.parser("locomo", __doc__.split("\n\n")[0], "results/locomo.json")
+    p = common.parser("locomo", __doc__.split("\n\n")[0], "bench_out/locomo.json")
     p.add_argument("--data", required=True, help="a file in LoCoMo's format (a list of samples)")
     p.add_argument("--budgets", type=common.int_list, default=list(DEFAULT_BUDGETS),
                    help="token budgets, comma-separated (default 250,500,1000,2000)")

@@ -1,6 +1,6 @@
 """LoCoMo question answering through the agent, judged by an LLM.
 
-    python -m memory.bench qa --data locomo.json --out results/qa.json [--limit 20] [--max-sessions M]
+    python -m memory.bench qa --data locomo.json --out bench_out/qa.json [--limit 20] [--max-sessions M]
 
 Closes a LoCoMo user's sessions into memory with `MemoryAgent.close_session`
 (the configured LLM, embedder, store and compressor: Settings.from_env), then
@@ -34,7 +34,7 @@ def judge_messages(question: str, gold: str, reply: str) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    p = common.parser("qa", __doc__.split("\n\n")[0], "results/qa.json")
+    p = common.parser("qa", __doc__.split("\n\n")[0], "bench_out/qa.json")
     llm_eval.add_args(p)
     args = p.parse_args(argv)
     bad = [s for s in args.strategies if s not in llm_eval.STRATEGIES]

@@ -1,6 +1,6 @@
 """Scale: latency and memory of the engine's own operations for synthetic users of growing size.
 
-    python -m memory.bench scale --sizes 1000,10000,100000 --out results/scale.json
+    python -m memory.bench scale --sizes 1000,10000,100000 --out bench_out/scale.json
 
 Each size runs in a fresh child process (so its peak memory is its own). A
 synthetic user gets N random-but-structured memories: sessions of 10 memories,
@@ -324,7 +324,7 @@ def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:
 # --- command --------------------------------------------------------------------------
 
 def main(argv: list[str]) -> int:
-    p = common.parser("scale", __doc__.split("\n\n")[0], "results/scale.json")
+    p = common.parser("scale", __doc__.split("\n\n")[0], "bench_out/scale.json")
     p.add_argument("--sizes", type=common.int_list, default=[1000, 10000, 100000],
                    help="memories per synthetic user (default 1000,10000,100000)")
     p.add_argument("--reps", type=int, default=200, help="timed calls per operation and size (default 200)")

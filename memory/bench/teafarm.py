@@ -1,6 +1,6 @@
 """TeaFarm (THEANINE paper): can the agent be talked into a false memory?
 
-    python -m memory.bench teafarm --data locomo.json --out results/teafarm.json [--limit 10]
+    python -m memory.bench teafarm --data locomo.json --out bench_out/teafarm.json [--limit 10]
 
 From the session summaries of a LoCoMo user (`session_summary`; the session's
 observation facts when a file has none), the configured LLM writes
@@ -76,7 +76,7 @@ def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str]) -> int:
-    p = common.parser("teafarm", __doc__.split("\n\n")[0], "results/teafarm.json")
+    p = common.parser("teafarm", __doc__.split("\n\n")[0], "bench_out/teafarm.json")
     llm_eval.add_args(p)
     p.set_defaults(limit=10)
     args = p.parse_args(argv)
