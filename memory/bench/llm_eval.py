@@ -167,3 +167,24 @@ def sample(items: list, limit: int, seed: int) -> list:
 
 def options_for(settings: Settings, strategy: str, seed: int, max_reply_tokens: int) -> Options:
     return settings.options.with_(strategy=strategy, seed=seed, max_reply_tokens=max_reply_tokens)
+
+
+def finish(args, out: dict, metric: str, label: str, plot_suffix: str, title: str) -> int:
+    """Write OUT.json, the per-strategy bar plot and the table (shared by `qa` and `teafarm`)."""
+    common.write_json(args.out, out)
+    from .plots import plot_bars
+    strategies = list(out["strategies"])
+    png = plot_bars(strategies, {label: [out["strategies"][s][metric] or 0 for s in strategies]},
+                    common.plot_path(args.out, plot_suffix), title, label)
+    print(table(out, metric, label))
+    progress(f"wrote {args.out} and {png}")
+    return 0
+
+
+def table(out: dict, metric: str, label: str) -> str:
+    lines = [f"| strategy | {label} | judged | tokens / question | LLM calls / reply | latency p50 (s) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for s, r in out["strategies"].items():
+        lines.append(f"| {s} | {r[metric]} | {r['n_judged']}/{r['n']} | {r['tokens_per_question']} | "
+                     f"{r['llm_calls_per_reply']} | {r['latency_s_p50']} |")
+    return "\n".join(lines)

@@ -81,21 +81,4 @@ def main(argv: list[str]) -> int:
                      "embedder": settings.embedder, "judge": settings.llm.describe(),
                      "judge_tokens": judge.tokens, "max_reply_tokens": args.max_reply_tokens,
                      "seconds": round(time.perf_counter() - t_start, 1), "machine": common.machine()}
-    common.write_json(args.out, out)
-    from .plots import plot_bars
-    strategies = list(out["strategies"])
-    png = plot_bars(strategies, {"accuracy": [out["strategies"][s]["accuracy"] or 0 for s in strategies]},
-                    common.plot_path(args.out, "accuracy"), f"LoCoMo QA accuracy (LLM judge, {settings.llm.describe()})",
-                    "accuracy")
-    print(table(out))
-    progress(f"wrote {args.out} and {png}")
-    return 0
-
-
-def table(out: dict) -> str:
-    lines = ["| strategy | accuracy | judged | tokens / question | LLM calls / reply | latency p50 (s) |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for s, r in out["strategies"].items():
-        lines.append(f"| {s} | {r['accuracy']} | {r['n_judged']}/{r['n']} | {r['tokens_per_question']} | "
-                     f"{r['llm_calls_per_reply']} | {r['latency_s_p50']} |")
-    return "\n".join(lines)
+    return llm_eval.finish(args, out, "accuracy", "accuracy", "accuracy", f"LoCoMo QA accuracy (LLM judge, {settings.llm.describe()})")
