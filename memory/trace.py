@@ -29,6 +29,7 @@ class Trace:
     llm_calls: list[LLMCall] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
     notices: list[str] = field(default_factory=list)         # e.g. "compression unavailable: ..."
+    memory_path: str = ""                                    # "llm" | "offline": whether LLM memory steps ran
     error: str | None = None                                 # a user-facing message, never a stack trace
 
     @contextmanager

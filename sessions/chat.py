@@ -48,7 +48,7 @@ def check_message(text: str | None) -> str:
 
 
 def history_before(msgs: list[MessageRow], session: SessionRow, before_id: int | None = None) -> list[Turn]:
-    return [Turn(m.speaker, m.text, f"{session.session_id}:{m.id}") for m in msgs
+    return [Turn(m.speaker, m.text, m.turn_id()) for m in msgs
             if m.status == "ok" and (before_id is None or m.id < before_id)]
 
 

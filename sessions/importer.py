@@ -11,13 +11,14 @@ The app's own format (also what the export's "sessions" key holds):
         ...]}
 
 `speaker` is "user" or "assistant"; an optional `name` keeps a person's name;
+an optional `id` is kept as the turn's id (memory provenance names it);
 `date` is free text, ISO (YYYY-MM-DD) preferred.
 
 LoCoMo's format (snap-research/LoCoMo, e.g. locomo10.json): one sample or a
 list of samples with a "conversation" object. The first speaker of a
 conversation is shown as the user, the other as the assistant, and both keep
-their names. A file with several conversations needs the sample id of the one
-to import.
+their names; each turn keeps its `dia_id` ("D3:7") as its id. A file with
+several conversations needs the sample id of the one to import.
 
 Validation is complete before any write, so a malformed file changes nothing.
 """
@@ -32,6 +33,7 @@ MAX_SESSIONS = 300
 MAX_TURNS_PER_SESSION = 2000
 MAX_TEXT_CHARS = 20000
 MAX_DATE_CHARS = 100
+MAX_TURN_ID_CHARS = 100
 MAX_FILE_BYTES = 20 * 1024 * 1024
 
 
@@ -42,7 +44,7 @@ class ImportFormatError(UserError):
 @dataclass
 class ImportedSession:
     date: str
-    turns: list[tuple[str, str, str]] = field(default_factory=list)   # (role, speaker, text)
+    turns: list[tuple[str, str, str, str | None]] = field(default_factory=list)  # (role, speaker, text, turn id)
 
 
 def _text(value, where: str, limit: int) -> str:
@@ -85,7 +87,10 @@ def _parse_own(obj: dict) -> list[ImportedSession]:
                 raise ImportFormatError(f"{tw}.text is empty")
             name = t.get("name", speaker)
             name = _text(name, f"{tw}.name", 200).strip() or speaker
-            parsed.append((speaker, name, text))
+            tid = t.get("id")
+            if tid is not None:
+                tid = _text(tid, f"{tw}.id", MAX_TURN_ID_CHARS).strip() or None
+            parsed.append((speaker, name, text, tid))
         out.append(ImportedSession(date, parsed))
     return out
 
@@ -123,7 +128,8 @@ def _parse_locomo(obj, sample_id: str = "") -> list[ImportedSession]:
             speaker = _text(t.speaker, f"session {rec.session_id} speaker", 200).strip() or "speaker"
             text = _text(t.text, f"session {rec.session_id} turn {t.turn_id}", MAX_TEXT_CHARS)
             if text.strip():
-                turns.append(("user" if speaker == first_speaker else "assistant", speaker, text))
+                tid = clean_text(t.turn_id)[:MAX_TURN_ID_CHARS].strip() or None
+                turns.append(("user" if speaker == first_speaker else "assistant", speaker, text, tid))
         date = _text(rec.date, f"session {rec.session_id} date", MAX_DATE_CHARS).strip() or rec.session_id
         if turns:
             out.append(ImportedSession(date, turns))

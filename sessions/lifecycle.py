@@ -87,7 +87,7 @@ class Lifecycle:
 
     def record(self, user_id: str, session: SessionRow) -> SessionRecord:
         """The session as the memory library sees it: stored turns, failed replies left out."""
-        turns = [Turn(m.speaker, m.text, f"{session.session_id}:{m.id}")
+        turns = [Turn(m.speaker, m.text, m.turn_id())
                  for m in self.store.messages(user_id, session.session_id, include_errors=False)]
         return SessionRecord(session.session_id, session.date, turns)
 

@@ -135,7 +135,8 @@ class SessionService:
         for s in self.store.sessions(user_id):
             msgs = self.store.messages(user_id, s.session_id, include_errors=False)
             sessions.append({"date": s.date, "status": s.status, "source": s.source,
-                             "turns": [{"speaker": m.role, "name": m.speaker, "text": m.text} for m in msgs]})
+                             "turns": [{"speaker": m.role, "name": m.speaker, "text": m.text, "id": m.turn_id()}
+                                       for m in msgs]})
         return {"format": EXPORT_FORMAT, "sessions": [s for s in sessions if s["turns"]],
                 "memory": self.agent.export_user(user_id), "settings": self.prefs(user_id)}
 

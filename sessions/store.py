@@ -54,7 +54,8 @@ CREATE TABLE IF NOT EXISTS messages (
     strategy   TEXT,
     reply_to   INTEGER,
     trace      TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    source_turn_id TEXT
 );
 CREATE INDEX IF NOT EXISTS messages_by_session ON messages (user_id, session_id, id);
 CREATE TABLE IF NOT EXISTS compares (
@@ -95,6 +96,11 @@ class MessageRow:
     reply_to: int | None
     trace: dict | None
     created_at: float
+    source_turn_id: str | None = None   # the turn's id in an imported history (LoCoMo "D3:7")
+
+    def turn_id(self) -> str:
+        """The id memory provenance uses: the source's id for imported turns, else session:message."""
+        return self.source_turn_id or f"{self.session_id}:{self.id}"
 
 
 def _loads(s: str | None):
@@ -108,6 +114,9 @@ class Store:
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(SCHEMA)
+            cols = {r["name"] for r in db.execute("PRAGMA table_info(messages)")}
+            if "source_turn_id" not in cols:          # databases made before imports kept turn ids
+                db.execute("ALTER TABLE messages ADD COLUMN source_turn_id TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -239,16 +248,27 @@ class Store:
             return [r["user_id"] for r in db.execute(
                 "SELECT DISTINCT user_id FROM sessions WHERE status = 'closing' ORDER BY user_id")]
 
-    def add_imported_sessions(self, user_id: str, sessions: list[tuple[str, list[tuple[str, str, str]]]]) -> list[str]:
-        """Store whole sessions [(date, [(role, speaker, text)])] as "closing", all or nothing.
+    def add_imported_sessions(self, user_id: str,
+                              sessions: list[tuple[str, list[tuple[str, str, str, str | None]]]]) -> list[str]:
+        """Store whole sessions [(date, [(role, speaker, text, source_turn_id)])] as "closing", all or nothing.
 
         Imported sessions are earlier history: an open session without messages is moved after
-        them, so sessions stay numbered in the order they happened.
+        them, so sessions stay numbered in the order they happened. Source turn ids are kept; if
+        the user already has one of them (the same file imported twice), this import's ids get a
+        prefix "i{n}/" so that every turn id stays unique within the user.
         """
         self.ensure_user(user_id)
         ids = []
         now = time.time()
+        wanted = {tid for _, turns in sessions for *_, tid in turns if tid}
         with self._write() as db:
+            taken = {r[0] for r in db.execute(
+                "SELECT source_turn_id FROM messages WHERE user_id = ? AND source_turn_id IS NOT NULL", (user_id,))}
+            prefix = ""
+            if wanted & taken:
+                n = db.execute("SELECT COUNT(*) FROM sessions WHERE user_id = ? AND source = 'import'",
+                               (user_id,)).fetchone()[0]
+                prefix = f"i{n + 1}/"
             empty_open = db.execute(
                 "SELECT s.session_id, s.date FROM sessions s WHERE s.user_id = ? AND s.status = 'open' AND NOT EXISTS "
                 "(SELECT 1 FROM messages m WHERE m.user_id = s.user_id AND m.session_id = s.session_id)",
@@ -259,8 +279,10 @@ class Store:
             for date, turns in sessions:
                 sid = self._insert_session(db, user_id, date, "closing", "import")
                 db.executemany(
-                    "INSERT INTO messages (user_id, session_id, role, speaker, text, status, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, 'ok', ?)", [(user_id, sid, r, clean_text(s), clean_text(t), now) for r, s, t in turns])
+                    "INSERT INTO messages (user_id, session_id, role, speaker, text, status, created_at, source_turn_id) "
+                    "VALUES (?, ?, ?, ?, ?, 'ok', ?, ?)",
+                    [(user_id, sid, r, clean_text(s), clean_text(t), now, prefix + tid if tid else None)
+                     for r, s, t, tid in turns])
                 ids.append(sid)
             if empty_open:
                 self._insert_session(db, user_id, empty_open["date"], "open", "chat")
@@ -269,7 +291,8 @@ class Store:
     # --- messages ----------------------------------------------------------------------
     def _message_row(self, row: sqlite3.Row) -> MessageRow:
         return MessageRow(row["id"], row["session_id"], row["role"], row["speaker"], row["text"], row["status"],
-                          row["error"], row["strategy"], row["reply_to"], _loads(row["trace"]), row["created_at"])
+                          row["error"], row["strategy"], row["reply_to"], _loads(row["trace"]), row["created_at"],
+                          row["source_turn_id"])
 
     def add_user_message(self, user_id: str, session_id: str, text: str) -> int | None:
         """Store a user message in `session_id` if it is still the open session, else return None

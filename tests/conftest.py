@@ -40,7 +40,7 @@ class ScriptedLLM:
     def chat(self, messages, *, temperature, max_tokens, json_schema=None):
         return Completion(self._next(messages), 10, 5)
 
-    def stream(self, messages, *, temperature, max_tokens):
+    def stream(self, messages, *, temperature, max_tokens, seed=None):
         text = self._next(messages)
         for i in range(0, len(text), 4):
             yield text[i:i + 4]

@@ -1,8 +1,9 @@
-"""End to end through real parts: embedded llama.cpp (Gemma 3 270M), MiniLM, embedded Chroma;
-and the `openai` client against a real `python -m llama_cpp.server` on 127.0.0.1.
+"""End to end through real parts: embedded llama.cpp (the bundled SmolLM2 135M), MiniLM, embedded
+Chroma; and the `openai` client against a real `python -m llama_cpp.server` on 127.0.0.1.
 
-The 270M base model writes poor text; these tests check the pipeline, not the prose:
-sessions are closed into memory, and a later reply retrieves from that memory.
+A 135M model writes poor text; these tests check the plumbing, never the prose: sessions are
+closed into memory (offline path by default, the papers' LLM steps when forced on or with an
+endpoint), and a later reply retrieves from that memory and streams.
 """
 import pytest
 
@@ -46,12 +47,17 @@ def build(agent: MemoryAgent):
     return agent
 
 
-def check_memory_used(agent: MemoryAgent):
+def check_memory_used(agent: MemoryAgent, llm_steps: bool = True):
     events, trace = run(agent, "theanine", "What did my puppy Biscuit chew?")
     assert trace.error is None, trace.error
     assert any("Biscuit" in m["event"] or "puppy" in m["event"] for m in trace.memories)
-    assert trace.timelines_raw and len(trace.timelines_refined) == len(trace.timelines_raw)
-    assert [c.purpose for c in trace.llm_calls] == ["refine", "reply"]          # <= 2 calls per reply
+    assert trace.timelines_raw and trace.memory_path == ("llm" if llm_steps else "offline")
+    if llm_steps:
+        assert len(trace.timelines_refined) == len(trace.timelines_raw)
+        assert [c.purpose for c in trace.llm_calls] == ["refine", "reply"]      # <= 2 calls per reply
+    else:                                                                       # shown unrefined, and said so
+        assert trace.timelines_refined == [] and any("not refined" in n for n in trace.notices)
+        assert [c.purpose for c in trace.llm_calls] == ["reply"]
     _, trace = run(agent, "secom", "What did my puppy Biscuit chew?")
     assert trace.error is None, trace.error
     assert trace.segments and any("Biscuit" in s["text"] for s in trace.segments)
@@ -61,13 +67,29 @@ def check_memory_used(agent: MemoryAgent):
     assert not trace.memories and not trace.segments and len(trace.llm_calls) == 1
 
 
-def test_embedded_llama_cpp_end_to_end(tmp_path):
-    agent = build(MemoryAgent.from_settings(Settings(data_dir=tmp_path)))
-    check_memory_used(agent)
+def test_embedded_default_builds_memory_without_llm_calls(tmp_path):
+    """The newcomer's path: the bundled model replies; memory is built by the offline path."""
+    agent = MemoryAgent.from_settings(Settings(data_dir=tmp_path))
+    report = agent.close_session("u1", SESSIONS[0])
+    assert report.trace.llm_calls == [] and report.trace.memory_path == "offline"
+    assert any("without an LLM" in n for n in report.trace.notices)
+    events = [m["event"] for m in agent.graph_view("u1")["nodes"]]
+    assert events == ["user: I adopted a golden retriever puppy named Biscuit this morning.",
+                      "user: I am also starting pottery classes on Tuesday evenings."]
+    assert agent.close_session("u1", SESSIONS[1]).new_segments
+    check_memory_used(agent, llm_steps=False)
     events, trace = run(agent, "theanine", "Tell me about Biscuit.")
-    assert any(e.kind == "delta" for e in events) or trace.llm_calls[-1].completion_tokens == 0
-    graph = agent.graph_view("u1")
-    assert {n["session_id"] for n in graph["nodes"]} == {"s1", "s2"}
+    assert any(e.kind == "delta" for e in events) and events[-1].text.strip()     # a reply streams
+    assert {n["session_id"] for n in agent.graph_view("u1")["nodes"]} == {"s1", "s2"}
+
+
+def test_llm_steps_forced_on_run_through_the_embedded_model(tmp_path):
+    settings = Settings.from_env({"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_LLM_STEPS": "on"})
+    agent = build(MemoryAgent.from_settings(settings))
+    calls = [c.purpose for c in agent.close_session("u1", SessionRecord("s3", "2023-05-09", [
+        Turn("user", "I bought a red kayak for the summer.", "s3:0")])).trace.llm_calls]
+    assert calls and calls[0] == "summarise"
+    check_memory_used(agent)
 
 
 def test_openai_client_against_real_llama_cpp_server(tmp_path):

@@ -49,7 +49,7 @@ REPLY_FAULTS = {
     "hang past the timeout": [("hang", 3)] * 2,
     "stream cut midway": [("cut", "Hello there, this reply will be cut in the middle")],
     "no choices": [("empty", None)] * 2,
-    "empty text": [("ok", "")],
+    "empty text": [("ok", "")] * 2,          # an empty answer is asked again once, with another seed
 }
 
 
@@ -72,8 +72,8 @@ def test_reply_fault_keeps_the_message_shows_an_error_and_retry_answers(svc, ser
     reply_calls = [x for x in trace["llm_calls"] if x["purpose"] == "reply"]
     if fault != "empty text":
         assert reply_calls and reply_calls[-1]["status"] == "error" and reply_calls[-1]["detail"]
-    if fault.startswith(("429", "500", "hang", "no choices")):
-        assert server.count("reply") == 2                                  # retried once (LLM_MAX_RETRIES=1)
+    if fault.startswith(("429", "500", "hang", "no choices", "empty")):
+        assert server.count("reply") == 2                 # retried once (LLM_MAX_RETRIES=1; empty: one more seed)
 
     # Retry answers the same stored message; nothing is duplicated.
     server.script("reply", ("ok", "Have a lovely visit."))
@@ -92,6 +92,16 @@ def test_a_transient_error_is_retried_and_recorded(svc, server):
     assert done.error is None and done.text == "Thanks, I will remember that."
     call = [x for x in done.trace["llm_calls"] if x["purpose"] == "reply"][0]
     assert call["status"] == "retried" and "RateLimit" in call["detail"]
+
+
+def test_an_empty_answer_is_asked_again_with_another_seed(svc, server):
+    uid = uid_of(svc)
+    server.script("reply", ("ok", ""), ("ok", "Welcome back!"))
+    done = last_done(list(svc.send(uid, "Hello again", "none")))
+    assert done.error is None and done.text == "Welcome back!"
+    call = [x for x in done.trace["llm_calls"] if x["purpose"] == "reply"][0]
+    assert call["status"] == "retried" and call["detail"] == "empty answer"
+    assert server.count("reply") == 2
 
 
 def chat(svc, uid, *texts):

@@ -208,10 +208,24 @@ def test_import_own_format_builds_memory(tmp_path):
     assert [n["event"] for n in svc.graph(uid)["nodes"]] == ["I adopted Rex", "Rex is sick"]
     # The export's sessions can be imported again.
     exported = svc.export(uid)
-    assert exported["sessions"][0]["turns"][0] == {"speaker": "user", "name": "user", "text": "I adopted Rex"}
+    first = exported["sessions"][0]["turns"][0]
+    assert first == {"speaker": "user", "name": "user", "text": "I adopted Rex", "id": first["id"]} and first["id"]
     other = new_user_id()
     svc.import_history(other, json.dumps(exported))
     assert len(svc.graph(other)["nodes"]) == 2
+    # ... keeping the turn ids, so provenance still names the same turns.
+    assert svc.export(other)["sessions"][0]["turns"][0]["id"] == first["id"]
+
+
+def test_imported_turn_ids_stay_unique_when_a_file_is_imported_twice(tmp_path):
+    svc, _ = make(tmp_path)
+    uid = new_user_id()
+    data = json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": "I adopted Rex",
+                                                                       "id": "D1:1"}]}]})
+    svc.import_history(uid, data)
+    svc.import_history(uid, data)
+    ids = [t["id"] for s in svc.export(uid)["sessions"] for t in s["turns"]]
+    assert ids[0] == "D1:1" and len(set(ids)) == len(ids) == 2
 
 
 @pytest.mark.parametrize("bad", [

@@ -70,7 +70,8 @@ def test_bad_llm_answers_fall_back_and_never_invent_relations(tmp_path, chroma_s
     new = tm.build("u1", sess("s2", "2023-02-01", "Hiking in the alps again with my dog this weekend"),
                    LLMSession(hostile, trace), opts, trace)
     assert new == ["s2:m0"]
-    assert tm.graph("u1").memory("s2:m0").event.startswith("user said: Hiking")
+    m = tm.graph("u1").memory("s2:m0")           # the statement itself, marked as a fallback
+    assert m.event == "user: Hiking in the alps again with my dog this weekend" and m.built_by == "extracted-fallback"
     statuses = [c.status for c in trace.llm_calls]
     assert statuses == ["fallback", "fallback"]
     # the relation fallback is the offline rule: only labels from the fixed set

@@ -14,6 +14,8 @@ Every id is validated (20-64 characters of A-Z a-z 0-9 _ -) before use.
     c.predict(uid, "", api_name="/end_session")                # build memory from the session
     c.predict(uid, "2023-05-15", api_name="/new_session")      # start the next one, a week later
     reply, trace = c.predict(uid, "What is my dog's name?", "theanine", api_name="/send_message")
+    built = c.predict(uid, open("locomo10.json").read(), "conv-30", api_name="/import_history")
+    export = c.predict(uid, api_name="/export_memory")         # sessions, both memories, settings
 """
 
 import gradio as gr
@@ -104,9 +106,32 @@ def register_api(service: SessionService) -> None:
         except Exception as e:  # noqa: BLE001
             raise gr.Error(user_message(e)) from None
 
+    def import_history(user_id: str, data: str, sample_id: str = "") -> dict:
+        """Import a history (the JSON text of this app's format or of LoCoMo; `sample_id` picks one
+        conversation of a LoCoMo file) as earlier closed sessions and build their memory. Turns keep the
+        source's ids (LoCoMo "D3:7"). Returns what was built: sessions, turns, memories, segments."""
+        try:
+            result = service.import_history(user_id, data, sample_id or "")
+        except Exception as e:  # noqa: BLE001
+            raise gr.Error(user_message(e)) from None
+        out = _end(result)
+        out["memories"] = sum(len(c["new_memories"]) for c in out["closed"])
+        out["segments"] = sum(len(c["new_segments"]) for c in out["closed"])
+        return out
+
+    def export_memory(user_id: str) -> dict:
+        """Everything kept about the user: sessions (importable), the THEANINE graph (memories with their
+        source turns, edges) and the SeCom segments, and the user's settings."""
+        try:
+            return service.export(user_id)
+        except Exception as e:  # noqa: BLE001
+            raise gr.Error(user_message(e)) from None
+
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message")
     gr.api(reply_again, api_name="reply_again")
     gr.api(end_session, api_name="end_session")
     gr.api(new_session, api_name="new_session")
     gr.api(history, api_name="history")
+    gr.api(import_history, api_name="import_history")
+    gr.api(export_memory, api_name="export_memory")

@@ -75,6 +75,7 @@ def graph_page(view: dict, retrieved: set[str] = frozenset(), new: set[str] = fr
         marks = (["retrieved for this reply"] if nid in retrieved else []) + (["new"] if nid in new else [])
         title = "\n".join([_text(event), f"time: {_text(n.get('time'))}",
                            f"session: {_text(labels.get(sid, sid))}", f"id: {_text(nid)}"]
+                          + ([f"made: {_text(n['built_by'])}"] if n.get("built_by") else [])
                           + ([f"({', '.join(marks)})"] if marks else []))
         attrs = {"color": {"background": colour[sid], "border": RETRIEVED_COLOUR if nid in retrieved else colour[sid]},
                  "borderWidth": 4 if nid in retrieved else 1, "size": 22 if nid in retrieved else 14,

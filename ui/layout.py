@@ -54,7 +54,7 @@ def build_demo(service: SessionService, settings: Settings, storage_secret: str,
         # The browser's user id, encrypted in its localStorage; the secret is stable across restarts.
         c.uid = gr.BrowserState(None, storage_key="memory_chat_user", secret=storage_secret)
         c.msg_ids = gr.State([])
-        gr.HTML(panels.banner_html(settings.llm.describe(), settings.llm.is_tiny_default, not allow_llm_change))
+        gr.HTML(panels.banner_html(settings.llm.describe(), settings.llm.is_bundled, not allow_llm_change))
         with gr.Row(equal_height=False):
             with gr.Column(scale=5):
                 c.session_header = gr.HTML(elem_id="session-header-wrap")

@@ -28,8 +28,9 @@ def banner_html(llm_description: str, tiny_default: bool, locked: bool = False) 
     parts = [f'<div class="mc-banner" id="llm-banner"><b>LLM in use:</b> {esc(llm_description)}']
     if tiny_default:
         parts.append(
-            '<div class="mc-warn">This is the tiny embedded model (Gemma 3 270M, a base model): it proves the '
-            "memory pipeline offline, but its replies will be poor. For real answers connect an "
+            '<div class="mc-warn">This is the tiny bundled model: it chats, but its replies will be poor, and '
+            "memory is built without LLM steps (facts are the sentences people said, linked by topic "
+            "similarity; timelines are not refined). For real answers and the papers' LLM memory steps connect an "
             "OpenAI-compatible model in <code>.env</code> (or the environment) and restart: "
             "<code>OPENAI_API_KEY=...</code> for OpenAI; Ollama with "
             "<code>OPENAI_BASE_URL=http://localhost:11434/v1</code> and <code>LLM_MODEL=llama3.1</code>; "
@@ -57,6 +58,8 @@ def sessions_html(rows: list[tuple]) -> str:
     items = []
     for s, msgs in reversed(rows):
         state = {"closed": "memory built ✓", "closing": "memory pending ⏳"}.get(s.status, s.status)
+        if s.status == "closed" and ((s.report or {}).get("trace") or {}).get("memory_path") == "offline":
+            state += " (without an LLM)"
         if s.status == "closing" and s.close_error:
             state = "memory build failed; retried at the next End session"
         src = " · imported" if s.source == "import" else ""
@@ -108,20 +111,24 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
     if strategy == "theanine":
         mems = trace.get("memories") or []
         out.append(f'<section{at("why-memories")}><h5>Retrieved memories</h5>')
-        out.append(_table(["memory", "event", "time", "score"],
-                          [[m.get("id"), m.get("event"), m.get("time"), m.get("score")] for m in mems], "mc-mem")
+        out.append(_table(["memory", "event", "time", "score", "made"],
+                          [[m.get("id"), m.get("event"), m.get("time"), m.get("score"), m.get("built_by", "")]
+                           for m in mems], "mc-mem")
                    if mems else '<p class="mc-muted">No memory retrieved (nothing stored yet?).</p>')
         out.append("</section>")
         raw = trace.get("timelines_raw") or []
         refined = trace.get("timelines_refined") or []
-        out.append(f'<section{at("why-timelines")}><h5>Timelines ({len(raw)} retrieved, raw → refined)</h5>')
+        offline = trace.get("memory_path") == "offline"
+        not_refined = "<i>(not refined: no LLM step with the bundled model)</i>" if offline else "<i>(not refined)</i>"
+        out.append(f'<section{at("why-timelines")}><h5>Timelines ({len(raw)} retrieved, '
+                   f'{"shown unrefined" if offline else "raw → refined"})</h5>')
         if raw:
             out.append('<ol class="mc-timelines">')
             for i, t in enumerate(raw):
                 ref = refined[i] if i < len(refined) else ""
                 out.append(f'<li class="timeline" data-anchor="{esc(t.get("anchor"))}">'
                            f'<div class="mc-raw"><b>raw:</b> {esc(t.get("text"))}</div>'
-                           f'<div class="mc-refined"><b>refined:</b> {esc(ref) or "<i>(not refined)</i>"}</div></li>')
+                           f'<div class="mc-refined"><b>refined:</b> {esc(ref) or not_refined}</div></li>')
             out.append("</ol>")
         else:
             out.append('<p class="mc-muted">No timeline for this reply.</p>')

@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-COMMANDS = ("locomo", "segmentation", "scale", "cost", "qa", "teafarm", "graph")
+COMMANDS = ("locomo", "segmentation", "scale", "cost", "qa", "teafarm", "graph", "replyprobe")
 
 
 def main(argv: list[str]) -> int:

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
              f"{out} (use with SECOM_SEGMENTER_PARAMS={out})")
         return 0
     settings = Settings.from_env()
-    if settings.llm.is_tiny_default:
+    if settings.llm.is_bundled:
         _say("No LLM endpoint is configured: running on the embedded 270M base model. This checks the plumbing "
              "only; set OPENAI_API_KEY or OPENAI_BASE_URL for a rubric worth using.")
     train, heldout = split(dialogues, a.heldout, a.seed, a.limit)

@@ -34,6 +34,7 @@ class Memory:
     seq: int = 0              # insertion order: breaks ties and orders undated memories
     turns: list[str] = field(default_factory=list)   # provenance: turn ids
     speaker: str = ""
+    built_by: str = ""        # how it was made: "llm" | "extracted" | "extracted-fallback" (BUILT_BY in extract)
 
     @property
     def order(self) -> tuple[str, int]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..llm import LLMSession
 from ..records import SessionRecord, sortable_time
 from . import prompts
+from .extract import extract_memories
 from .graph import Memory, MemoryGraph
 
 # Offline rule: SameTopic when the cosine similarity (MiniLM) is at least this. Chosen on LoCoMo conv-26
@@ -31,23 +32,23 @@ class Candidate:
 
 
 def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
-    """One LLM call per session; without an LLM (or on a bad answer) each substantial turn is a memory."""
+    """One LLM call per session; without an LLM the statements of the session are the memories
+    (memory.theanine.extract), and they are also the fallback for an unusable answer."""
     turns = session.turns
     numbered = [f"[{i}] {t.speaker}: {' '.join(t.text.split())[:600]}" for i, t in enumerate(turns)]
 
     def fallback() -> list[dict]:
-        items = [{"speaker": t.speaker, "event": f"{t.speaker} said: {' '.join(t.text.split())[:300]}", "turns": [i]}
-                 for i, t in enumerate(turns) if len(t.text.split()) >= 4]
-        return items[-12:]
+        return [dict(it, built_by="extracted-fallback") for it in extract_memories(turns)]
 
     if llm is None:
-        items = fallback()
+        items = [dict(it, built_by="extracted") for it in extract_memories(turns)]
     else:
         items = llm.json("summarise", prompts.summarise_messages(session.date, numbered), prompts.SUMMARISE_SCHEMA,
                          lambda raw: prompts.validate_memories(raw, len(turns)), fallback, max_tokens=400)
     ts = sortable_time(session.date)
     return [Memory(id=f"{session.session_id}:m{i}", event=it["event"], time=session.date, session_id=session.session_id,
-                   ts=ts, turns=[turns[t].turn_id for t in it["turns"]], speaker=it["speaker"])
+                   ts=ts, turns=[turns[t].turn_id for t in it["turns"]], speaker=it["speaker"],
+                   built_by=it.get("built_by", "llm"))
             for i, it in enumerate(items)]
 
 

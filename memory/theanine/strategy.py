@@ -16,6 +16,7 @@ from ..store import VectorStore
 from ..trace import Trace
 from ..userspace import user_dir
 from . import linking, prompts, timelines
+from .extract import BUILT_BY
 from .graph import Memory, MemoryGraph
 
 KIND = "theanine_memories"
@@ -115,7 +116,7 @@ class TheanineMemory:
                     continue
                 m = graph.memory(h.id)
                 trace.memories.append({"id": m.id, "event": m.event, "time": m.time, "session_id": m.session_id,
-                                       "score": round(h.score, 4)})
+                                       "score": round(h.score, 4), "built_by": BUILT_BY.get(m.built_by, "")})
                 for path in timelines.sample_timelines(graph, h.id, options.n, rng):
                     if tuple(path) in seen:
                         continue
@@ -158,6 +159,7 @@ class TheanineMemory:
     def view(self, user_id: str) -> dict:
         with self.lock(user_id):
             graph = self.graph(user_id)
-            return {"nodes": [{"id": m.id, "event": m.event, "time": m.time, "session_id": m.session_id}
+            return {"nodes": [{"id": m.id, "event": m.event, "time": m.time, "session_id": m.session_id,
+                               "turns": list(m.turns), "built_by": BUILT_BY.get(m.built_by, "")}
                               for m in sorted(graph.memories(), key=lambda m: m.order)],
                     "edges": [{"source": a, "target": b, "relation": r} for a, b, r in graph.g.edges(data="relation")]}
