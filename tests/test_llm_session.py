@@ -51,3 +51,34 @@ def test_extract_json_finds_embedded_object():
     assert extract_json('blah {"a": [1, 2]} blah') == {"a": [1, 2]}
     with pytest.raises(ValueError):
         extract_json("nothing here")
+
+
+def test_an_empty_stream_is_asked_again_with_another_seed_then_left_to_the_caller():
+    seeds = []
+
+    class Empty(ScriptedLLM):
+        def stream(self, messages, *, temperature, max_tokens, seed=None):
+            seeds.append(seed)
+            yield from (["  ", "\n"] if len(seeds) < 3 else ["Hi", " there"])
+    s = session(Empty())
+    assert "".join(s.stream("reply", [{"role": "user", "content": "hi"}])) == ""      # empty twice: nothing
+    assert seeds[0] is None and seeds[1] is not None and s.trace.llm_calls[0].detail == "empty answer"
+    # Leading whitespace is held back, so a retried answer does not start with the empty one's blanks.
+    assert "".join(s.stream("reply", [{"role": "user", "content": "hi"}])) == "Hi there"
+
+
+def test_bundled_models_and_llm_steps_from_the_environment():
+    from memory.errors import InvalidOptions
+    from memory.settings import Settings
+    s = Settings.from_env({})
+    assert s.llm.bundled_model == "smollm2" and s.llm.is_bundled and not s.llm_steps_for()
+    assert s.segmenter == "embedding"
+    assert Settings.from_env({"LLM_EMBEDDED_MODEL": "gemma3"}).llm.bundled_model == "gemma3"
+    on = Settings.from_env({"MEMORY_LLM_STEPS": "on"})
+    assert on.llm_steps_for() and on.segmenter == "llm"
+    assert Settings.from_env({"LLM_GGUF_PATH": "/models/mine.gguf"}).llm_steps_for()        # a user's GGUF
+    assert Settings.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}).llm_steps_for()  # any endpoint
+    assert not Settings.from_env({"OPENAI_API_KEY": "k", "MEMORY_LLM_STEPS": "off"}).llm_steps_for()
+    for bad in ({"LLM_EMBEDDED_MODEL": "gpt5"}, {"MEMORY_LLM_STEPS": "maybe"}):
+        with pytest.raises(InvalidOptions):
+            Settings.from_env(bad)
