@@ -123,7 +123,9 @@ class MemoryAgent:
 
     # --- reply ------------------------------------------------------------------
     def reply(self, user_id: str, history: list[Turn], message: str, session_date: str = "",
-              options: Options | None = None, llm: LLMConfig | None = None) -> Iterator[ReplyEvent]:
+              options: Options | None = None, llm: LLMConfig | None = None,
+              hint: str = "") -> Iterator[ReplyEvent]:
+        """Stream a reply. `hint`: an extra system instruction (TeaFarm's optional false-premise one)."""
         opts = options or self.settings.options
         trace = Trace(strategy=opts.strategy)
         text = ""
@@ -137,7 +139,7 @@ class MemoryAgent:
                 history = recent_history(history)
                 session = self._llm_session(trace, opts, llm)
                 ctx = yield from self._memory_steps(user_id, history, message, opts, trace, session)
-                msgs = reply_messages(opts.strategy, ctx.lines, history, message, session_date)
+                msgs = reply_messages(opts.strategy, ctx.lines, history, message, session_date, hint)
                 with trace.timed("reply"):
                     for piece in session.stream("reply", msgs, max_tokens=opts.max_reply_tokens):
                         text += piece
@@ -169,8 +171,8 @@ class MemoryAgent:
         elif opts.strategy == "secom":
             yield ReplyEvent("status", "Retrieving segments of earlier sessions...")
             segs = self.secom.retrieve(user_id, dialogue_text(history, message, last=2), opts, trace)
-            ctx.lines = [f"({s['date']}) {s['text']}" if s.get("date") else s["text"] for s in segs]
-            ctx.covers = [tuple(s.get("covers", s.get("turn_ids", ()))) for s in segs]
+            ctx.lines = [s["context"] for s in segs]
+            ctx.covers = [tuple(s["covers"]) for s in segs]
         return ctx
 
     def memory_context(self, user_id: str, history: list[Turn], message: str, options: Options | None = None,

@@ -40,10 +40,11 @@ class Unit:
     sep: str = "\n"
     anchor: int = 0
     meta: dict = field(default_factory=dict)
+    head: Piece | None = None     # kept with any part of the unit (a segment's date line); never cut
 
     @property
     def text(self) -> str:
-        return self.sep.join(p.text for p in self.pieces)
+        return self.sep.join(p.text for p in ([self.head] if self.head else []) + self.pieces)
 
 
 def _cost(pieces: Sequence[Piece], sep_tokens: int) -> int:
@@ -98,15 +99,17 @@ def pack(ranked: Iterable[Unit], budget: int) -> Packed:
     for u in ranked:
         if not u.pieces:
             continue
-        extra = unit_sep_tok if parts else 0
+        head = [u.head] if u.head is not None else []
+        extra = (unit_sep_tok if parts else 0) + (_cost(head, 0) + sep_tok if head else 0)
         cost = _cost(u.pieces, sep_tok) + extra
         if used + cost <= budget:
-            chosen = list(u.pieces)
+            chosen = head + list(u.pieces)
             used += cost
             stop = False
         else:
-            chosen = _cut(u, budget - used - extra, sep_tok)
-            used += (_cost(chosen, sep_tok) + extra) if chosen else 0
+            cut = _cut(u, budget - used - extra, sep_tok)
+            chosen = head + cut if cut else []
+            used += (_cost(cut, sep_tok) + extra) if cut else 0
             stop = True
         if chosen:
             kept.append((u, chosen))

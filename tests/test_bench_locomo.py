@@ -67,7 +67,8 @@ def test_recall_on_known_answers(tmp_path, fake_embedder, chroma_store):
 def test_command_writes_results_config_and_plot(tmp_path):
     path = write_tiny(tmp_path / "tiny.json")
     out = tmp_path / "res" / "locomo.json"
-    assert locomo.main(["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3"]) == 0
+    assert locomo.main(["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3",
+                        "--path", "units"]) == 0
     d = json.loads(out.read_text())
     methods = {r["method"] for r in d["results"]}
     assert methods == set(locomo.METHODS)

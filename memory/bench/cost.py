@@ -67,11 +67,12 @@ class CountingLLM:
             return json.dumps({"segments": segs})
         if '{"correct": true}' in text:                       # qa judge
             return json.dumps({"correct": True})
-        if '{"resists": true}' in text:                       # teafarm judge
-            return json.dumps({"resists": False})
+        if '{"resists": true' in text:                        # teafarm judge
+            return json.dumps({"resists": False, "states_truth": False})
         if '"false_premise"' in text:                         # teafarm question writer
-            return json.dumps({"question": "Why did you adopt a cat last week?", "false_premise": "a cat",
-                               "correct_answer": "It was a puppy."})
+            n = int((re.search(r"Write (\d+) messages", text) or [0, 1])[1])
+            return json.dumps({"questions": [{"question": "Why did you adopt a cat last week?",
+                                              "false_premise": "a cat", "correct_answer": "It was a puppy."}] * n})
         if "long-term memories" in text or "worth remembering" in text:
             turns = re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", text, re.M)
             mems = [{"speaker": sp, "event": f"{sp} said {' '.join(body.split()[:12])}", "turns": [int(i)]}

@@ -562,6 +562,8 @@ def _main_agent(p, args) -> int:
         p.error(f"unknown summariser: {', '.join(bad)} (choose from {', '.join(la.SUMMARISERS)})")
     if "llm" in args.summariser and not common.llm_configured():
         p.error("--summariser llm needs a configured endpoint (OPENAI_BASE_URL / OPENAI_API_KEY / LLM_BACKEND)")
+    if min(args.budgets) < 50:
+        p.error("--path agent: budgets start at 50 tokens (the app's lowest setting)")
     methods = [m for m in args.methods if m in la.AGENT_METHODS]
     settings = Settings.from_env()
     if args.embedder:

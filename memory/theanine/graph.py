@@ -34,6 +34,7 @@ class Memory:
     seq: int = 0              # insertion order: breaks ties and orders undated memories
     turns: list[str] = field(default_factory=list)   # provenance: turn ids
     speaker: str = ""
+    excerpt: str = ""         # the source dialogue (shown to the relation prompt)
 
     @property
     def order(self) -> tuple[str, int]:

@@ -83,12 +83,13 @@ class TheanineMemory:
             cands = self._candidates(user_id, session_id, mems, vecs, options.j)
         with trace.timed("theanine_relations"):
             labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm)
+        g_t = {c.old_id: graph.component_of(c.old_id) for c in cands}   # components before this session
         for m in mems:
             graph.add_memory(m)
         for m in mems:
             related = [(c.old_id, labels[(c.old_id, c.new_id)]) for c in cands
                        if c.new_id == m.id and labels[(c.old_id, c.new_id)] != "None"]
-            linking.link(graph, m, related)
+            linking.link(graph, m, related, g_t)
         if mems:
             self.store.add(user_id, KIND, [m.id for m in mems], [m.event for m in mems], vecs,
                            [{"session_id": m.session_id, "time": m.time} for m in mems])
