@@ -225,3 +225,47 @@ def test_timelines_are_packed_into_the_budget_and_carry_their_turns(tmp_path, fa
     assert all(r["covers"] for r in raw)
     assert {c for r in raw for c in r["covers"]} <= {f"D1:{i}" for i in range(6)}
     assert json.dumps(t.timelines_raw)                          # the trace stays serialisable
+
+
+# --- the agent: one memory function for reply and benchmark; the LLM injected -------------------
+
+def make_agent(tmp_path, fake_embedder, llm):
+    from memory.agent import MemoryAgent
+    from memory.settings import Settings
+    store = MemoryStore()
+    return MemoryAgent(Settings(data_dir=tmp_path), store, fake_embedder,
+                       TheanineMemory(store, fake_embedder, tmp_path), SecomMemory(store, fake_embedder, None),
+                       llm_factory=lambda cfg: llm)
+
+
+def test_reply_prompt_holds_exactly_the_memory_context_the_benchmark_scores(tmp_path, fake_embedder):
+    def answer(messages):
+        text = messages[-1]["content"]
+        if '"memories"' in text:
+            return one_memory_per_turn(messages)
+        if '"timelines"' in text:
+            return {"timelines": re.findall(r"^Timeline \d+: (.*)$", text, re.M)}
+        if '"relations"' in text:
+            return {"relations": []}
+        return "A reply."
+    llm = ScriptedLLM(answer)
+    agent = make_agent(tmp_path, fake_embedder, llm)
+    for s in (S1, S2):
+        agent.close_session("u", s)
+    for strategy in ("theanine", "secom"):
+        opts = Options(strategy=strategy, budget=200)
+        ctx = agent.memory_context("u", [], "Tell me about the puppy Biscuit", opts,
+                                   session=LLMSession(llm, Trace("b")))
+        assert ctx.lines and ctx.covers and len(ctx.lines) == len(ctx.covers)
+        n = len(llm.prompts)
+        events = list(agent.reply("u", [], "Tell me about the puppy Biscuit", "2024-01-01", opts))
+        assert events[-1].trace.error is None
+        system = llm.prompts[-1][0]["content"]                 # the reply call is the last prompt
+        assert len(llm.prompts) > n and system.endswith(ctx.text)
+
+
+def test_close_session_without_llm_steps_makes_no_llm_call(tmp_path, fake_embedder):
+    llm = ScriptedLLM(RuntimeError("no LLM call expected"))
+    agent = make_agent(tmp_path, fake_embedder, llm)
+    rep = agent.close_session("u", S1, llm_steps=False)
+    assert rep.new_memories and rep.new_segments and not rep.trace.llm_calls and not llm.prompts
