@@ -90,6 +90,23 @@ class ReferenceLLM:
         yield ""
 
 
+class CachedEmbedder:
+    """The agent's embedder with its vectors remembered by text: the same question is asked at every
+    budget, and on a busy CPU one MiniLM call costs far more than the retrieval around it."""
+
+    def __init__(self, inner):
+        self.inner, self.name = inner, getattr(inner, "name", "embedder")
+        self._memo: dict[str, object] = {}
+
+    def embed(self, texts):
+        import numpy as np
+        todo = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if todo:
+            for t, v in zip(todo, self.inner.embed(todo)):
+                self._memo[t] = v
+        return np.stack([self._memo[t] for t in texts]) if texts else self.inner.embed(texts)
+
+
 @dataclasses.dataclass
 class Built:
     agent: object
@@ -106,6 +123,8 @@ def build(conv, summariser: str, settings, data_dir: Path, options) -> Built:
     llm = ReferenceLLM(conv) if summariser == "reference" else (make_llm(settings.llm) if summariser == "llm" else None)
     s = dataclasses.replace(settings, data_dir=Path(data_dir))
     agent = MemoryAgent.from_settings(s, llm_factory=(lambda cfg: llm) if llm is not None else None)
+    cached = CachedEmbedder(agent.embedder)
+    agent.embedder = agent.theanine.embedder = agent.secom.embedder = cached
     user = f"locomo-{conv.sample_id}-{summariser}"
     t0 = time.perf_counter()
     calls, fallbacks, memories, segments, notices = 0, defaultdict(int), 0, 0, []
