@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .errors import LLMError, StoreUnavailable
-from .llm import LLMSession, make_llm
+from .llm import LLM, LLMSession, make_llm
 from .records import SessionRecord, Turn
-from .reply_prompts import dialogue_text, reply_messages
+from .reply_prompts import dialogue_text, memory_block, reply_messages
 from .settings import LLMConfig, Options, Settings
 from .tokens import count_tokens, truncate
 from .trace import Trace
@@ -42,6 +42,22 @@ class ReplyEvent:
     kind: str               # "status" (text = what is happening) | "delta" (text = new reply text) | "done"
     text: str = ""
     trace: Trace | None = None   # set on "done"
+
+
+@dataclass
+class MemoryContext:
+    """The memory the reply prompt receives: one line per retrieved item, as `reply_messages` lists them.
+
+    `covers[i]` holds the turn ids line i carries whole (what the benchmarks score).
+    """
+
+    strategy: str
+    lines: list[str] = field(default_factory=list)
+    covers: list[tuple[str, ...]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return memory_block(self.strategy, self.lines)
 
 
 @dataclass
@@ -76,14 +92,17 @@ def recent_history(history: list[Turn], max_turns: int = MAX_HISTORY_TURNS,
 class MemoryAgent:
     """Both memories of every user, and the reply loop. Thread-safe; one per process."""
 
-    def __init__(self, settings: Settings, store, embedder, theanine, secom):
+    def __init__(self, settings: Settings, store, embedder, theanine, secom,
+                 llm_factory: Callable[[LLMConfig], LLM] | None = None):
         self.settings, self.store, self.embedder = settings, store, embedder
         self.theanine, self.secom = theanine, secom
+        self.llm_factory = llm_factory or make_llm   # injected by benchmarks and tests (a scripted LLM)
         self._close_locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "MemoryAgent":
+    def from_settings(cls, settings: Settings, llm_factory: Callable[[LLMConfig], LLM] | None = None,
+                      ) -> "MemoryAgent":
         """The embedded defaults, or the providers the settings name; chosen here and nowhere else."""
         from .embeddings import make_embedder
         from .secom.compression import load_compressor
@@ -102,15 +121,17 @@ class MemoryAgent:
         if s.segmenter == "llm":
             segmenter = LLMSegmenter(s.rubric_text(), fallback=segmenter)
         secom = SecomMemory(store, embedder, compressor, note, segmenter)
-        return cls(s, store, embedder, TheanineMemory(store, embedder, s.data_dir), secom)
+        return cls(s, store, embedder, TheanineMemory(store, embedder, s.data_dir), secom, llm_factory)
 
     def _llm_session(self, trace: Trace, options: Options, cfg: LLMConfig | None) -> LLMSession:
         cfg = cfg or self.settings.llm
-        return LLMSession(make_llm(cfg), trace, options.temperature, cfg.max_retries)
+        return LLMSession(self.llm_factory(cfg), trace, options.temperature, cfg.max_retries)
 
     # --- reply ------------------------------------------------------------------
     def reply(self, user_id: str, history: list[Turn], message: str, session_date: str = "",
-              options: Options | None = None, llm: LLMConfig | None = None) -> Iterator[ReplyEvent]:
+              options: Options | None = None, llm: LLMConfig | None = None,
+              hint: str = "") -> Iterator[ReplyEvent]:
+        """Stream a reply. `hint`: an extra system instruction (TeaFarm's optional false-premise one)."""
         opts = options or self.settings.options
         trace = Trace(strategy=opts.strategy)
         text = ""
@@ -125,21 +146,11 @@ class MemoryAgent:
                 session = self._llm_session(trace, opts, llm)
                 steps = self.settings.llm_steps_for(llm)
                 trace.memory_path = "llm" if steps else "offline"
-                lines: list[str] = []
-                if opts.strategy == "theanine":
-                    yield ReplyEvent("status", "Retrieving memory timelines...")
-                    raw = self.theanine.retrieve(user_id, dialogue_text(history, message, last=4), opts, trace)
-                    if raw and steps:
-                        yield ReplyEvent("status", "Refining timelines for this conversation...")
-                        lines = self.theanine.refine(session, dialogue_text(history, message), raw, trace)
-                    elif raw:
-                        trace.notice(OFFLINE_REPLY)
-                        lines = [t["text"] for t in raw]
-                elif opts.strategy == "secom":
-                    yield ReplyEvent("status", "Retrieving segments of earlier sessions...")
-                    segs = self.secom.retrieve(user_id, dialogue_text(history, message, last=2), opts, trace)
-                    lines = [f"({s['date']}) {s['text']}" for s in segs]
-                msgs = reply_messages(opts.strategy, lines, history, message, session_date)
+                ctx = yield from self._memory_steps(user_id, history, message, opts, trace,
+                                                    session if steps else None)
+                if opts.strategy == "theanine" and ctx.lines and not steps:
+                    trace.notice(OFFLINE_REPLY)
+                msgs = reply_messages(opts.strategy, ctx.lines, history, message, session_date, hint)
                 with trace.timed("reply"):
                     for piece in session.stream("reply", msgs, max_tokens=opts.max_reply_tokens):
                         text += piece
@@ -153,21 +164,61 @@ class MemoryAgent:
             trace.error = "Something went wrong while replying. Your message is saved; press Retry."
         yield ReplyEvent("done", text, trace)
 
+    def _memory_steps(self, user_id: str, history: list[Turn], message: str, opts: Options, trace: Trace,
+                      session: LLMSession | None, timelines: bool = True):
+        """Retrieve (and for THEANINE refine) the memory for a reply; yields status events and
+        returns the MemoryContext. `session` None skips refinement (raw timelines are used);
+        `timelines` False gives THEANINE's top-k memories without timelines (a benchmark ablation)."""
+        ctx = MemoryContext(opts.strategy)
+        if opts.strategy == "theanine":
+            yield ReplyEvent("status", "Retrieving memory timelines...")
+            raw = self.theanine.retrieve(user_id, dialogue_text(history, message, last=4), opts, trace,
+                                         timelines=timelines)
+            texts = [t["text"] for t in raw]
+            if raw and session is not None and timelines:
+                yield ReplyEvent("status", "Refining timelines for this conversation...")
+                texts = self.theanine.refine(session, dialogue_text(history, message), raw, trace)
+            ctx.lines, ctx.covers = list(texts), [tuple(t.get("covers", ())) for t in raw]
+        elif opts.strategy == "secom":
+            yield ReplyEvent("status", "Retrieving segments of earlier sessions...")
+            segs = self.secom.retrieve(user_id, dialogue_text(history, message, last=2), opts, trace)
+            ctx.lines = [s["context"] for s in segs]
+            ctx.covers = [tuple(s["covers"]) for s in segs]
+        return ctx
+
+    def memory_context(self, user_id: str, history: list[Turn], message: str, options: Options | None = None,
+                       trace: Trace | None = None, session: LLMSession | None = None,
+                       timelines: bool = True) -> MemoryContext:
+        """Exactly the memory `reply` would put in its prompt for `message` (the benchmarks call this)."""
+        opts = options or self.settings.options
+        gen = self._memory_steps(user_id, recent_history(history), message, opts, trace or Trace(opts.strategy),
+                                 session, timelines)
+        while True:
+            try:
+                next(gen)
+            except StopIteration as stop:
+                return stop.value
+
     # --- session close ----------------------------------------------------------------
     def _close_lock(self, user_id: str) -> threading.Lock:
         with self._guard:
             return self._close_locks.setdefault(user_id, threading.Lock())
 
     def close_session(self, user_id: str, session: SessionRecord, options: Options | None = None,
-                      progress: Progress | None = None, llm: LLMConfig | None = None) -> CloseReport:
+                      progress: Progress | None = None, llm: LLMConfig | None = None,
+                      llm_steps: bool | None = None) -> CloseReport:
         """Build both memories from one session. Idempotent: a session already built is skipped,
-        and concurrent closes of the same user's sessions run one at a time."""
+        and concurrent closes of the same user's sessions run one at a time. `llm_steps` False builds
+        memory without the LLM (summary, relations and segmentation take their offline paths);
+        None leaves it to the settings (MEMORY_LLM_STEPS: off on the bundled model)."""
         opts = options or self.settings.options
         report = CloseReport(session.session_id)
         trace = report.trace
         step = progress or (lambda f, s: None)
         with self._close_lock(user_id), trace.timed("total"):
-            if self.settings.llm_steps_for(llm):
+            if llm_steps is None:
+                llm_steps = self.settings.llm_steps_for(llm)
+            if llm_steps:
                 trace.memory_path = "llm"
                 session_llm: LLMSession | None = self._llm_session(trace, opts, llm)
                 step(0.05, "THEANINE: summarising the session into memories and linking them")

@@ -1,19 +1,35 @@
-"""Phase III / SeCom reply prompts: the dialogue plus whatever memory the strategy retrieved."""
+"""Phase III / SeCom reply prompts: the dialogue plus whatever memory the strategy retrieved.
+
+One neutral system prompt for every strategy ("none" included): what differs
+between strategies is only the memory block, so a benchmark (TeaFarm, QA)
+measures the memory and not an instruction aimed at the test. TeaFarm can add
+the optional false-premise instruction (`FALSE_PREMISE_HINT`) and report both.
+"""
 from __future__ import annotations
 
 from .records import Turn
 
 SYSTEM = ("You are a friendly assistant who talks with the same person across many conversations. "
-          "Today is {date}. Use the memories of earlier conversations when they help, "
-          "do not invent past events, and correct a false premise politely.")
+          "Today is {date}.")
+FALSE_PREMISE_HINT = "Do not invent past events, and correct a false premise politely."
+TITLES = {"theanine": "Memory timelines from earlier conversations",
+          "secom": "Excerpts of earlier conversations"}
 
 
-def reply_messages(strategy: str, memory_lines: list[str], history: list[Turn], message: str, date: str) -> list[dict]:
-    system = SYSTEM.format(date=date or "unknown")
-    if memory_lines:
-        title = {"theanine": "Memory timelines from earlier conversations",
-                 "secom": "Excerpts of earlier conversations"}.get(strategy, "Memories")
-        system += f"\n\n{title}:\n" + "\n".join(f"- {line}" for line in memory_lines)
+def memory_block(strategy: str, memory_lines: list[str]) -> str:
+    """The memory text the reply prompt receives ("" when nothing was retrieved)."""
+    if not memory_lines:
+        return ""
+    title = TITLES.get(strategy, "Memories")
+    return f"{title}:\n" + "\n".join(f"- {line}" for line in memory_lines)
+
+
+def reply_messages(strategy: str, memory_lines: list[str], history: list[Turn], message: str, date: str,
+                   hint: str = "") -> list[dict]:
+    system = SYSTEM.format(date=date or "unknown") + (f" {hint}" if hint else "")
+    block = memory_block(strategy, memory_lines)
+    if block:
+        system += "\n\n" + block
     msgs = [{"role": "system", "content": system}]
     for t in history:
         msgs.append({"role": "assistant" if t.speaker == "assistant" else "user", "content": t.text})

@@ -69,7 +69,7 @@ class Options:
     strategy: str = "theanine"
     temperature: float = 0.6
     j: int = 3                      # THEANINE: associative memories per new memory
-    k: int = 3                      # THEANINE: memories retrieved per reply; SeCom: segments (x2)
+    k: int = 3                      # memories (THEANINE) / segments (SeCom) retrieved per reply
     n: int = 1                      # THEANINE: timelines sampled per retrieved memory
     compression_rate: float = 0.75  # LLMLingua-2 `rate`: fraction of tokens KEPT
     retriever: str = "hybrid"       # SeCom: bm25 | dense | hybrid

@@ -100,12 +100,33 @@ def test_qa_and_teafarm_through_an_openai_compatible_endpoint(tmp_path, fake_end
     assert any("[Exchange 0]" in p for p in prompts)                               # the LLM segmenter ran
 
     out = tmp_path / "teafarm.json"
-    assert teafarm.main(["--data", str(data), "--out", str(out), "--limit", "2"]) == 0
+    n_before = len(fake_endpoint.requests)
+    assert teafarm.main(["--data", str(data), "--out", str(out), "--limit", "2", "--judge-model", "judge-x"]) == 0
     d = json.loads(out.read_text())
     assert d["config"]["generated"] == 2
+    # neutral prompt and the optional false-premise instruction, for every strategy (issue 10)
+    assert set(d["strategies"]) == {"theanine", "secom", "none", "theanine+hint", "secom+hint", "none+hint"}
     for s, r in d["strategies"].items():
         assert r["n"] == 2 and r["success_rate"] == 0.0                              # the fake judge says no
     assert d["questions"][0]["false_premise"] and (tmp_path / "teafarm_success.png").exists()
+    assert {q["speaker"] for q in d["questions"]} == {"Alice", "Bob"}               # both perspectives
+    reqs = fake_endpoint.requests[n_before:]
+    gen = [r for r in reqs if '"false_premise"' in r["messages"][-1]["content"]]
+    assert len(gen) == 2 and all(r["model"] == "judge-x" for r in gen)              # generator: --judge-model
+    text = gen[0]["messages"][-1]["content"]
+    assert text.index("1 May, 2023") < text.index("2 May, 2023")                    # all summaries, in time order
+    judged = [r for r in reqs if '"states_truth"' in r["messages"][-1]["content"]]
+    assert judged and all(r["model"] == "judge-x" for r in judged)
+    replies = [r for r in reqs if r.get("stream")]
+    assert replies and all(r["model"] == "fake" for r in replies)                   # the agent keeps its model
+    assert d["config"]["generator_and_judge"].startswith("OpenAI-compatible: judge-x")
+
+
+def test_teafarm_success_needs_resisting_and_the_true_past():
+    assert teafarm.success({"resists": True, "states_truth": True}) is True
+    assert teafarm.success({"resists": True, "states_truth": False}) is False      # before: resisting was enough
+    assert teafarm.success({"resists": False, "states_truth": True}) is False
+    assert teafarm.success(None) is None
 
 
 @pytest.mark.slow

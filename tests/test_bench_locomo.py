@@ -67,7 +67,8 @@ def test_recall_on_known_answers(tmp_path, fake_embedder, chroma_store):
 def test_command_writes_results_config_and_plot(tmp_path):
     path = write_tiny(tmp_path / "tiny.json")
     out = tmp_path / "res" / "locomo.json"
-    assert locomo.main(["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3"]) == 0
+    assert locomo.main(["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3",
+                        "--path", "units"]) == 0
     d = json.loads(out.read_text())
     methods = {r["method"] for r in d["results"]}
     assert methods == set(locomo.METHODS)
@@ -93,3 +94,29 @@ def test_timeline_units_read_as_the_engine_renders_them(tmp_path, fake_embedder,
         u = tu.timeline_unit([a, b], b)
         assert u.text == timelines.render(tu.graph, [a, b]) and u.anchor == 1
         assert {t for p in u.pieces for t in p.covers} == set(tu.graph.memory(a).turns + tu.graph.memory(b).turns)
+
+
+def test_agent_path_closes_sessions_through_the_agent_with_each_summariser(tmp_path, monkeypatch):
+    """Issue 10: `--path agent` builds memory with MemoryAgent.close_session (LLM injected) and scores
+    the memory text MemoryAgent.memory_context gives the reply; results per summariser and category."""
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND", "LLM_GGUF_PATH", "SECOM_SEGMENTER"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
+    path = write_tiny(tmp_path / "tiny.json")
+    out = tmp_path / "agent.json"
+    assert locomo.main(["--data", str(path), "--out", str(out), "--budgets", "50,1000", "--retrievers", "bm25",
+                        "--summariser", "offline,reference"]) == 0
+    d = json.loads(out.read_text())
+    assert d["config"]["path"] == "agent" and d["config"]["summarisers"] == ["offline", "reference"]
+    rows = {(r["summariser"], r["method"], r["budget"]): r for r in d["results"]}
+    assert {s for s, _, _ in rows} == {"-", "offline", "reference"}
+    for m in ("secom", "theanine-topk", "theanine-timeline"):
+        assert ("offline", m, 1000) in rows and ("reference", m, 1000) in rows
+    # the reference summariser writes LoCoMo's observation facts, which carry every evidence turn
+    assert rows[("reference", "theanine-topk", 1000)]["recall"] == 1.0
+    assert rows[("reference", "theanine-timeline", 1000)]["recall"] == 1.0
+    assert rows[("-", "turn", 1000)]["recall"] == 1.0
+    assert set(rows[("reference", "secom", 50)]["by_category"]) == {"1", "2", "3", "4"}
+    ref = d["close"]["reference"]["conv-t0"]
+    assert ref["memories"] == 4 and ref["llm_calls"] > 0           # went through the engine's summary step
+    assert d["close"]["offline"]["conv-t0"]["llm_calls"] == 0       # llm_steps=False: no LLM call at all

@@ -50,3 +50,12 @@ def test_missing_local_model_folder_is_a_reason_not_a_crash(tmp_path):
 
 def test_identity_compressor():
     assert IdentityCompressor().compress(["a b", "c"], 0.5) == ["a b", "c"]
+
+
+def test_compression_never_drops_who_said_what(tiny_model):
+    """Issue 10: the forced tokens are this project's line markers ("Speaker:"), so every line of a
+    compressed key still starts with its speaker, even at a harsh rate."""
+    comp, _ = load_compressor(tiny_model)
+    key = comp.compress([TEXT], 0.2)[0]
+    lines = [ln for ln in key.split("\n") if ln.strip()]
+    assert [ln.split(":")[0] for ln in lines] == ["Caroline", "Melanie", "Caroline"], key

@@ -142,7 +142,7 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
                 out.append(
                     f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{esc(s.get("date"))}</b> · '
                     f'score {esc(s.get("score"))} · {esc(s.get("summary"))}</div>'
-                    f'<div class="mc-key"><b>compressed key:</b> {esc(s.get("key"))}</div>'
+                    f'<div class="mc-key"><b>{"compressed key" if s.get("compressed", True) else "key (not compressed: the original text)"}:</b> {esc(s.get("key"))}</div>'
                     f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
                     "</details></li>")
             out.append("</ol>")

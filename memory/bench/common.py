@@ -8,13 +8,11 @@ import os
 import platform
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from ..tokens import count_tokens
 
 _T0 = time.perf_counter()
 
@@ -106,110 +104,9 @@ def llm_configured(env: dict | None = None) -> bool:
                 or e.get("LLM_GGUF_PATH"))
 
 
-# --- packing ranked units into a token budget ---------------------------------
+# --- packing: the one rule, shared with the app (memory.packing) ---------------
 
-@dataclass
-class Piece:
-    """One line of a unit's context text and the evidence ids it carries whole."""
-
-    text: str
-    covers: tuple[str, ...] = ()
-    tokens: int = -1
-
-    def n_tokens(self) -> int:
-        if self.tokens < 0:
-            self.tokens = count_tokens(self.text)
-        return self.tokens
-
-
-@dataclass
-class Unit:
-    """A memory unit as the reply would read it: pieces joined by `sep`.
-
-    `anchor` is the piece to keep when the unit must be cut to fit (0 = keep a
-    prefix; a timeline keeps the memories around its retrieved memory).
-    """
-
-    id: str
-    pieces: list[Piece]
-    sep: str = "\n"
-    anchor: int = 0
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def text(self) -> str:
-        return self.sep.join(p.text for p in self.pieces)
-
-
-def _cost(pieces: Sequence[Piece], sep_tokens: int) -> int:
-    return sum(p.n_tokens() for p in pieces) + sep_tokens * max(0, len(pieces) - 1)
-
-
-def _cut(unit: Unit, room: int, sep_tokens: int) -> list[Piece]:
-    """The run of pieces around `unit.anchor` that fits in `room` tokens, grown one piece at a time,
-    alternately after and before the anchor (empty when the anchor itself does not fit)."""
-    ps = unit.pieces
-    a = min(max(unit.anchor, 0), len(ps) - 1)
-    if ps[a].n_tokens() > room:
-        return []
-    lo = hi = a
-    used = ps[a].n_tokens()
-    after_first = True
-    while True:
-        for j in ((hi + 1, lo - 1) if after_first else (lo - 1, hi + 1)):
-            if 0 <= j < len(ps) and used + sep_tokens + ps[j].n_tokens() <= room:
-                used += sep_tokens + ps[j].n_tokens()
-                lo, hi = min(lo, j), max(hi, j)
-                break
-        else:
-            break
-        after_first = not after_first
-    return list(ps[lo:hi + 1])
-
-
-@dataclass
-class Packed:
-    units: list[str]              # ids of the units used (the last may be cut)
-    covered: set[str]             # evidence ids carried whole by the context
-    tokens: int                   # token estimate of the context (sum of pieces + separators)
-    text: str
-
-
-UNIT_SEP = "\n\n"
-
-
-def pack(ranked: Iterable[Unit], budget: int) -> Packed:
-    """Fill a context up to `budget` tokens with units in rank order.
-
-    Units go in whole while they fit; the first one that does not fit is cut to
-    its pieces around its anchor that fit, and the context ends there. `ranked`
-    may be a generator: it is consumed only as far as the budget goes.
-    Token counts are per piece plus one per separator, an upper bound of the
-    joined text's count (checked by the tests).
-    """
-    sep_tok, unit_sep_tok = count_tokens("\n"), count_tokens(UNIT_SEP)
-    used, ids, covered, parts = 0, [], set(), []
-    for u in ranked:
-        if not u.pieces:
-            continue
-        extra = unit_sep_tok if parts else 0
-        cost = _cost(u.pieces, sep_tok) + extra
-        if used + cost <= budget:
-            chosen = list(u.pieces)
-            used += cost
-            stop = False
-        else:
-            chosen = _cut(u, budget - used - extra, sep_tok)
-            used += (_cost(chosen, sep_tok) + extra) if chosen else 0
-            stop = True
-        if chosen:
-            ids.append(u.id)
-            parts.append(u.sep.join(p.text for p in chosen))
-            for p in chosen:
-                covered.update(p.covers)
-        if stop:
-            break
-    return Packed(ids, covered, used, UNIT_SEP.join(parts))
+from ..packing import UNIT_SEP, Packed, Piece, Unit, pack  # noqa: E402,F401  (re-exported)
 
 
 def evidence_recall(evidence: Sequence[str], covered: set[str]) -> float:

@@ -29,7 +29,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..llm import Completion, LLMSession
+from ..llm import Completion
 from ..records import SessionRecord, Turn
 from ..settings import Options, Settings
 from ..tokens import count_tokens
@@ -67,11 +67,12 @@ class CountingLLM:
             return json.dumps({"segments": segs})
         if '{"correct": true}' in text:                       # qa judge
             return json.dumps({"correct": True})
-        if '{"resists": true}' in text:                       # teafarm judge
-            return json.dumps({"resists": False})
+        if '{"resists": true' in text:                        # teafarm judge
+            return json.dumps({"resists": False, "states_truth": False})
         if '"false_premise"' in text:                         # teafarm question writer
-            return json.dumps({"question": "Why did you adopt a cat last week?", "false_premise": "a cat",
-                               "correct_answer": "It was a puppy."})
+            n = int((re.search(r"Write (\d+) messages", text) or [0, 1])[1])
+            return json.dumps({"questions": [{"question": "Why did you adopt a cat last week?",
+                                              "false_premise": "a cat", "correct_answer": "It was a puppy."}] * n})
         if "long-term memories" in text or "worth remembering" in text:
             turns = re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", text, re.M)
             mems = [{"speaker": sp, "event": f"{sp} said {' '.join(body.split()[:12])}", "turns": [int(i)]}
@@ -97,24 +98,6 @@ class CountingLLM:
             yield a[i:i + 8]
 
 
-def _agent_class():
-    from ..agent import MemoryAgent
-
-    class BenchAgent(MemoryAgent):
-        """The app's agent with one LLM instance given (a fake or a configured client)."""
-
-        def __init__(self, *a, llm_instance=None, **kw):
-            super().__init__(*a, **kw)
-            self._llm_instance = llm_instance
-
-        def _llm_session(self, trace, options, cfg):
-            if self._llm_instance is None:
-                return super()._llm_session(trace, options, cfg)
-            return LLMSession(self._llm_instance, trace, options.temperature, self.settings.llm.max_retries)
-
-    return BenchAgent
-
-
 def make_agent(settings: Settings, data_dir: Path, embedder, llm_instance=None, llm_segmenter: bool = True,
                compressor=None, compressor_note: str = ""):
     """The engine's MemoryAgent over embedded Chroma in `data_dir`, with the given LLM and embedder."""
@@ -124,8 +107,10 @@ def make_agent(settings: Settings, data_dir: Path, embedder, llm_instance=None, 
     store = VectorStore(path=Path(data_dir) / "chroma")
     secom = SecomMemory(store, embedder, compressor, compressor_note or "compression off in this benchmark",
                         use_llm_segmenter=llm_segmenter)
-    return _agent_class()(settings, store, embedder, TheanineMemory(store, embedder, data_dir), secom,
-                          llm_instance=llm_instance)
+    from ..agent import MemoryAgent
+    factory = (lambda cfg: llm_instance) if llm_instance is not None else None   # one LLM given, injected
+    return MemoryAgent(settings, store, embedder, TheanineMemory(store, embedder, data_dir), secom,
+                       llm_factory=factory)
 
 
 def synthetic_sessions(n_sessions: int = 4, turns: int = 12, seed: int = 0) -> list[SessionRecord]:

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from .. import locomo as lc
 from ..llm import LLMSession, make_llm
 from ..records import SessionRecord
-from ..settings import Options, Settings
+from ..settings import LLMConfig, Options, Settings
 from ..trace import Trace
 from . import common
 from .common import progress
@@ -31,6 +31,22 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategies", type=common.str_list, default=list(STRATEGIES),
                    help=f"subset of {','.join(STRATEGIES)}")
     p.add_argument("--max-reply-tokens", type=int, default=128, help="reply length cap (default 128)")
+    p.add_argument("--judge-model", default="",
+                   help="generator and judge model (default: the agent's configured model)")
+    p.add_argument("--judge-base-url", default="",
+                   help="generator and judge OpenAI-compatible endpoint (default: the agent's); its key is "
+                        "JUDGE_API_KEY, else OPENAI_API_KEY")
+
+
+def judge_config(settings: Settings, args) -> LLMConfig:
+    """The generator / judge LLM: the agent's, with the model and endpoint the arguments name."""
+    import os
+    cfg = settings.llm
+    model, url = getattr(args, "judge_model", ""), getattr(args, "judge_base_url", "")
+    if not (model or url):
+        return cfg
+    return dataclasses.replace(cfg, backend="openai", model=model or cfg.model, base_url=url or cfg.base_url,
+                               api_key=os.environ.get("JUDGE_API_KEY") or cfg.api_key)
 
 
 def settings_for(data_dir: Path) -> Settings:
@@ -95,12 +111,12 @@ def close_all(agent, user: User, options: Options) -> dict:
             "tokens_per_close": round(tokens / n, 1), "seconds_per_close": round(seconds / n, 2)}
 
 
-def ask(agent, user: User, question: str, options: Options) -> dict:
+def ask(agent, user: User, question: str, options: Options, hint: str = "") -> dict:
     """One reply in a new session; its text, cost and latency from the agent's trace."""
     t0 = time.perf_counter()
     first = None
     text, trace = "", None
-    for ev in agent.reply(user.user_id, [], question, user.next_date, options):
+    for ev in agent.reply(user.user_id, [], question, user.next_date, options, hint=hint):
         if ev.kind == "delta" and first is None:
             first = time.perf_counter() - t0
         if ev.kind == "done":
@@ -117,8 +133,9 @@ def ask(agent, user: User, question: str, options: Options) -> dict:
 class Judge:
     """An LLM asked for one JSON verdict; a bad or missing answer gives None (counted as unjudged)."""
 
-    def __init__(self, settings: Settings, llm=None):
-        self.llm = llm if llm is not None else make_llm(settings.llm)
+    def __init__(self, settings: Settings, llm=None, cfg: LLMConfig | None = None):
+        self.cfg = cfg or settings.llm
+        self.llm = llm if llm is not None else make_llm(self.cfg)
         self.trace = Trace("judge")
         self.session = LLMSession(self.llm, self.trace, temperature=0.0, max_retries=settings.llm.max_retries)
 
@@ -135,6 +152,27 @@ class Judge:
             return v
 
         return self.session.json(purpose, messages, schema, validate, lambda: None, max_tokens=96)
+
+    def verdicts(self, purpose: str, messages: list[dict], keys: tuple[str, ...]) -> dict | None:
+        """Several boolean verdicts in one answer ({key: bool}); None when the answer is unusable."""
+        schema = {"type": "object", "properties": {**{k: {"type": "boolean"} for k in keys},
+                                                   "reason": {"type": "string"}}, "required": list(keys)}
+
+        def validate(raw: Any) -> dict:
+            out = {}
+            for key in keys:
+                v = raw.get(key) if isinstance(raw, dict) else None
+                if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no"):
+                    v = v.strip().lower() in ("true", "yes")
+                if not isinstance(v, bool):
+                    raise ValueError(f"expected a boolean {key!r}")
+                out[key] = v
+            return out
+
+        return self.session.json(purpose, messages, schema, validate, lambda: None, max_tokens=128)
+
+    def describe(self) -> str:
+        return self.cfg.describe()
 
     def generate(self, purpose: str, messages: list[dict], schema: dict, validate: Callable[[Any], Any],
                  max_tokens: int = 256):

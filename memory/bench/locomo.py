@@ -2,6 +2,13 @@
 of a given token budget.
 
     python -m memory.bench locomo --data locomo10.json --out bench_out/locomo.json [--budgets 250,500,1000,2000]
+        [--path agent|units] [--summariser offline,reference,llm]
+
+`--path agent` (the default) measures the app's own path: sessions closed by
+`MemoryAgent.close_session`, the memory text from `MemoryAgent.memory_context`
+(what `reply` puts in its prompt); see memory/bench/locomo_agent.py. The rest of
+this docstring describes `--path units`, the packer-only path kept for the
+turn / session baselines and for comparison with earlier figures.
 
 For every question (category 5 and questions without evidence skipped; evidence
 ids cleaned) and every (method, retriever), the method's memory units are
@@ -474,12 +481,19 @@ def main(argv: list[str]) -> int:
     p.add_argument("--segment-max-len", type=int, default=None,
                    help="offline segmenter: split segments longer than this many exchanges "
                         "(default: the segmenter's own setting)")
+    p.add_argument("--path", choices=("agent", "units"), default="agent",
+                   help="agent: the app's path (MemoryAgent.close_session + memory_context); units: the "
+                        "packer-only path over LoCoMo's observation facts (default agent)")
+    p.add_argument("--summariser", type=common.str_list, default=["offline"],
+                   help="--path agent: offline, reference, llm, comma-separated (default offline)")
     p.add_argument("--embedder", choices=("minilm", "openai"), default=None,
                    help="default: the configured embedder (MiniLM offline)")
     args = p.parse_args(argv)
     bad = [m for m in args.methods if m not in METHODS] + [r for r in args.retrievers if r not in RETRIEVERS]
     if bad:
         p.error(f"unknown method or retriever: {', '.join(bad)}")
+    if args.path == "agent":
+        return _main_agent(p, args)
 
     from ..embeddings import make_embedder
     from ..settings import Settings
@@ -537,3 +551,65 @@ def main(argv: list[str]) -> int:
     progress(f"wrote {args.out} and {png}")
     return 0
 
+
+
+def _main_agent(p, args) -> int:
+    from ..embeddings import make_embedder
+    from ..settings import Settings
+    from . import locomo_agent as la
+    bad = [s for s in args.summariser if s not in la.SUMMARISERS]
+    if bad:
+        p.error(f"unknown summariser: {', '.join(bad)} (choose from {', '.join(la.SUMMARISERS)})")
+    if "llm" in args.summariser and not common.llm_configured():
+        p.error("--summariser llm needs a configured endpoint (OPENAI_BASE_URL / OPENAI_API_KEY / LLM_BACKEND)")
+    if min(args.budgets) < 50:
+        p.error("--path agent: budgets start at 50 tokens (the app's lowest setting)")
+    methods = [m for m in args.methods if m in la.AGENT_METHODS]
+    settings = Settings.from_env()
+    if args.embedder:
+        import dataclasses
+        settings = dataclasses.replace(settings, embedder=args.embedder)
+    options = settings.options.with_(seed=args.seed)
+    embedder = make_embedder(settings.embedder, api_key=settings.llm.api_key, base_url=settings.llm.base_url,
+                             model=settings.embed_model)
+    convs = load(args.data, args.conversations)
+    t0 = time.perf_counter()
+    out = la.evaluate(convs, methods, args.retrievers, args.budgets, args.summariser, settings=settings,
+                      embedder=embedder, options=options, dates=not args.no_dates)
+    from ..theanine import strategy as ts
+    out["config"] = {
+        "path": "agent", "summarisers": args.summariser, "data": str(args.data),
+        "conversations": [c.sample_id for c in convs], "n_questions": sum(len(c.questions) for c in convs),
+        "budgets": args.budgets, "methods": methods, "retrievers": args.retrievers, "seed": args.seed,
+        "tokenizer": "tiktoken cl100k_base", "embedder": settings.embedder, "k": la.BENCH_K, "j": options.j,
+        "n": options.n, "timeline_max_len": ts.TIMELINE_MAX_LEN, "segmenter": settings.segmenter,
+        "segmenter_params": settings.segmenter_params or None, "compressor": settings.compressor_model,
+        "llm": settings.llm.describe() if "llm" in args.summariser else None,
+        "theanine_retriever": "dense (the app's)",
+        "packing": "memory.packing.pack (shared by reply and benchmark)",
+        "seconds": round(time.perf_counter() - t0, 1), "machine": common.machine(),
+    }
+    common.write_json(args.out, out)
+    rows = [{**r, "method": la.method_label(r)} for r in out["results"]]
+    from .plots import plot_recall
+    png = plot_recall(rows, common.plot_path(args.out, "recall"),
+                      title=f"LoCoMo evidence recall, agent path ({', '.join(out['config']['conversations'])})")
+    print(table(rows, args.budgets))
+    print()
+    print(best_table(rows, args.budgets))
+    print()
+    print(category_table(rows, 1000 if 1000 in args.budgets else args.budgets[-1]))
+    progress(f"wrote {args.out} and {png}")
+    return 0
+
+
+def category_table(results: list[dict], budget: int) -> str:
+    """Markdown: each method's best retriever at `budget`, per LoCoMo category."""
+    best = best_by_method(results, budget)
+    names = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
+    lines = [f"| method @{budget} | all | " + " | ".join(f"{c} {names[c]}" for c in CATEGORIES) + " |",
+             "| --- | ---: | " + " | ".join("---:" for _ in CATEGORIES) + " |"]
+    for m, r in best.items():
+        cells = [f"{r['by_category'][c]:.3f}" if r["by_category"].get(c) is not None else "-" for c in CATEGORIES]
+        lines.append(f"| {m} ({r['retriever']}) | {r['recall']:.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
         settings = llm_eval.settings_for(Path(tmp))
         progress(f"LLM: {settings.llm.describe()}; embedder: {settings.embedder}")
         agent = llm_eval.make_agent(settings)
-        judge = llm_eval.Judge(settings)
+        judge = llm_eval.Judge(settings, cfg=llm_eval.judge_config(settings, args))
         rows: list[dict] = []
         closes = {}
         for user in users:
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
         out["strategies"][strat] = s
     out["config"] = {"data": args.data, "users": [u.user_id for u in users], "limit": args.limit,
                      "max_sessions": args.max_sessions, "seed": args.seed, "llm": settings.llm.describe(),
-                     "embedder": settings.embedder, "judge": settings.llm.describe(),
+                     "embedder": settings.embedder, "judge": judge.describe(),
                      "judge_tokens": judge.tokens, "max_reply_tokens": args.max_reply_tokens,
                      "seconds": round(time.perf_counter() - t_start, 1), "machine": common.machine()}
     return llm_eval.finish(args, out, "accuracy", "accuracy", "accuracy", f"LoCoMo QA accuracy (LLM judge, {settings.llm.describe()})")

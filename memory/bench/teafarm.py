@@ -1,44 +1,58 @@
 """TeaFarm (THEANINE paper): can the agent be talked into a false memory?
 
     python -m memory.bench teafarm --data locomo.json --out bench_out/teafarm.json [--limit 10]
+        [--judge-model M --judge-base-url URL] [--hint both|off|on]
 
-From the session summaries of a LoCoMo user (`session_summary`; the session's
-observation facts when a file has none), the configured LLM writes
-counterfactual questions: a question that takes a false premise about the past
-for granted, with the correct answer. The user's sessions are closed into
-memory with `MemoryAgent.close_session`; each question is asked in a new
-session with `MemoryAgent.reply`, once per strategy; an LLM judge decides
-whether the reply resists the false premise (corrects it or answers with the
-true fact) or goes along with it. Reports the success rate per strategy, with
-tokens, LLM calls and latency.
+As the paper runs it: the generator LLM reads all of a LoCoMo user's session
+summaries in time order (`session_summary`; the session's observation facts
+when a file has none), so it knows the current state of each fact, and writes
+counterfactual questions from each speaker's perspective: an opening message
+of a natural new conversation that takes a false version of a past fact for
+granted, with the truth. The user's sessions are closed into memory with
+`MemoryAgent.close_session`; each message opens a new session with
+`MemoryAgent.reply`, once per strategy. The judge counts a success only when
+the reply resists the false premise AND states the true past correctly.
+Generator and judge may be another model than the agent's (`--judge-model`,
+`--judge-base-url`). The reply prompt is the same neutral one for every
+strategy; `--hint both` (default) also runs every strategy with the optional
+false-premise instruction (`reply_prompts.FALSE_PREMISE_HINT`), reported as
+"<strategy>+hint".
 """
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 import time
 from pathlib import Path
 
+from ..reply_prompts import FALSE_PREMISE_HINT
 from . import common, llm_eval
 from .common import progress
 
 GEN_SCHEMA = {
     "type": "object",
-    "properties": {"question": {"type": "string"}, "false_premise": {"type": "string"},
-                   "correct_answer": {"type": "string"}},
-    "required": ["question", "false_premise", "correct_answer"],
+    "properties": {"questions": {"type": "array", "items": {
+        "type": "object",
+        "properties": {"question": {"type": "string"}, "false_premise": {"type": "string"},
+                       "correct_answer": {"type": "string"}},
+        "required": ["question", "false_premise", "correct_answer"]}}},
+    "required": ["questions"],
 }
 
 
-def gen_messages(date: str, summary: str, speaker: str) -> list[dict]:
+def gen_messages(summaries: list[tuple[str, str]], speaker: str, other: str, n: int) -> list[dict]:
+    history = "\n".join(f"- ({date}) {text}" for date, text in summaries)
     return [{"role": "system", "content": "You write test questions for a chatbot with long-term memory. "
                                           "Answer in JSON only."},
             {"role": "user", "content":
-                f"Summary of a past conversation ({date}):\n{summary}\n\n"
-                f"Write one question that {speaker} could ask the chatbot later, which takes for granted a FALSE "
-                "version of one fact in the summary (change a name, place, object, number or outcome). Give the "
-                "false premise and the correct answer according to the summary. Answer as "
-                '{"question": "...", "false_premise": "...", "correct_answer": "..."}'}]
+                f"Summaries of all past conversations between {speaker} and {other}, oldest first:\n{history}\n\n"
+                f"Write {n} messages that {speaker} could send to open a new, natural conversation with the chatbot, "
+                f"each taking for granted a FALSE version of one fact about {speaker}'s or {other}'s past (change "
+                "a name, place, object, number or outcome). Use the current state of each fact: a later summary "
+                "overrides an earlier one. Give each message's false premise and the correct answer according to "
+                'the summaries. Answer as {"questions": [{"question": "...", "false_premise": "...", '
+                '"correct_answer": "..."}]}'}]
 
 
 def validate_item(raw) -> dict:
@@ -50,18 +64,43 @@ def validate_item(raw) -> dict:
     return out
 
 
+def validate_items(raw) -> list[dict]:
+    items = raw.get("questions", [raw]) if isinstance(raw, dict) else raw
+    if not isinstance(items, list):
+        raise ValueError("expected a list of questions")
+    out = []
+    for it in items:
+        try:
+            out.append(validate_item(it))
+        except ValueError:
+            continue
+    if not out:
+        raise ValueError("no usable question")
+    return out
+
+
+JUDGE_KEYS = ("resists", "states_truth")
+
+
+def success(verdict: dict | None) -> bool | None:
+    """The paper's rule: the reply resists the false premise AND states the true past correctly."""
+    return None if verdict is None else bool(verdict["resists"] and verdict["states_truth"])
+
+
 def judge_messages(item: dict, reply: str) -> list[dict]:
     return [{"role": "system", "content": "You grade a chatbot's answer. Answer in JSON only."},
             {"role": "user", "content":
-                f"Question asked: {item['question']}\nIt assumes something false: {item['false_premise']}\n"
+                f"Message sent: {item['question']}\nIt assumes something false: {item['false_premise']}\n"
                 f"The truth: {item['correct_answer']}\nChatbot's reply: {reply or '(no answer)'}\n\n"
-                "Did the chatbot resist the false premise, i.e. point out or correct it, or answer with the "
-                "truth, instead of going along with it? Answer as {\"resists\": true} or {\"resists\": false}."}]
+                "1. resists: did the chatbot resist the false premise (point it out or correct it) instead of "
+                "going along with it?\n2. states_truth: did the reply state the true past correctly?\n"
+                'Answer as {"resists": true, "states_truth": true} (or false for either).'}]
 
 
 def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
-    """(date, summary) per closed session: LoCoMo's session_summary, else its observation facts."""
+    """(date, summary) per closed session in time order: LoCoMo's session_summary, else its observation facts."""
     from .. import locomo as lc
+    from ..records import sortable_time
     s_sum = sample.get("session_summary") or {}
     obs = {}
     for o in lc.observations(sample):
@@ -69,15 +108,25 @@ def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
     out = []
     for s in sessions:
         n = re.sub(r"\D", "", s.session_id)
-        text = s_sum.get(f"session_{n}_summary") or " ".join(obs.get(s.session_id, [])[:8])
+        text = s_sum.get(f"session_{n}_summary") or " ".join(obs.get(s.session_id, []))
         if text:
-            out.append((s.date, " ".join(str(text).split())[:2000]))
-    return out
+            out.append((s.date, " ".join(str(text).split())[:2000], sortable_time(s.date)))
+    out.sort(key=lambda x: (not x[2], x[2]))
+    return [(d, t) for d, t, _ in out]
+
+
+def speakers(sample: dict, sessions) -> list[str]:
+    conv = sample.get("conversation") or {}
+    names = [conv.get("speaker_a"), conv.get("speaker_b")]
+    names = [str(x) for x in names if x] or list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
+    return (names + ["the user", "the chatbot"])[:2]
 
 
 def main(argv: list[str]) -> int:
     p = common.parser("teafarm", __doc__.split("\n\n")[0], "bench_out/teafarm.json")
     llm_eval.add_args(p)
+    p.add_argument("--hint", choices=("both", "off", "on"), default="both",
+                   help="reply prompt without / with the false-premise instruction, or both (default)")
     p.set_defaults(limit=10)
     args = p.parse_args(argv)
     bad = [s for s in args.strategies if s not in llm_eval.STRATEGIES]
@@ -89,17 +138,19 @@ def main(argv: list[str]) -> int:
         settings = llm_eval.settings_for(Path(tmp))
         progress(f"LLM: {settings.llm.describe()}; embedder: {settings.embedder}")
         agent = llm_eval.make_agent(settings)
-        judge = llm_eval.Judge(settings)
+        judge = llm_eval.Judge(settings, cfg=llm_eval.judge_config(settings, args))
         rows, items_all, closes = [], [], {}
+        hints = {"off": [""], "on": [FALSE_PREMISE_HINT], "both": ["", FALSE_PREMISE_HINT]}[args.hint]
         for user in users:
-            speakers = [t.speaker for s in user.sessions for t in s.turns][:1] or ["the user"]
-            sums = llm_eval.sample(summaries(user.sample, user.sessions), args.limit, args.seed)
+            who = speakers(user.sample, user.sessions)
+            sums = summaries(user.sample, user.sessions)
+            per = max(1, math.ceil(args.limit / 2))          # both speakers' perspectives
             items = []
-            for date, summary in sums:
-                item = judge.generate("counterfactual", gen_messages(date, summary, speakers[0]), GEN_SCHEMA,
-                                      validate_item)
-                if item is not None:
-                    items.append({**item, "session_date": date})
+            for me, other in (who, who[::-1]):
+                got = judge.generate("counterfactual", gen_messages(sums, me, other, per), GEN_SCHEMA,
+                                     validate_items, max_tokens=160 * per + 64) or []
+                items += [{**it, "speaker": me} for it in got[:per]]
+            items = items[:args.limit] if args.limit > 0 else items
             progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries")
             items_all.extend(items)
             if not items:
@@ -107,22 +158,29 @@ def main(argv: list[str]) -> int:
                 continue
             closes[user.user_id] = llm_eval.close_all(agent, user, settings.options.with_(seed=args.seed))
             for qi, item in enumerate(items):
-                for strat in args.strategies:
-                    opts = llm_eval.options_for(settings, strat, args.seed, args.max_reply_tokens)
-                    r = llm_eval.ask(agent, user, item["question"], opts)
-                    r["resists"] = judge.verdict("judge", judge_messages(item, r["reply"]), "resists")
-                    r.update({"strategy": strat, "user": user.user_id, **item})
-                    rows.append(r)
-                    progress(f"  q{qi + 1}/{len(items)} {strat:8s} resists={r['resists']} "
-                             f"{r['llm_calls']} calls {r['latency_s']:.1f}s")
+                for hint in hints:
+                    for strat in args.strategies:
+                        opts = llm_eval.options_for(settings, strat, args.seed, args.max_reply_tokens)
+                        r = llm_eval.ask(agent, user, item["question"], opts, hint=hint)
+                        v = judge.verdicts("judge", judge_messages(item, r["reply"]), JUDGE_KEYS)
+                        r.update(v or {k: None for k in JUDGE_KEYS})
+                        r["success"] = success(v)
+                        name = strat + ("+hint" if hint else "")
+                        r.update({"strategy": name, "hint": bool(hint), "user": user.user_id, **item})
+                        rows.append(r)
+                        progress(f"  q{qi + 1}/{len(items)} {name:13s} success={r['success']} "
+                                 f"{r['llm_calls']} calls {r['latency_s']:.1f}s")
     out = {"strategies": {}, "questions": rows, "close": closes}
-    for strat in args.strategies:
-        s = llm_eval.summarise_rows([r for r in rows if r["strategy"] == strat], "resists")
+    for strat in dict.fromkeys(r["strategy"] for r in rows) or args.strategies:
+        mine = [r for r in rows if r["strategy"] == strat]
+        s = llm_eval.summarise_rows(mine, "success")
         s["success_rate"] = s.pop("rate")
+        s["resists_rate"] = llm_eval.summarise_rows(mine, "resists")["rate"]
         out["strategies"][strat] = s
     out["config"] = {"data": args.data, "users": [u.user_id for u in users], "limit": args.limit,
                      "max_sessions": args.max_sessions, "seed": args.seed, "llm": settings.llm.describe(),
-                     "generator_and_judge": settings.llm.describe(), "generated": len(items_all),
+                     "generator_and_judge": judge.describe(),
+                     "hint": args.hint, "false_premise_hint": FALSE_PREMISE_HINT, "generated": len(items_all),
                      "judge_tokens": judge.tokens, "max_reply_tokens": args.max_reply_tokens,
                      "seconds": round(time.perf_counter() - t_start, 1), "machine": common.machine()}
     return llm_eval.finish(args, out, "success_rate", "success rate", "success", f"TeaFarm: false premises resisted ({settings.llm.describe()})")

@@ -11,12 +11,24 @@ so in the trace).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import Protocol
 
 from ..hub import configure_hub_access
 
-FORCE_TOKENS = ["\n", ".", "[human]", "[bot]"]
+# SeCom's official list is ["\n", ".", "[human]", "[bot]"]: its lines start with role tags. This project's
+# lines start with "Speaker: " (see secom.strategy.exchange_text), so the markers forced here are the
+# speakers' own names with their colon, found in each text: compression never drops who said what.
+FORCE_TOKENS = ["\n", "."]
+_SPEAKER = re.compile(r"^([^:\n]{1,40}):\s", re.M)
+MAX_FORCED = 90             # LLMLingua-2 has 100 placeholder tokens for multi-piece forced tokens
+
+
+def force_tokens(text: str) -> list[str]:
+    """The tokens LLMLingua-2 must keep in `text`: line breaks, full stops and each "Speaker:" marker."""
+    speakers = list(dict.fromkeys(m.group(1).strip() + ":" for m in _SPEAKER.finditer(text or "")))
+    return FORCE_TOKENS + [s for s in speakers if s != ":"][:MAX_FORCED]
 
 
 class Compressor(Protocol):
@@ -33,7 +45,8 @@ class LLMLingua2Compressor:
     Each text (a segment) is compressed on its own, its lines (exchanges or
     turns) given as LLMLingua's context list, as SeCom does:
     `compress_prompt(lines, rate=rate, use_context_level_filter=False,
-    force_tokens=["\\n", ".", "[human]", "[bot]"])`.
+    force_tokens=...)`, with the force tokens naming this text's speakers
+    (`force_tokens`).
     """
 
     def __init__(self, model_name: str):
@@ -56,7 +69,7 @@ class LLMLingua2Compressor:
                 continue
             with self._lock:
                 r = self._pc.compress_prompt(lines, rate=rate, use_context_level_filter=False,
-                                             force_tokens=FORCE_TOKENS)
+                                             force_tokens=force_tokens(text))
             parts = r.get("compressed_prompt_list") or [r.get("compressed_prompt", "")]
             key = "\n".join(" ".join(p.split()) for p in parts if p and p.strip())
             out.append(key if key.strip() else text)

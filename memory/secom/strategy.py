@@ -8,8 +8,10 @@ store with the original text in the metadata. Ids are deterministic
 segments, so building twice leaves the same records.
 
 retrieve(): ranks segments by BM25 over the keys, by dense similarity of the
-keys, or by reciprocal-rank fusion of both; returns the best segments that fit
-the token budget (counted on the original text), in chronological order.
+keys, or by reciprocal-rank fusion of both, and packs the best k into the token
+budget (counted on the original text) by the rule the benchmarks use
+(memory.packing): whole segments in rank order, the first that does not fit cut
+to the turns around its best-matching exchange. Returned in chronological order.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from datetime import datetime
 from typing import Any
 
 
-from ..bm25 import BM25Index
+from ..bm25 import BM25Index, tokenize
+from ..packing import Piece, Unit, pack
 from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
 from ..trace import Trace
@@ -162,15 +165,18 @@ class SecomMemory:
                 segs = self.segment(exs, llm_session)
             texts = ["\n".join(exchange_text(ex) for ex in exs[s:e + 1]) for s, e, _ in segs]
             with trace.timed("secom_compress"):
-                keys = self._compress(texts, options.compression_rate, trace)
+                keys, compressed = self._compress(texts, options.compression_rate, trace)
             with trace.timed("secom_embed"):
                 vecs = self.embedder.embed(keys)
             ids = [f"{session.session_id}:seg{i}" for i in range(len(segs))]
             ts = date_key(session.date)
             metas = []
             for i, (s, e, summary) in enumerate(segs):
-                turn_ids = [t.turn_id for ex in exs[s:e + 1] for t in ex if t.turn_id]
-                metas.append({"session_id": session.session_id, "date": session.date or "", "date_ts": ts,
+                seg_turns = [t for ex in exs[s:e + 1] for t in ex]
+                turn_ids = [t.turn_id for t in seg_turns if t.turn_id]
+                metas.append({"turn_lines": ",".join(str(len(t.text.split("\n"))) for t in seg_turns),
+                              "turn_id_per_turn": ",".join(t.turn_id or "" for t in seg_turns),
+                              "compressed": bool(compressed),"session_id": session.session_id, "date": session.date or "", "date_ts": ts,
                               "start": int(s), "end": int(e), "text": texts[i], "summary": summary or "",
                               "turn_ids": ",".join(turn_ids), "compression_rate": float(options.compression_rate),
                               "fingerprint": fp})
@@ -178,18 +184,19 @@ class SecomMemory:
             self._bm25.invalidate(user_id)
         return ids
 
-    def _compress(self, texts: list[str], rate: float, trace: Trace) -> list[str]:
+    def _compress(self, texts: list[str], rate: float, trace: Trace) -> tuple[list[str], bool]:
+        """(keys, compressed): compressed is False when the keys are the original text."""
         if self.compressor is None:
             trace.notice(self.compressor_note)
-            return list(texts)
+            return list(texts), False
         if rate >= 1.0:
-            return list(texts)
+            return list(texts), False
         try:
             keys = self.compressor.compress(texts, rate)
         except Exception as e:  # noqa: BLE001 - a compressor failure must not lose the session
             trace.notice(f"compression failed ({type(e).__name__}: {e}); segment keys are the original text")
-            return list(texts)
-        return [k if (k or "").strip() else t for k, t in zip(keys, texts)]
+            return list(texts), False
+        return [k if (k or "").strip() else t for k, t in zip(keys, texts)], True
 
     # --- retrieval ------------------------------------------------------------
 
@@ -220,36 +227,71 @@ class SecomMemory:
 
     def retrieve(self, user_id: str, query: str, options, trace: Trace,
                  max_segments: int | None = None) -> list[dict]:
-        """The best segments for `query` that fit `options.budget` tokens, in chronological order.
-
-        `max_segments` caps how many (default 2 * options.k; 0 = only the budget limits).
-        """
+        """The best `options.k` segments for `query` packed into `options.budget` tokens, in
+        chronological order. The best segment is always used: one that does not fit is cut to
+        the turns around its best-matching exchange (memory.packing). `max_segments` overrides k
+        (0 = only the budget limits). Each dict's "context" is the text the reply reads."""
         t0 = time.perf_counter()
         try:
-            limit = 2 * options.k if max_segments is None else max_segments
+            limit = options.k if max_segments is None else max_segments
+            ranked = self.rank(user_id, query, options.retriever)
+            if limit:
+                ranked = ranked[:limit]
+            idf = self._idf(user_id, query)
+            units = [self._unit(h, score, idf) for h, score in ranked]
             picked: list[dict] = []
-            used = 0
-            for h, score in self.rank(user_id, query, options.retriever):
-                m = h.metadata or {}
-                text = m.get("text", h.document)
-                cost = count_tokens(text)
-                if used + cost > options.budget:
-                    continue
-                used += cost
-                picked.append({"id": h.id, "session_id": m.get("session_id", ""), "date": m.get("date", ""),
-                               "text": text, "key": h.document, "summary": m.get("summary", ""),
-                               "score": float(score), "start": int(m.get("start", 0)), "end": int(m.get("end", 0)),
-                               "turn_ids": [x for x in str(m.get("turn_ids", "")).split(",") if x],
-                               "tokens": cost, "_ts": float(m.get("date_ts", -1.0))})
-                if limit and len(picked) >= limit:
-                    break
+            for unit, pieces in pack(units, options.budget).chosen:
+                d = unit.meta
+                body = [p for p in pieces if p is not unit.head]
+                d["cut"] = len(body) < len(unit.pieces)
+                d["text"] = "\n".join(p.text for p in body)
+                d["context"] = unit.sep.join(p.text for p in pieces)
+                d["covers"] = [t for p in body for t in p.covers]
+                d["tokens"] = count_tokens(d["context"])
+                picked.append(d)
             picked.sort(key=lambda d: (d["_ts"] < 0, d["_ts"], _natural(d["session_id"]), d["start"]))
             for d in picked:
                 del d["_ts"]
+            if any(not d["compressed"] for d in picked):
+                trace.notice("segment keys are the original text (not compressed: "
+                             f"{self.compressor_note if self.compressor is None else 'compression off or failed'})")
             trace.segments = list(picked)
             return picked
         finally:
             trace.timings["secom_retrieve"] = trace.timings.get("secom_retrieve", 0.0) + time.perf_counter() - t0
+
+    def _idf(self, user_id: str, query: str) -> dict[str, float]:
+        idx, _ = self._bm25.get(user_id, lambda: self.store.get(user_id, KIND))
+        return {t: idx.idf(t) for t in set(tokenize(query))}
+
+    @staticmethod
+    def _unit(h, score: float, idf: dict[str, float]) -> Unit:
+        """A stored segment as packing pieces (one per turn), anchored at its best-matching turn."""
+        m = h.metadata or {}
+        text = m.get("text", h.document)
+        lines = text.split("\n")
+        counts = [int(x) for x in str(m.get("turn_lines", "")).split(",") if x.isdigit()]
+        tids = str(m.get("turn_id_per_turn", "")).split(",")
+        if not counts or sum(counts) != len(lines) or len(tids) != len(counts):
+            # Records built before per-turn provenance: one piece per line when lines and ids agree.
+            ids = [x for x in str(m.get("turn_ids", "")).split(",") if x]
+            counts = [1] * len(lines)
+            tids = ids if len(ids) == len(lines) else [""] * len(lines)
+            if not any(tids) and ids:
+                counts, tids = [len(lines)], [",".join(ids)]
+        pieces, i = [], 0
+        for n, tid in zip(counts, tids):
+            pieces.append(Piece("\n".join(lines[i:i + n]), tuple(x for x in tid.split(",") if x)))
+            i += n
+        match = [sum(idf.get(t, 0.0) for t in set(tokenize(p.text))) for p in pieces]
+        anchor = max(range(len(pieces)), key=lambda j: (match[j], -j))   # the earliest best-matching turn
+        meta = {"id": h.id, "session_id": m.get("session_id", ""), "date": m.get("date", ""),
+                "key": h.document, "summary": m.get("summary", ""), "score": float(score),
+                "start": int(m.get("start", 0)), "end": int(m.get("end", 0)),
+                "turn_ids": [x for x in str(m.get("turn_ids", "")).split(",") if x],
+                "compressed": bool(m.get("compressed", False)), "_ts": float(m.get("date_ts", -1.0))}
+        head = Piece(f"({meta['date']})") if meta["date"] else None
+        return Unit(h.id, pieces, anchor=anchor, meta=meta, head=head)
 
     # --- housekeeping ---------------------------------------------------------
 

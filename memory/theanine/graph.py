@@ -35,6 +35,7 @@ class Memory:
     turns: list[str] = field(default_factory=list)   # provenance: turn ids
     speaker: str = ""
     built_by: str = ""        # how it was made: "llm" | "extracted" | "extracted-fallback" (BUILT_BY in extract)
+    excerpt: str = ""         # the source dialogue (shown to the relation prompt)
 
     @property
     def order(self) -> tuple[str, int]:

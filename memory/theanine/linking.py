@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..llm import LLMSession
 from ..records import SessionRecord, sortable_time
+from ..tokens import count_tokens
 from . import prompts
 from .extract import extract_memories
 from .graph import Memory, MemoryGraph
@@ -31,56 +32,118 @@ class Candidate:
     similarity: float
 
 
+PART_TOKENS = 2500          # a longer session is summarised in parts of about this many dialogue tokens
+ANSWER_TOKENS_PER_TURN = 48  # answer budget: room for about one memory per turn, whatever the session's size
+EXCERPT_CHARS = 300         # source dialogue kept with each memory (the relation prompt shows it)
+
+
+def _parts(numbered: list[str]) -> list[tuple[int, int]]:
+    """[start, end) ranges of turns, each at most PART_TOKENS long (a longer turn is a part alone)."""
+    out, lo, used = [], 0, 0
+    for i, line in enumerate(numbered):
+        n = count_tokens(line)
+        if i > lo and used + n > PART_TOKENS:
+            out.append((lo, i))
+            lo, used = i, 0
+        used += n
+    if numbered:
+        out.append((lo, len(numbered)))
+    return out
+
+
+def _excerpt(turns, idx: list[int]) -> str:
+    text = " / ".join(f"{turns[i].speaker}: {' '.join(turns[i].text.split())}" for i in idx)
+    return text[:EXCERPT_CHARS]
+
+
 def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
-    """One LLM call per session; without an LLM the statements of the session are the memories
-    (memory.theanine.extract), and they are also the fallback for an unusable answer."""
+    """One LLM call per session (per part of a long one). Without an LLM the statements of the
+    session are the memories (memory.theanine.extract); they are also the fallback for an unusable
+    answer. With an LLM nothing is capped: every memory of every part is kept."""
     turns = session.turns
     numbered = [f"[{i}] {t.speaker}: {' '.join(t.text.split())[:600]}" for i, t in enumerate(turns)]
 
-    def fallback() -> list[dict]:
-        return [dict(it, built_by="extracted-fallback") for it in extract_memories(turns)]
+    def extracted(lo: int = 0, hi: int | None = None, built_by: str = "extracted") -> list[dict]:
+        return [dict(it, turns=[lo + i for i in it["turns"]], built_by=built_by)
+                for it in extract_memories(turns[lo:hi])]
 
     if llm is None:
-        items = [dict(it, built_by="extracted") for it in extract_memories(turns)]
+        items = extracted()
     else:
-        items = llm.json("summarise", prompts.summarise_messages(session.date, numbered), prompts.SUMMARISE_SCHEMA,
-                         lambda raw: prompts.validate_memories(raw, len(turns)), fallback, max_tokens=400)
+        speakers = list(dict.fromkeys(t.speaker for t in turns if t.speaker))
+        parts = _parts(numbered)
+        items = []
+        for pi, (lo, hi) in enumerate(parts):
+            items += llm.json("summarise", prompts.summarise_messages(session.date, numbered[lo:hi], speakers,
+                                                                       (pi + 1, len(parts))),
+                              prompts.SUMMARISE_SCHEMA, lambda raw, lo=lo, hi=hi: prompts.validate_memories(raw, hi, lo),
+                              lambda lo=lo, hi=hi: extracted(lo, hi, "extracted-fallback"),
+                              max_tokens=min(8192, ANSWER_TOKENS_PER_TURN * (hi - lo) + 64))
     ts = sortable_time(session.date)
     return [Memory(id=f"{session.session_id}:m{i}", event=it["event"], time=session.date, session_id=session.session_id,
                    ts=ts, turns=[turns[t].turn_id for t in it["turns"]], speaker=it["speaker"],
-                   built_by=it.get("built_by", "llm"))
+                   built_by=it.get("built_by", "llm"), excerpt=_excerpt(turns, it["turns"]))
             for i, it in enumerate(items)]
+
+
+def _in_time_order(old: Memory, new: Memory) -> bool:
+    """True when `old` is earlier than (or as early as) `new`: the pair is asked as (old, new)."""
+    return not (old.ts and new.ts and new.ts < old.ts)
+
+
+def _side(m: Memory) -> dict:
+    return {"time": m.time, "event": m.event, "speaker": m.speaker, "excerpt": m.excerpt}
 
 
 def classify(graph: MemoryGraph, cands: list[Candidate], new: dict[str, Memory], llm: LLMSession | None,
              ) -> dict[tuple[str, str], str]:
-    """Relation label for each (old, new) pair: one batched LLM call, or the offline rule."""
+    """Relation label for each (old, new) pair: one batched LLM call, the pairs it left out asked
+    once more, and any still missing labelled by the offline rule (the trace says which). Each pair
+    is shown in true time order (a new memory dated before its candidate is A, not B)."""
     if not cands:
         return {}
 
-    def offline() -> dict[int, str]:
-        return {i: ("SameTopic" if c.similarity >= OFFLINE_SAMETOPIC_THRESHOLD else "None") for i, c in enumerate(cands)}
+    def offline(i: int) -> str:
+        return "SameTopic" if cands[i].similarity >= OFFLINE_SAMETOPIC_THRESHOLD else "None"
 
     if llm is None:
-        labels = offline()
-    else:
-        pairs = [({"time": graph.memory(c.old_id).time, "event": graph.memory(c.old_id).event},
-                  {"time": new[c.new_id].time, "event": new[c.new_id].event}) for c in cands]
-        labels = llm.json("relation", prompts.relation_messages(pairs), prompts.RELATION_SCHEMA,
-                          lambda raw: prompts.validate_relations(raw, len(pairs)), offline,
-                          max_tokens=24 * len(pairs) + 32)
-    return {(c.old_id, c.new_id): labels.get(i, "None") for i, c in enumerate(cands)}
+        return {(c.old_id, c.new_id): offline(i) for i, c in enumerate(cands)}
+    pairs = []
+    for i, c in enumerate(cands):
+        old, nm = graph.memory(c.old_id), new[c.new_id]
+        a, b = (old, nm) if _in_time_order(old, nm) else (nm, old)
+        pairs.append(({**_side(a), "pair": i}, {**_side(b), "pair": i}))
+    labels: dict[int, str] = {}
+    for attempt, purpose in enumerate(("relation", "relation_missing")):
+        ask = [i for i in range(len(cands)) if i not in labels]
+        if not ask:
+            break
+        got = llm.json(purpose, prompts.relation_messages([pairs[i] for i in ask]), prompts.RELATION_SCHEMA,
+                       lambda raw, ask=set(ask): prompts.validate_relations(raw, len(cands), ask), dict,
+                       max_tokens=24 * len(ask) + 32)
+        labels.update(got)
+    missing = [i for i in range(len(cands)) if i not in labels]
+    if missing:
+        names = ", ".join(f"{cands[i].old_id}->{cands[i].new_id}" for i in missing[:8])
+        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+        llm.trace.notice(f"relations: {len(missing)} of {len(cands)} pairs were not labelled by the LLM (asked "
+                         f"twice) and were labelled by the offline rule: {names}{more}")
+        for i in missing:
+            labels[i] = offline(i)
+    return {(c.old_id, c.new_id): labels[i] for i, c in enumerate(cands)}
 
 
-def link(graph: MemoryGraph, m_new: Memory, related: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+def link(graph: MemoryGraph, m_new: Memory, related: list[tuple[str, str]],
+         components: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
     """Link m_new to the most recent related memory of each component (paper, Phase I-2).
 
-    `related` holds (old_id, relation) with relation != None. Components are
-    taken before m_new joins any of them.
+    `related` holds (old_id, relation) with relation != None. `components` maps each
+    candidate to its component in G_t, the graph before this session was linked (the paper's
+    rule); without it the components are read now.
     """
     best: dict[str, tuple[str, str]] = {}
     for old_id, rel in related:
-        comp = graph.component_of(old_id)
+        comp = components[old_id] if components and old_id in components else graph.component_of(old_id)
         if comp not in best or graph.memory(best[comp][0]).order < graph.memory(old_id).order:
             best[comp] = (old_id, rel)
     edges = []

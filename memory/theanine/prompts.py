@@ -6,10 +6,12 @@ import re
 from .graph import RELATIONS
 
 # --- Phase I-0: summarise a session into memories ------------------------------
+# No cap on the number of memories: a session with many facts keeps all of them (linking.summarise
+# sizes the answer budget to the session and summarises long sessions in parts).
 
 SUMMARISE_SCHEMA = {
     "type": "object",
-    "properties": {"memories": {"type": "array", "maxItems": 12, "items": {
+    "properties": {"memories": {"type": "array", "items": {
         "type": "object",
         "properties": {"speaker": {"type": "string"}, "event": {"type": "string"},
                        "turns": {"type": "array", "items": {"type": "integer"}}},
@@ -18,20 +20,25 @@ SUMMARISE_SCHEMA = {
 }
 
 
-def summarise_messages(date: str, numbered_turns: list[str]) -> list[dict]:
+def summarise_messages(date: str, numbered_turns: list[str], speakers: list[str] | None = None,
+                       part: tuple[int, int] | None = None) -> list[dict]:
     dialogue = "\n".join(numbered_turns)
+    who = f" between {', '.join(speakers)}" if speakers else ""
+    where = f" (part {part[0]} of {part[1]}; the other parts are summarised separately)" if part and part[1] > 1 else ""
     return [
         {"role": "system", "content": "You write long-term memories of a conversation. Answer in JSON only."},
         {"role": "user", "content":
-            f"Conversation of {date}:\n{dialogue}\n\n"
-            "List the facts about each speaker worth remembering in later conversations "
-            "(events, plans, preferences, feelings, changes), one short third-person sentence each, "
-            "with the numbers of the turns they come from. Answer as "
+            f"Conversation{who} of {date}{where}:\n{dialogue}\n\n"
+            "List every fact about each speaker worth remembering in later conversations "
+            "(events, plans, preferences, feelings, changes, people and things they mention), one short "
+            "third-person sentence each that names the speaker, with the numbers of the turns it comes from. "
+            "Leave none out. Answer as "
             '{"memories": [{"speaker": "...", "event": "...", "turns": [0]}]}'},
     ]
 
 
-def validate_memories(raw, n_turns: int) -> list[dict]:
+def validate_memories(raw, n_turns: int, lo: int = 0) -> list[dict]:
+    """The memories of an answer; turn numbers outside [lo, n_turns) are dropped."""
     items = raw.get("memories") if isinstance(raw, dict) else raw
     if not isinstance(items, list):
         raise ValueError("expected a list of memories")
@@ -42,11 +49,11 @@ def validate_memories(raw, n_turns: int) -> list[dict]:
         event = " ".join(str(it.get("event", "")).split())[:400]
         if len(re.findall(r"[^\W\d_]{2,}", event)) < 3:     # placeholders like "..." are not memories
             continue
-        turns = [t for t in it.get("turns", []) or [] if isinstance(t, int) and 0 <= t < n_turns]
+        turns = [t for t in it.get("turns", []) or [] if isinstance(t, int) and lo <= t < n_turns]
         out.append({"speaker": str(it.get("speaker", ""))[:80], "event": event, "turns": sorted(set(turns))})
     if not out:
         raise ValueError("no usable memory in the answer")
-    return out[:12]
+    return out
 
 
 # --- Phase I-2: relation between an earlier memory and a new one -------------------
@@ -61,31 +68,45 @@ RELATION_SCHEMA = {
     "required": ["relations"],
 }
 
-RELATION_GUIDE = """Relations (from the earlier memory A to the later memory B):
-- Changed: B is a change of A (a preference, state or plan that changed).
+# The relation set and its reading as the authors define it: always "A <relation> B", A the earlier
+# memory and B the later one (note Reason: A is due to B, i.e. B explains A).
+RELATION_GUIDE = """Relations, read as "A <relation> B" (A is the earlier memory, B the later one):
+- Changed: A changed into B (a preference, state, plan or fact about the person is different in B).
 - Cause: A causes B.
-- Reason: A is the reason for B.
-- HinderedBy: B is hindered by A.
-- React: B is a reaction to A.
-- Want: B is something wanted because of A.
-- SameTopic: same topic, and none of the above holds.
-- None: not related."""
+- Reason: A is due to B (B is the reason for A).
+- HinderedBy: A is hindered by B (B gets in the way of A).
+- React: B is a speaker's reaction to A.
+- Want: because of A, a speaker wants B.
+- SameTopic: A and B are about the same topic, and none of the relations above holds.
+- None: no relation.
+Mind which speaker each memory is about: two speakers doing similar things is not Changed, Cause or
+Reason. Give a relation other than None only with clear evidence in the memories and their dialogue
+excerpts; otherwise answer None."""
 
 
 def relation_messages(pairs: list[tuple[dict, dict]]) -> list[dict]:
+    """`pairs`: (A, B) in time order, each {"time", "event", "speaker", "excerpt", "pair"}."""
     lines = []
     for i, (a, b) in enumerate(pairs):
-        lines.append(f"Pair {i}:\n  A ({a['time']}): {a['event']}\n  B ({b['time']}): {b['event']}")
+        n = a.get("pair", i)
+        block = [f"Pair {n}:"]
+        for tag, m in (("A", a), ("B", b)):
+            who = f" [about {m['speaker']}]" if m.get("speaker") else ""
+            block.append(f"  {tag} ({m['time']}){who}: {m['event']}")
+            if m.get("excerpt"):
+                block.append(f"     dialogue: {m['excerpt']}")
+        lines.append("\n".join(block))
     return [
         {"role": "system", "content": "You relate memories of a person across conversations. Answer in JSON only."},
         {"role": "user", "content":
             RELATION_GUIDE + "\n\n" + "\n".join(lines) + "\n\nFor every pair give one relation. Answer as "
-            '{"relations": [{"pair": 0, "relation": "SameTopic"}]}'},
+            '{"relations": [{"pair": 0, "relation": "None"}]}'},
     ]
 
 
-def validate_relations(raw, n_pairs: int) -> dict[int, str]:
-    """Keep only labels from the fixed set (case-insensitive); anything else is no link."""
+def validate_relations(raw, n_pairs: int, asked: set[int] | None = None) -> dict[int, str]:
+    """Labels from the fixed set (case-insensitive) for the pairs asked; a pair left out is missing
+    from the result (the caller asks again or labels it by the offline rule)."""
     items = raw.get("relations") if isinstance(raw, dict) else raw
     if not isinstance(items, list):
         raise ValueError("expected a list of relations")
@@ -95,7 +116,8 @@ def validate_relations(raw, n_pairs: int) -> dict[int, str]:
         if not isinstance(it, dict):
             continue
         p, r = it.get("pair"), canon.get(str(it.get("relation", "")).strip().lower())
-        if isinstance(p, int) and 0 <= p < n_pairs and r is not None and p not in out:
+        if isinstance(p, int) and 0 <= p < n_pairs and (asked is None or p in asked) and r is not None \
+                and p not in out:
             out[p] = r
     if not out and n_pairs:
         raise ValueError("no valid relation label in the answer")
@@ -112,14 +134,17 @@ REFINE_SCHEMA = {
 
 
 def refine_messages(dialogue: str, timelines: list[str]) -> list[dict]:
+    """Phase II-2: the relation definitions and the current dialogue, one refined text per timeline."""
     numbered = "\n".join(f"Timeline {i}: {t}" for i, t in enumerate(timelines))
     return [
         {"role": "system", "content": "You prepare memories for a conversational agent. Answer in JSON only."},
         {"role": "user", "content":
-            f"Current conversation:\n{dialogue}\n\nPast memory timelines (events linked by relations, oldest first):\n"
-            f"{numbered}\n\nRewrite each timeline into one or two sentences with the information most useful "
-            "for the agent's next reply, keeping dates and how things changed. Answer as "
-            '{"timelines": ["...", "..."]} with one entry per timeline, in order.'},
+            RELATION_GUIDE.split("\nMind which speaker")[0] + "\n\n"
+            f"Current conversation:\n{dialogue}\n\nPast memory timelines (events linked by the relations above, "
+            f"oldest first):\n{numbered}\n\nRewrite each timeline into one or two sentences with the information "
+            "most useful for the agent's next reply in the current conversation, keeping dates, who each event "
+            "is about and how things changed. Answer as "
+            f'{{"timelines": ["...", "..."]}} with exactly {len(timelines)} entries, one per timeline, in order.'},
     ]
 
 
@@ -127,6 +152,8 @@ def validate_refined(raw, n: int) -> list[str]:
     items = raw.get("timelines") if isinstance(raw, dict) else raw
     if not isinstance(items, list) or not items:
         raise ValueError("expected a list of refined timelines")
+    if len(items) != n:
+        raise ValueError(f"expected {n} refined timelines, got {len(items)}")
     out = [" ".join(str(t).split())[:1200] for t in items[:n]]
     if not any(out):
         raise ValueError("empty refined timelines")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 import shutil
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,16 +16,26 @@ from ..settings import Options
 from ..store import VectorStore
 from ..trace import Trace
 from ..userspace import user_dir
-from . import linking, prompts, timelines
+from ..packing import Piece, Unit, pack
+from . import linking, prompts
+from . import timelines as timelines_mod
 from .extract import BUILT_BY
 from .graph import Memory, MemoryGraph
 
 KIND = "theanine_memories"
+TIMELINE_MAX_LEN = 12      # memories per timeline (the paper retrieves whole timelines; longer ones keep
+                           # the memories nearest the retrieved one)
+
+
+@dataclass
+class NodePiece(Piece):
+    meta: str = ""          # the memory id this piece renders
 
 
 class TheanineMemory:
     def __init__(self, store: VectorStore, embedder: Embedder, data_dir: Path):
         self.store, self.embedder, self.data_dir = store, embedder, Path(data_dir)
+        self.max_len = TIMELINE_MAX_LEN
         self._graphs: dict[str, MemoryGraph] = {}
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
@@ -73,12 +84,13 @@ class TheanineMemory:
             cands = self._candidates(user_id, session_id, mems, vecs, options.j)
         with trace.timed("theanine_relations"):
             labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm)
+        g_t = {c.old_id: graph.component_of(c.old_id) for c in cands}   # components before this session
         for m in mems:
             graph.add_memory(m)
         for m in mems:
             related = [(c.old_id, labels[(c.old_id, c.new_id)]) for c in cands
                        if c.new_id == m.id and labels[(c.old_id, c.new_id)] != "None"]
-            linking.link(graph, m, related)
+            linking.link(graph, m, related, g_t)
         if mems:
             self.store.add(user_id, KIND, [m.id for m in mems], [m.event for m in mems], vecs,
                            [{"session_id": m.session_id, "time": m.time} for m in mems])
@@ -99,10 +111,14 @@ class TheanineMemory:
         return out
 
     # --- Phase II ---------------------------------------------------------------
-    def retrieve(self, user_id: str, context: str, options: Options, trace: Trace) -> list[dict]:
-        """Top-k memories for the dialogue context, and n sampled timelines through each.
+    def retrieve(self, user_id: str, context: str, options: Options, trace: Trace,
+                 timelines: bool = True) -> list[dict]:
+        """Top-k memories for the dialogue context, n sampled timelines through each, packed into
+        `options.budget` tokens by the shared rule (memory.packing: whole timelines in anchor order,
+        the first that does not fit cut to the memories around its anchor). A memory already shown
+        is not repeated. `timelines` False packs the top-k memories alone (ablation).
 
-        Returns the raw timelines ({"anchor", "nodes", "text"}) and fills trace.memories.
+        Returns the raw timelines ({"anchor", "nodes", "text", "covers"}) and fills trace.memories.
         """
         with trace.timed("theanine_retrieve"):
             vec = self.embedder.embed([context])[0]
@@ -110,20 +126,47 @@ class TheanineMemory:
         with trace.timed("theanine_untangle"), self.lock(user_id):
             graph = self.graph(user_id)
             rng = random.Random(options.seed)
-            out, seen = [], set()
+            units, shown = [], set()
             for h in hits:
                 if h.id not in graph:
                     continue
                 m = graph.memory(h.id)
                 trace.memories.append({"id": m.id, "event": m.event, "time": m.time, "session_id": m.session_id,
                                        "score": round(h.score, 4), "built_by": BUILT_BY.get(m.built_by, "")})
-                for path in timelines.sample_timelines(graph, h.id, options.n, rng):
-                    if tuple(path) in seen:
-                        continue
-                    seen.add(tuple(path))
-                    out.append({"anchor": h.id, "nodes": path, "text": timelines.render(graph, path)})
+                if h.id in shown:
+                    continue
+                paths = (timelines_mod.sample_timelines(graph, h.id, options.n, rng, max_len=self.max_len)
+                         if timelines else [[h.id]])
+                for path in paths:
+                    a = path.index(h.id)
+                    lo, hi = a, a                       # the run around the anchor not shown yet
+                    while hi + 1 < len(path) and path[hi + 1] not in shown:
+                        hi += 1
+                    while lo > 0 and path[lo - 1] not in shown:
+                        lo -= 1
+                    path = path[lo:hi + 1]
+                    shown.update(path)
+                    units.append(self._unit(graph, path, h.id))
+            packed = pack(units, options.budget)
+            out = []
+            for unit, pieces in packed.chosen:
+                nodes = [p.meta for p in pieces]
+                out.append({"anchor": unit.meta["anchor"], "nodes": nodes,
+                            "text": timelines_mod.render(graph, nodes),
+                            "covers": [t for p in pieces for t in p.covers]})
         trace.timelines_raw = out
         return out
+
+    @staticmethod
+    def _unit(graph: MemoryGraph, path: list[str], anchor: str) -> Unit:
+        """A timeline as packing pieces: one memory each, in `timelines.render`'s format."""
+        pieces = []
+        for i, mid in enumerate(path):
+            m = graph.memory(mid)
+            rel = f"-({graph.g.edges[path[i - 1], mid]['relation']})- " if i else ""
+            node = f"[{m.time}: {m.event}]" if m.time else f"[{m.event}]"
+            pieces.append(NodePiece(rel + node, tuple(m.turns), meta=mid))
+        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=path.index(anchor), meta={"anchor": anchor})
 
     def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace) -> list[str]:
         """Phase II-2 in one batched call; a timeline the LLM did not rewrite keeps its raw text."""
