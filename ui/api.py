@@ -22,6 +22,8 @@ from sessions import SessionService, new_user_id
 from sessions.lifecycle import EndResult
 from sessions.service import user_message
 
+from . import fairness
+
 
 def _session(s) -> dict:
     return {"session_id": s.session_id, "number": s.seq, "date": s.date, "status": s.status,
@@ -104,9 +106,10 @@ def register_api(service: SessionService) -> None:
         except Exception as e:  # noqa: BLE001
             raise gr.Error(user_message(e)) from None
 
+    reply, build = fairness.reply_events(), fairness.build_events()     # shared pools (ui.fairness)
     gr.api(new_user, api_name="new_user")
-    gr.api(send_message, api_name="send_message")
-    gr.api(reply_again, api_name="reply_again")
-    gr.api(end_session, api_name="end_session")
-    gr.api(new_session, api_name="new_session")
+    gr.api(send_message, api_name="send_message", **reply)
+    gr.api(reply_again, api_name="reply_again", **reply)
+    gr.api(end_session, api_name="end_session", **build)
+    gr.api(new_session, api_name="new_session", **build)
     gr.api(history, api_name="history")
