@@ -60,7 +60,7 @@ def address_refusal(address: str) -> str | None:
     if ip.is_loopback:
         return "loopback"
     if ip.is_link_local:
-        return "link-local (cloud metadata lives here, e.g. 169.254.169.254)"
+        return "link-local (where cloud metadata lives)"
     if ip.is_multicast:
         return "multicast"
     if ip.is_private:
@@ -85,16 +85,17 @@ def checked_addresses(host: str, port: int, resolver: Resolver = system_resolver
     """The addresses of `host`, all of them public, or UnsafeURL saying which one is not."""
     host = host.strip("[]")
     try:
-        addresses = [str(ipaddress.ip_address(host))]
+        addresses, literal = [str(ipaddress.ip_address(host))], True
     except ValueError:
-        addresses = resolver(host, port)
+        addresses, literal = resolver(host, port), False
     if not addresses:
         raise UnsafeURL(f"the host {host!r} has no address")
     for a in addresses:
         why = address_refusal(a)
         if why:
-            shown = host if host == a else f"{host} (resolves to {a})"
-            raise UnsafeURL(f"{shown} is a {why} address; this server only calls public addresses "
+            shown = host if literal else f"{host} (resolves to {a})"
+            article = "an" if why[0] in "aeiou" else "a"
+            raise UnsafeURL(f"{shown} is {article} {why} address; this server only calls public addresses "
                             "for a URL chosen in the settings")
     return addresses
 
@@ -134,3 +135,12 @@ def guarded_http_client(timeout: float, resolver: Resolver = system_resolver) ->
     """
     import openai
     return openai.DefaultHttpxClient(transport=GuardedTransport(resolver), timeout=timeout)
+
+
+if __name__ == "__main__":     # python -m memory.url_guard URL...: the verdicts, nothing is sent
+    import sys
+    for arg in sys.argv[1:]:
+        try:
+            print(f"allowed  {arg}  -> {', '.join(check_url(arg))}")
+        except UnsafeURL as e:
+            print(f"refused  {arg}  ({e})")
