@@ -40,6 +40,7 @@ def _end(result: EndResult) -> dict:
 
 def register_api(service: SessionService) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
+    reply, build = fairness.reply_events(), fairness.build_events()     # shared pools (ui.fairness)
 
     def new_user() -> str:
         """Create a new user and return its id (a secret: whoever holds it reads that user's memory)."""
@@ -106,7 +107,6 @@ def register_api(service: SessionService) -> None:
         except Exception as e:  # noqa: BLE001
             raise gr.Error(user_message(e)) from None
 
-    reply, build = fairness.reply_events(), fairness.build_events()     # shared pools (ui.fairness)
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)
     gr.api(reply_again, api_name="reply_again", **reply)
