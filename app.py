@@ -3,10 +3,12 @@
 Environment (or .env): GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (where to listen),
 MEMORY_DATA_DIR (where sessions and memory live), the LLM settings read by
 memory.settings.Settings.from_env (OPENAI_API_KEY, OPENAI_BASE_URL, LLM_MODEL,
-HF_TOKEN, ...), LLM_MAX_REPLY_TOKENS (reply length cap), MEMORY_LOCK_LLM=1 (hide
-the backend/model/URL choice, e.g. on a public Space), MEMORY_CONCURRENCY
-(events of one kind run at once, default 2) and MEMORY_BROWSER_SECRET (key of
-the browser-stored user id; by default a random one kept in the data dir).
+HF_TOKEN, ...), LLM_MAX_REPLY_TOKENS (reply length cap), MEMORY_LOCK_LLM=1 /
+MEMORY_ALLOW_LLM_CHANGE=1 (the backend/model/URL choice; locked by default on a
+Space or a non-loopback address), MEMORY_CONCURRENCY (replies running at once,
+default 4), the per-user bounds of sessions.jobs.Limits (MEMORY_MAX_*,
+MEMORY_BUILD_WORKERS) and MEMORY_BROWSER_SECRET (key of the browser-stored user
+id; by default a random one kept in the data dir).
 """
 from __future__ import annotations
 
@@ -45,17 +47,22 @@ def build():
     from memory.agent import MemoryAgent
     from memory.settings import Settings
     from sessions import SessionService
+    from sessions.jobs import Limits
     from ui import build_demo
 
     settings = Settings.from_env()
     log.info("data dir %s; %s", settings.data_dir, settings.llm.describe())
     agent = MemoryAgent.from_settings(settings)
-    service = SessionService(settings, agent)
+    service = SessionService(settings, agent, limits=Limits.from_env())
     # Sessions whose memory build was cut short (crash, LLM outage) are built again in the background.
     threading.Thread(target=service.recover_pending_closes, name="recover-closes", daemon=True).start()
+    if not settings.allow_llm_change:
+        log.info("LLM choice locked for visitors (public deployment; MEMORY_ALLOW_LLM_CHANGE=1 unlocks it)")
     demo = build_demo(service, settings, browser_secret(settings.data_dir),
-                      allow_llm_change=os.environ.get("MEMORY_LOCK_LLM", "0") != "1")
-    demo.queue(default_concurrency_limit=int(os.environ.get("MEMORY_CONCURRENCY", "2")))
+                      allow_llm_change=settings.allow_llm_change)
+    # Replies share one pool (ui.fairness); memory builds wait in the service's own build pool.
+    demo.queue(default_concurrency_limit=int(os.environ.get("MEMORY_CONCURRENCY", "4")))
+    demo.memory_service = service      # for tools that run the app in-process (tests/fairness_app.py)
     return demo
 
 

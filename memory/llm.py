@@ -66,9 +66,13 @@ class OpenAIChat:
         self._openai = openai
         self._key = cfg.api_key
         self.model = cfg.model
+        http_client = None
+        if cfg.guard_url:     # a URL a user typed: no request to loopback, private or metadata addresses
+            from .url_guard import guarded_http_client
+            http_client = guarded_http_client(cfg.timeout)
         # The client's own retries are off: LLMSession retries in one place.
         self.client = openai.OpenAI(api_key=cfg.api_key or "not-needed", base_url=cfg.base_url or None,
-                                    timeout=cfg.timeout, max_retries=0)
+                                    timeout=cfg.timeout, max_retries=0, http_client=http_client)
 
     def _wrap(self, e: Exception) -> Exception:
         err = self._classify(e)
@@ -78,6 +82,10 @@ class OpenAIChat:
 
     def _classify(self, e: Exception) -> Exception:
         o = self._openai
+        from .url_guard import UnsafeURL
+        refused = e if isinstance(e, UnsafeURL) else e.__cause__
+        if isinstance(refused, UnsafeURL):    # refused by the guard: nothing was sent, retrying cannot help
+            return LLMError(f"the base URL was refused: {refused}")
         if isinstance(e, (o.RateLimitError, o.APITimeoutError, o.APIConnectionError, o.InternalServerError)):
             return TransientLLMError(f"{type(e).__name__}: {getattr(e, 'message', '') or 'temporary failure'}")
         if isinstance(e, o.APIStatusError) and e.status_code >= 500:

@@ -27,6 +27,34 @@ def _default_data_dir() -> Path:
     return Path("data")
 
 
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def listens_publicly(server_name: str) -> bool:
+    """Whether the app's listen address (GRADIO_SERVER_NAME) is reachable from other machines."""
+    import ipaddress
+    name = (server_name or "127.0.0.1").strip().lower()
+    if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return True      # a host name other than localhost (or 0.0.0.0 / ::): other machines can reach it
+
+
+def llm_change_allowed(env: dict) -> bool:
+    """May visitors choose the LLM backend, model and URL? Locked on public deployments by default.
+
+    MEMORY_LOCK_LLM=1 always locks; MEMORY_ALLOW_LLM_CHANGE=1 opts in; otherwise a Space
+    (SPACE_ID) or a non-loopback listen address (GRADIO_SERVER_NAME) locks it.
+    """
+    if env.get("MEMORY_LOCK_LLM", "0") == "1":
+        return False
+    if env.get("MEMORY_ALLOW_LLM_CHANGE", "0") == "1":
+        return True
+    return not (env.get("SPACE_ID") or listens_publicly(env.get("GRADIO_SERVER_NAME", "")))
+
+
 @dataclass(frozen=True)
 class LLMConfig:
     backend: str = "embedded"          # embedded | openai
@@ -39,6 +67,7 @@ class LLMConfig:
     max_retries: int = 3
     n_ctx: int = 8192
     embedded_grammar: bool = False     # JSON-schema grammar for llama.cpp (slow with large vocabularies)
+    guard_url: bool = False            # a user-chosen base URL: every request is checked (memory.url_guard)
     # llama.cpp threads. Half the cores: its threads spin while waiting, and on a
     # busy 2-core machine 2 threads measured 3 tok/s against 17 tok/s for 1.
     threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2))
@@ -117,6 +146,7 @@ class Settings:
     # refinement, segmentation). auto: yes, except on the bundled tiny model, which cannot do them.
     llm_steps: str = "auto"
     options: Options = field(default_factory=Options)
+    allow_llm_change: bool = True       # visitors may pick backend/model/URL (see llm_change_allowed)
 
     def llm_steps_for(self, cfg: "LLMConfig | None" = None) -> bool:
         cfg = cfg or self.llm
@@ -168,6 +198,7 @@ class Settings:
             segmenter_params=e.get("SECOM_SEGMENTER_PARAMS", ""),
             llm_steps=steps,
             options=opts,
+            allow_llm_change=llm_change_allowed(e),
         )
 
     def rubric_text(self) -> str:

@@ -71,9 +71,11 @@ def report_dict(report) -> dict:
 
 
 class Lifecycle:
-    def __init__(self, store: Store, agent, options_of, llm_of):
-        # options_of(user_id) -> Options and llm_of(user_id) -> LLMConfig | None: the user's saved settings
+    def __init__(self, store: Store, agent, options_of, llm_of, build_runner=None):
+        # options_of(user_id) -> Options and llm_of(user_id) -> LLMConfig | None: the user's saved settings;
+        # build_runner(fn, progress) runs fn(progress) where memory builds run (sessions.jobs.BuildPool).
         self.store, self.agent = store, agent
+        self.build_runner = build_runner or (lambda fn, progress: fn(progress))
         self.options_of, self.llm_of = options_of, llm_of
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -122,6 +124,11 @@ class Lifecycle:
 
     def close_pending(self, user_id: str, progress: Progress | None = None) -> list[CloseOutcome]:
         """Build the memory of every session of the user left "closing", oldest first."""
+        if not self.store.sessions(user_id, status="closing"):
+            return []
+        return self.build_runner(lambda p: self._close_pending(user_id, p), progress)
+
+    def _close_pending(self, user_id: str, progress: Progress | None = None) -> list[CloseOutcome]:
         step = progress or (lambda f, s: None)
         with self.lock(user_id):
             pending = self.store.sessions(user_id, status="closing")

@@ -5,6 +5,12 @@ message for people) before they are saved, so stored prefs are always valid.
 API keys never come from a user: they stay in the process settings (env/.env)
 and are attached only when the chosen endpoint is the one the key was
 configured for, so typing another base URL cannot send the key elsewhere.
+
+On a public deployment the choice is locked (memory.settings.llm_change_allowed):
+saving another LLM is refused and saved choices are ignored. Where it is allowed, a
+base URL other than the deployer's is checked by memory.url_guard: one that is or
+resolves to a loopback, private, link-local (metadata) or otherwise non-public
+address is refused when saved, and every request to it is checked again.
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from urllib.parse import urlparse
 
 from memory.errors import InvalidOptions
 from memory.settings import BACKENDS, LLMConfig, Options
+from memory.url_guard import UnsafeURL, check_url
 
 from .text import clean_text
 
@@ -45,7 +52,33 @@ def validated_options(defaults: Options, values: dict) -> dict:
     return clean
 
 
-def validated_llm(values: dict) -> dict:
+LOCKED = ("The LLM backend, model and URL are fixed by this deployment; "
+          "only the memory settings can be changed here.")
+
+
+def validated_llm(values: dict, default: LLMConfig | None = None, allow_change: bool = True,
+                  url_check=check_url) -> dict | None:
+    """The LLM choice of a settings form, validated. `default` is the deployer's LLM: its URL is
+    trusted; any other URL must pass `url_check` (memory.url_guard.check_url).
+
+    Locked: None (nothing to save) when the form shows the deployer's LLM, else InvalidOptions."""
+    if not allow_change:
+        same = default is not None and all(str(values.get(k) or "").strip() == str(getattr(default, k) or "")
+                                           for k in ("backend", "model", "base_url"))
+        if not same:
+            raise InvalidOptions(LOCKED)
+        return None
+    chosen = _llm_fields(values)
+    base_url = chosen["base_url"]
+    if chosen["backend"] == "openai" and base_url and (default is None or base_url != default.base_url):
+        try:
+            url_check(base_url)
+        except UnsafeURL as e:
+            raise InvalidOptions(f"base URL refused: {e}.") from None
+    return chosen
+
+
+def _llm_fields(values: dict) -> dict:
     backend = str(values.get("backend") or "embedded")
     if backend not in BACKENDS:
         raise InvalidOptions(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -62,9 +95,9 @@ def validated_llm(values: dict) -> dict:
     return {"backend": backend, "model": model, "base_url": base_url}
 
 
-def llm_for(default: LLMConfig, prefs: dict) -> LLMConfig | None:
+def llm_for(default: LLMConfig, prefs: dict, allow_change: bool = True) -> LLMConfig | None:
     """The LLM of one call: None (the process default) unless the user picked another one."""
-    chosen = prefs.get("llm")
+    chosen = prefs.get("llm") if allow_change else None     # locked: a choice saved earlier is ignored
     if not chosen:
         return None
     backend, model, base_url = chosen.get("backend"), chosen.get("model", ""), chosen.get("base_url", "")
@@ -72,13 +105,15 @@ def llm_for(default: LLMConfig, prefs: dict) -> LLMConfig | None:
         return None
     if backend == "embedded":
         return replace(default, backend="embedded", api_key="")
-    key = default.api_key if (default.backend == "openai" and base_url == default.base_url) else ""
-    return replace(default, backend="openai", model=model, base_url=base_url, api_key=key)
+    deployers = default.backend == "openai" and base_url == default.base_url
+    # The key goes only to the deployer's endpoint; any other URL is checked at every request.
+    return replace(default, backend="openai", model=model, base_url=base_url,
+                   api_key=default.api_key if deployers else "", guard_url=not deployers)
 
 
-def llm_public(default: LLMConfig, prefs: dict) -> dict:
+def llm_public(default: LLMConfig, prefs: dict, allow_change: bool = True) -> dict:
     """What the settings form shows: backend, model, base URL; never a key."""
-    chosen = prefs.get("llm") or {}
+    chosen = (prefs.get("llm") if allow_change else None) or {}
     return {"backend": chosen.get("backend", default.backend),
             "model": chosen.get("model", default.model),
             "base_url": chosen.get("base_url", default.base_url)}

@@ -11,12 +11,14 @@ from typing import Iterator
 
 from memory.errors import InvalidOptions, MemoryLibError
 from memory.settings import LLMConfig, Options, Settings
+from memory.url_guard import check_url
 
 from . import prefs as _prefs
 from .chat import Chat, ChatUpdate
 from .errors import UserError
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
+from .jobs import BuildPool, ImportRate, JobGate, LimitReached, Limits
 from .lifecycle import EndResult, Lifecycle, Progress, check_date
 from .store import MessageRow, SessionRow, Store
 from .text import clean_text, register_secret
@@ -28,11 +30,17 @@ __all__ = ["SessionService", "UserError", "ChatUpdate", "EndResult"]
 
 
 class SessionService:
-    def __init__(self, settings: Settings, agent, store: Store | None = None):
+    def __init__(self, settings: Settings, agent, store: Store | None = None, limits: Limits | None = None,
+                 url_check=check_url):
         self.settings, self.agent = settings, agent
         register_secret(settings.llm.api_key)      # never stored or shown (sessions.text)
         self.store = store or Store(Path(settings.data_dir) / "sessions.sqlite3")
-        self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm)
+        self.limits = limits or Limits()
+        self.url_check = url_check                 # verdict on a user-supplied base URL (memory.url_guard)
+        self.jobs = JobGate()                      # one running job per user
+        self.builds = BuildPool(self.limits.build_workers, self.limits.build_nice)
+        self.import_rate = ImportRate(self.limits.imports_per_hour)
+        self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm, build_runner=self.builds.run)
         self.chat = Chat(self.store, agent, self.lifecycle)
 
     # --- settings of a user ---------------------------------------------------------------
@@ -42,18 +50,24 @@ class SessionService:
     def options(self, user_id: str, strategy: str | None = None) -> Options:
         return _prefs.options_for(self.settings.options, self.prefs(user_id), strategy)
 
+    @property
+    def allow_llm_change(self) -> bool:
+        return self.settings.allow_llm_change
+
     def llm(self, user_id: str) -> LLMConfig | None:
-        return _prefs.llm_for(self.settings.llm, self.prefs(user_id))
+        return _prefs.llm_for(self.settings.llm, self.prefs(user_id), self.allow_llm_change)
 
     def llm_public(self, user_id: str) -> dict:
-        return _prefs.llm_public(self.settings.llm, self.prefs(user_id))
+        return _prefs.llm_public(self.settings.llm, self.prefs(user_id), self.allow_llm_change)
 
     def save_settings(self, user_id: str, options: dict, llm: dict | None = None) -> Options:
         """Validate and save; raises InvalidOptions (message for people) and keeps the old values."""
         p = self.prefs(user_id)
         new = dict(p, options=dict(p.get("options") or {}, **_prefs.validated_options(self.settings.options, options)))
         if llm is not None:
-            new["llm"] = _prefs.validated_llm(llm)
+            chosen = _prefs.validated_llm(llm, self.settings.llm, self.allow_llm_change, self.url_check)
+            if chosen is not None:
+                new["llm"] = chosen
         self.store.set_prefs(user_id, new)
         return self.options(user_id)
 
@@ -73,15 +87,18 @@ class SessionService:
 
     def send(self, user_id: str, message: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
         user_id = check_user_id(user_id)
-        return self.chat.send(user_id, message, self.options(user_id, strategy), self.llm(user_id))
+        opts, llm = self.options(user_id, strategy), self.llm(user_id)
+        return self.jobs.stream(user_id, "reply", lambda: self.chat.send(user_id, message, opts, llm))
 
     def retry(self, user_id: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
         user_id = check_user_id(user_id)
-        return self.chat.retry(user_id, self.options(user_id, strategy), self.llm(user_id))
+        opts, llm = self.options(user_id, strategy), self.llm(user_id)
+        return self.jobs.stream(user_id, "reply", lambda: self.chat.retry(user_id, opts, llm))
 
     def compare(self, user_id: str, message: str) -> Iterator[dict]:
         user_id = check_user_id(user_id)
-        return self.chat.compare(user_id, message, self.options(user_id), self.llm(user_id))
+        opts, llm = self.options(user_id), self.llm(user_id)
+        return self.jobs.stream(user_id, "compare", lambda: self.chat.compare(user_id, message, opts, llm))
 
     def reply_for(self, user_id: str, message_id: int) -> MessageRow | None:
         """The reply a chat message stands for: itself if it is a reply, else the reply to it."""
@@ -96,11 +113,32 @@ class SessionService:
 
     # --- sessions -----------------------------------------------------------------------------
     def end_session(self, user_id: str, next_date: str | None = None, progress: Progress | None = None) -> EndResult:
-        return self.lifecycle.end(check_user_id(user_id), next_date, progress)
+        user_id = check_user_id(user_id)
+        with self.jobs.hold(user_id, "close"):
+            self._check_room(user_id, new_sessions=1)
+            return self.lifecycle.end(user_id, next_date, progress)
 
     def new_session(self, user_id: str, date: str, progress: Progress | None = None) -> EndResult:
         """Start a session on `date`; the open one is ended first if it has messages."""
-        return self.lifecycle.end(check_user_id(user_id), check_date(date), progress)
+        user_id = check_user_id(user_id)
+        date = check_date(date)
+        with self.jobs.hold(user_id, "close"):
+            self._check_room(user_id, new_sessions=1)
+            return self.lifecycle.end(user_id, date, progress)
+
+    def _check_room(self, user_id: str, new_sessions: int) -> None:
+        """Per-user bounds on stored sessions and memories (Limits); LimitReached says what to do."""
+        lim = self.limits
+        if lim.sessions:
+            n = len(self.store.sessions(user_id))
+            if n + new_sessions > lim.sessions:
+                raise LimitReached(f"You have {n} stored sessions; this server keeps at most {lim.sessions} per "
+                                   "user. Export your memory and use Forget me to start again.")
+        if lim.memories:
+            n = len(self.agent.graph_view(user_id).get("nodes") or [])
+            if n >= lim.memories:
+                raise LimitReached(f"Your memory holds {n} memories; this server keeps at most {lim.memories} per "
+                                   "user. Delete some memories, or export and use Forget me, to add more.")
 
     def sessions(self, user_id: str) -> list[SessionRow]:
         return self.store.sessions(check_user_id(user_id))
@@ -144,6 +182,18 @@ class SessionService:
                        progress: Progress | None = None) -> EndResult:
         """Store a history (see sessions.importer) as closed sessions and build their memory at once."""
         user_id = check_user_id(user_id)
+        with self.jobs.hold(user_id, "import"):
+            self.import_rate.take(user_id)
+            try:
+                parsed = self._parse_import(data, sample_id)
+                self._check_room(user_id, new_sessions=len(parsed))
+            except Exception:
+                self.import_rate.give_back(user_id)    # refused before anything was stored: not counted
+                raise
+            return self._import(user_id, parsed, progress)
+
+    @staticmethod
+    def _parse_import(data: bytes | str, sample_id: str) -> list:
         if isinstance(data, str):
             data = data.encode("utf-8")
         if len(data) > MAX_FILE_BYTES:
@@ -160,6 +210,9 @@ class SessionService:
             parsed = parse_history(obj, clean_text(sample_id or "")[:200])
         except RecursionError:
             raise ImportFormatError("the file is nested too deeply to be a history") from None
+        return parsed
+
+    def _import(self, user_id: str, parsed: list, progress: Progress | None) -> EndResult:
         self.store.add_imported_sessions(user_id, [(s.date, s.turns) for s in parsed])
         result = EndResult(closed=self.lifecycle.close_pending(user_id, progress))
         result.session = self.lifecycle.current(user_id)
@@ -174,7 +227,7 @@ class SessionService:
     def forget(self, user_id: str) -> None:
         """Delete everything about the user: memory in every store first, then sessions and messages."""
         user_id = check_user_id(user_id)
-        with self.lifecycle.lock(user_id):
+        with self.jobs.hold(user_id, "forget"), self.lifecycle.lock(user_id):
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
 

@@ -356,3 +356,14 @@ class Store:
             return [{"id": r["id"], "session_id": r["session_id"], "message": r["message"],
                      "results": json.loads(r["results"]), "created_at": r["created_at"]}
                     for r in db.execute("SELECT * FROM compares WHERE user_id = ? ORDER BY id", (user_id,))]
+
+    # --- activity (sessions.idle) ----------------------------------------------------------
+    def last_activity(self) -> list[tuple[str, float]]:
+        """Every user with the time of their latest account, session, message or compare row, oldest first."""
+        with self._connect() as db:
+            return [(r["user_id"], r["last"]) for r in db.execute(
+                "SELECT u.user_id, MAX(u.created_at, "
+                "COALESCE((SELECT MAX(created_at) FROM sessions s WHERE s.user_id = u.user_id), 0), "
+                "COALESCE((SELECT MAX(created_at) FROM messages m WHERE m.user_id = u.user_id), 0), "
+                "COALESCE((SELECT MAX(created_at) FROM compares c WHERE c.user_id = u.user_id), 0)) AS last "
+                "FROM users u ORDER BY last, u.user_id")]

@@ -24,6 +24,8 @@ from sessions import SessionService, new_user_id
 from sessions.lifecycle import EndResult
 from sessions.service import user_message
 
+from . import fairness
+
 
 def _session(s) -> dict:
     return {"session_id": s.session_id, "number": s.seq, "date": s.date, "status": s.status,
@@ -40,6 +42,7 @@ def _end(result: EndResult) -> dict:
 
 def register_api(service: SessionService) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
+    reply, build = fairness.reply_events(), fairness.build_events()     # shared pools (ui.fairness)
 
     def new_user() -> str:
         """Create a new user and return its id (a secret: whoever holds it reads that user's memory)."""
@@ -128,10 +131,10 @@ def register_api(service: SessionService) -> None:
             raise gr.Error(user_message(e)) from None
 
     gr.api(new_user, api_name="new_user")
-    gr.api(send_message, api_name="send_message")
-    gr.api(reply_again, api_name="reply_again")
-    gr.api(end_session, api_name="end_session")
-    gr.api(new_session, api_name="new_session")
+    gr.api(send_message, api_name="send_message", **reply)
+    gr.api(reply_again, api_name="reply_again", **reply)
+    gr.api(end_session, api_name="end_session", **build)
+    gr.api(new_session, api_name="new_session", **build)
     gr.api(history, api_name="history")
     gr.api(import_history, api_name="import_history")
     gr.api(export_memory, api_name="export_memory")

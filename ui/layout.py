@@ -14,7 +14,7 @@ from sessions import SessionService
 from sessions.chat import MAX_MESSAGE_CHARS
 from sessions.lifecycle import today
 
-from . import panels
+from . import fairness, panels
 from .api import register_api
 from .handlers import Handlers
 
@@ -47,7 +47,8 @@ CSS = """
 
 
 def build_demo(service: SessionService, settings: Settings, storage_secret: str,
-               allow_llm_change: bool = True) -> gr.Blocks:
+               allow_llm_change: bool | None = None) -> gr.Blocks:
+    allow_llm_change = fairness.llm_choice_allowed(service, settings, allow_llm_change)
     o = settings.options
     c = SimpleNamespace()
     with gr.Blocks(title="Memory chat: THEANINE and SeCom") as demo:
@@ -85,7 +86,7 @@ def build_demo(service: SessionService, settings: Settings, storage_secret: str,
         with gr.Row(visible=False) as c.compare_row:
             c.compare_cols = [gr.HTML(elem_id=f"compare-{s}") for s in STRATEGIES]
         with gr.Accordion("Settings", open=False):
-            with gr.Row():
+            with gr.Row(visible=allow_llm_change, elem_id="llm-choice"):   # none offered when locked
                 c.backend = gr.Radio(list(BACKENDS), value=settings.llm.backend, label="LLM backend",
                                      interactive=allow_llm_change)
                 c.model = gr.Textbox(label="Model (OpenAI-compatible)", value=settings.llm.model,
@@ -135,19 +136,20 @@ def build_demo(service: SessionService, settings: Settings, storage_secret: str,
 
         demo.load(h.load, [c.uid], [c.uid, *view, *settings_fields, c.date, c.status], **private)
         chat_out = [*view, c.msg, c.status]
-        c.msg.submit(h.send, [c.uid, c.msg, c.strategy], chat_out, **private)
-        c.send.click(h.send, [c.uid, c.msg, c.strategy], chat_out, **private)
-        c.retry.click(h.retry, [c.uid, c.strategy], chat_out, **private)
-        c.compare.click(h.compare, [c.uid, c.msg], [c.compare_row, *c.compare_cols, c.status], **private)
+        reply, build = fairness.reply_events(), fairness.build_events()
+        c.msg.submit(h.send, [c.uid, c.msg, c.strategy], chat_out, **private, **reply)
+        c.send.click(h.send, [c.uid, c.msg, c.strategy], chat_out, **private, **reply)
+        c.retry.click(h.retry, [c.uid, c.strategy], chat_out, **private, **reply)
+        c.compare.click(h.compare, [c.uid, c.msg], [c.compare_row, *c.compare_cols, c.status], **private, **reply)
         c.chatbot.select(h.select, [c.uid, c.msg_ids], [c.why, c.graph, c.status], **private)
         c.strategy.input(h.set_strategy, [c.uid, c.strategy], [c.session_header, c.status], **private)
-        c.end.click(h.end_session, [c.uid], [*view, c.status], **private)
-        c.new.click(h.new_session, [c.uid, c.date], [*view, c.status], **private)
+        c.end.click(h.end_session, [c.uid], [*view, c.status], **private, **build)
+        c.new.click(h.new_session, [c.uid, c.date], [*view, c.status], **private, **build)
         c.save_settings.click(h.save_settings, [c.uid, c.backend, c.model, c.base_url, c.temperature, c.j, c.k, c.n,
                                                 c.compression_rate, c.retriever, c.max_reply_tokens],
                               [*settings_fields, c.settings_status], **private)
         c.import_btn.click(h.import_history, [c.uid, c.import_file, c.sample_id], [*view, c.data_status, c.import_file],
-                           **private)
+                           **private, **build)
         c.export_btn.click(h.export, [c.uid], [c.export_file, c.data_status], **private)
         c.delete_btn.click(h.delete_memory, [c.uid, c.memory], [c.graph, c.memory, c.data_status], **private)
         c.forget_btn.click(h.forget, [c.uid, c.forget_confirm],

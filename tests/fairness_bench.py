@@ -1,0 +1,162 @@
+"""Fairness: user B's reply latency while user A imports a LoCoMo conversation, against no import.
+
+    python -m tests.fairness_bench                      # conv-30 of LoCoMo dev, 5 replies each way
+    python -m tests.fairness_bench --sample conv-26 --replies 5 --reply-tokens 64
+
+Starts the app (tests/fairness_app.py: app.py plus /import_history if the app lacks it) on the
+embedded defaults in a temporary data dir, with MEMORY_LLM_STEPS=off (memory builds without LLM
+calls, honoured once the offline-mode change is in). User B first sends `replies` messages with
+nothing else running (after one warm-up reply), then user A starts the import through the API
+and B sends `replies` more while it runs. Prints each latency, both medians, their ratio (target
+<= 2x), whether the import was still running at B's last reply, and the import's own duration.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+for p in (HERE, HERE.parent):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+LOCOMO = HERE.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+QUESTIONS = ["I went hiking with my sister last weekend.", "What should I cook tonight?",
+             "My cat knocked over a plant again.", "I start a new job on Monday.", "Any tips for sleeping better?",
+             "I finished reading a long novel.", "The weather turned cold today."]
+
+
+class App:
+    """tests/fairness_app.py in a subprocess on a free port, logging to DATA/app.log."""
+
+    def __init__(self, data: Path, env: dict):
+        from ui_fixtures import app_env, free_port
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = data / "app.log"
+        self.env = app_env(data, self.port, **env)
+
+    def start(self) -> str:
+        import urllib.request
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "fairness_app.py")], cwd=str(HERE.parent),
+                                     env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 900
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("the app exited:\n" + self.log_path.read_text(errors="replace")[-4000:])
+            try:
+                with urllib.request.urlopen(self.url + "/", timeout=5) as r:
+                    if r.status == 200:
+                        return self.url
+            except OSError:
+                time.sleep(1)
+        self.stop()
+        raise RuntimeError("the app did not start within 900 s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+
+
+def timed_reply(client, uid: str, text: str, strategy: str) -> float:
+    t0 = time.perf_counter()
+    _, trace = client.predict(uid, text, strategy, api_name="/send_message")
+    dt = time.perf_counter() - t0
+    if trace.get("error"):
+        print(f"    (reply error: {trace['error']})", flush=True)
+    return dt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.fairness_bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=str(LOCOMO), help="LoCoMo file")
+    ap.add_argument("--sample", default="conv-30", help="conversation user A imports")
+    ap.add_argument("--replies", type=int, default=5, help="replies of user B per condition")
+    ap.add_argument("--reply-tokens", type=int, default=64, help="LLM_MAX_REPLY_TOKENS of the app")
+    ap.add_argument("--strategy", default="theanine")
+    ap.add_argument("--llm-steps", default="off", help="MEMORY_LLM_STEPS given to the app")
+    ap.add_argument("--lead", type=float, default=3.0, help="seconds A's import runs before B starts")
+    ap.add_argument("--keep", action="store_true", help="keep the data dir")
+    a = ap.parse_args(argv)
+    from gradio_client import Client
+
+    data = Path(tempfile.mkdtemp(prefix="fairness-"))
+    app = App(data, {"MEMORY_LLM_STEPS": a.llm_steps, "LLM_MAX_REPLY_TOKENS": a.reply_tokens})
+    print(f"starting the app (embedded model, MEMORY_LLM_STEPS={a.llm_steps}, "
+          f"LLM_MAX_REPLY_TOKENS={a.reply_tokens}) in {data}", flush=True)
+    url = app.start()
+    try:
+        ca, cb = Client(url, verbose=False), Client(url, verbose=False)
+        api = ca.view_api(print_info=False, return_format="dict")["named_endpoints"]
+        import_api = "/import_history" in api
+        ua, ub = ca.predict(api_name="/new_user"), cb.predict(api_name="/new_user")
+        timed_reply(cb, ub, "Hello! Nice to meet you.", a.strategy)               # warm-up, not counted
+        alone = []
+        for i in range(a.replies):
+            alone.append(timed_reply(cb, ub, QUESTIONS[i % len(QUESTIONS)], a.strategy))
+            print(f"  B alone, reply {i + 1}: {alone[-1]:.2f} s", flush=True)
+
+        text = Path(a.data).read_text(encoding="utf-8")
+        sample = next(s for s in json.loads(text) if s.get("sample_id") == a.sample)
+        n_sessions = sum(1 for k in sample["conversation"] if k.startswith("session_") and not k.endswith("date_time"))
+        result: dict = {}
+
+        def run_import():
+            t0 = time.perf_counter()
+            try:
+                result["out"] = ca.predict(ua, text, a.sample, api_name="/import_history")
+            except Exception as e:  # noqa: BLE001
+                result["error"] = str(e)
+            result["seconds"] = time.perf_counter() - t0
+
+        importer = threading.Thread(target=run_import, daemon=True)
+        importer.start()
+        print(f"A imports {a.sample} ({n_sessions} sessions) through /import_history", flush=True)
+        time.sleep(a.lead)
+        during, overlapped = [], []
+        for i in range(a.replies):
+            during.append(timed_reply(cb, ub, QUESTIONS[(i + 2) % len(QUESTIONS)], a.strategy))
+            overlapped.append(importer.is_alive())
+            print(f"  B during A's import, reply {i + 1}: {during[-1]:.2f} s"
+                  f"{'' if overlapped[-1] else ' (import had finished)'}", flush=True)
+        still_running = importer.is_alive()
+        importer.join(3600)
+        m0, m1 = statistics.median(alone), statistics.median(during)
+        print("\nresults")
+        print(f"  MEMORY_LLM_STEPS={a.llm_steps} (set in the app's environment); import endpoint: "
+              f"{'the app' + chr(39) + 's /import_history' if import_api else 'tests/fairness_app.py stand-in'}")
+        print(f"  B reply median, no import:     {m0:.2f} s   ({', '.join(f'{x:.2f}' for x in alone)})")
+        print(f"  B reply median, during import: {m1:.2f} s   ({', '.join(f'{x:.2f}' for x in during)})")
+        print(f"  ratio: {m1 / m0:.2f}x (target <= 2x): {'met' if m1 <= 2 * m0 else 'NOT met'}")
+        print(f"  replies that overlapped the import: {sum(overlapped)}/{len(overlapped)}; "
+              f"import still running after B's last reply: {still_running}")
+        if "error" in result:
+            print(f"  A's import failed: {result['error']}")
+        else:
+            out = result.get("out") or {}
+            print(f"  A's import: {result.get('seconds', 0):.1f} s, {len(out.get('closed', []))} sessions built, "
+                  f"errors: {len(out.get('errors', []))}")
+    finally:
+        app.stop()
+        if not a.keep:
+            import shutil
+            shutil.rmtree(data, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
