@@ -305,9 +305,9 @@ def test_delete_memory_and_forget(tmp_path):
     svc.end_session(uid)
     svc.end_session(other)
     ids = [n["id"] for n in svc.graph(uid)["nodes"]]
-    assert svc.delete_memory(uid, ids[0]) is True
+    assert svc.delete_memory(uid, ids[0])          # now a report of what was removed
     assert [n["id"] for n in svc.graph(uid)["nodes"]] == ids[1:]
-    assert svc.delete_memory(uid, "no-such-memory") is False
+    assert svc.delete_memory(uid, "no-such-memory") is None
     with pytest.raises(UserError):
         svc.delete_memory(uid, "")
     svc.forget(uid)
