@@ -196,12 +196,13 @@ def test_date_rules_and_the_sidebar(ann, server):
     assert "2023-05-15" in ann.page.inner_text("#session-header")
     assert "Mon 15 May 2023" in ann.page.inner_text("#session-header")
     ann.wait_build_done()
-    ann.open()                                                     # a reload keeps the proposal
-    assert ann.date_field().input_value() == "2023-05-16"
+    ann.open()                                  # a reload keeps the date (not today): the open session's own
+    assert ann.date_field().input_value() == "2023-05-15"
     rows = ann.sessions()
     assert rows[0].startswith("Session 1 · Mon 8 May 2023") and "memory built" in rows[0]
     assert rows[-1].startswith("▶ Session 2 · Mon 15 May 2023") and "open now" in rows[-1]
     ann.send("Hello again in the second session")
+    assert ann.date_field().input_value() == "2023-05-16"         # the session in use, plus one day
     ann.shot("ui_chat_sidebar_1400.png", full=False)
     ann.page.set_viewport_size({"width": 400, "height": 900})
     ann.shot("ui_chat_sidebar_400.png", full=False)

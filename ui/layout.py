@@ -57,14 +57,14 @@ CSS = """
 """
 
 # Marks the clicked chat message (the reply whose trace "See why" shows); runs once in the page.
-SELECT_JS = """() => {
-  document.addEventListener('click', (e) => {
-    const msg = e.target.closest && e.target.closest('#chat .message');
-    if (!msg) return;
-    document.querySelectorAll('#chat .mc-selected').forEach((m) => m.classList.remove('mc-selected'));
-    msg.classList.add('mc-selected');
-  }, true);
-}"""
+SELECT_JS = """<script>
+document.addEventListener('click', (e) => {
+  const msg = e.target.closest && e.target.closest('#chat .message');
+  if (!msg) return;
+  document.querySelectorAll('#chat .mc-selected').forEach((m) => m.classList.remove('mc-selected'));
+  msg.classList.add('mc-selected');
+}, true);
+</script>"""
 
 def build_demo(service: SessionService, settings: Settings, storage_secret: str,
                allow_llm_change: bool = True) -> gr.Blocks:
@@ -166,7 +166,7 @@ def build_demo(service: SessionService, settings: Settings, storage_secret: str,
         quiet = {"api_visibility": "private", "show_progress": "hidden"}
         fast = {**quiet, "concurrency_limit": None}
 
-        demo.load(h.load, [c.uid], [c.uid, *view, *settings_fields, c.status, c.timer, c.job], js=SELECT_JS, **fast)
+        demo.load(h.load, [c.uid], [c.uid, *view, *settings_fields, c.status, c.timer, c.job], **fast)
         c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status], **fast)
         chat_out = [*view, c.msg, c.status, c.stop]
         replies = [c.msg.submit(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **quiet),
@@ -199,4 +199,4 @@ def launch_kwargs() -> dict:
     """Arguments for demo.launch() (Gradio 6 takes theme and css there)."""
     # Uploads above the import cap (20 MB) plus a margin are refused by Gradio itself; between the two
     # the import shows its own message.
-    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": "25mb"}
+    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": "25mb", "head": SELECT_JS}
