@@ -197,10 +197,26 @@ class Visit:
         return self.page.inner_text("#session-header")
 
     def end_session(self) -> str:
+        """End the session (the next one takes the proposed date); the memory builds in the background."""
         self.page.click("#end-session-btn")
         self.page.wait_for_function("() => /Session ended|failed/.test(document.querySelector('#status').innerText)",
                                     timeout=CLOSE_TIMEOUT)
-        return self.page.inner_text("#status")
+        ended = self.page.inner_text("#status")
+        self.page.wait_for_function("() => !document.querySelector('#job-progress') && "
+                                    "/Memory built|failed/.test(document.querySelector('#status').innerText)",
+                                    timeout=CLOSE_TIMEOUT)
+        return ended + " " + self.page.inner_text("#status")
+
+    def session_list(self) -> str:
+        return self.page.inner_text("#session-list")
+
+    def open_session(self, label: str) -> str:
+        """Click a session in the sidebar; returns the chat's text (its transcript)."""
+        self.page.locator("#session-list label").filter(has_text=label).click()
+        self.page.wait_for_function("(l) => document.querySelector('#session-header').innerText.includes(l)",
+                                    arg=label.split(" ·")[0], timeout=30_000)
+        self.page.wait_for_timeout(500)
+        return self.page.locator("#chat").text_content()
 
     def graph_frame(self):
         self.page.wait_for_selector("#memory-graph iframe", timeout=60_000)
@@ -245,11 +261,12 @@ def test_end_session_turns_the_session_into_graph_nodes(alice):
     frame = alice.graph_frame()
     n_nodes = frame.evaluate("() => nodes.length")
     assert n_nodes >= 1
-    # Nodes carry the event as inert text and the session in the hover title.
-    titles = frame.evaluate("() => nodes.get().map(n => n.title)")
-    assert all("session: Session 1 · 2023-05-08" in t for t in titles), titles
-    assert "Session 1" in alice.page.inner_text("#earlier-sessions")
-    assert XSS in alice.page.locator("#earlier-sessions").text_content()
+    # Nodes carry the event as inert text and their session (shown in the hover title).
+    sessions = frame.evaluate("() => data.n.map(n => data.s[n[3]][1])")
+    assert all(t == "Session 1 · Mon 8 May 2023" for t in sessions), sessions
+    assert "Session 1 · Mon 8 May 2023" in alice.session_list()
+    assert XSS in alice.open_session("Session 1 ·")            # the earlier transcript, as text
+    alice.open_session("Session 2 ·")
     assert alice.no_injected_image() and alice.dialogs == []
 
 
@@ -305,7 +322,7 @@ def test_history_survives_a_reload(alice):
     alice.open()
     alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')",
                                  timeout=60_000)
-    assert "Session 1" in alice.page.inner_text("#earlier-sessions")
+    assert "Session 1" in alice.session_list()
     assert "2023-05-15" in alice.page.inner_text("#session-header")
     assert alice.graph_frame().evaluate("() => nodes.length") >= 1
     assert alice.no_injected_image() and alice.dialogs == []
@@ -318,7 +335,7 @@ def test_another_browser_sees_none_of_it(browser, live_app):
         bob.page.wait_for_timeout(1500)
         text = bob.page.inner_text("body")
         assert "Rex" not in text and "hiking" not in text and XSS not in text
-        assert "No earlier sessions" in bob.page.inner_text("#earlier-sessions")
+        assert bob.page.locator("#session-list label").count() == 1       # only bob's own open session
         assert bob.page.locator('#chat [data-testid="bot"]').count() == 0
         assert bob.page.locator("#memory-graph iframe").count() == 0
         assert bob.dialogs == []
@@ -332,7 +349,8 @@ def test_history_survives_an_app_restart(alice, live_app):
     alice.open()
     alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')",
                                  timeout=60_000)
-    assert XSS in alice.page.locator("#earlier-sessions").text_content()
+    assert XSS in alice.open_session("Session 1 ·")
     assert alice.no_injected_image() and alice.dialogs == []
+    alice.open_session("Session 2 ·")
     assert re.search(r"Session \d+", alice.page.inner_text("#session-header"))
 

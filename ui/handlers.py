@@ -397,7 +397,7 @@ class Handlers:
         except Exception as e:  # noqa: BLE001
             return self._fail(e, c.status)
 
-    def end_session(self, uid, date):
+    def end_session(self, uid, date=""):
         return self._end(uid, date, "end")
 
     def new_session(self, uid, date):

@@ -51,6 +51,7 @@ CSS = """
 #chat .mc-selected {outline: 2px solid #e0a100; outline-offset: 2px; border-radius: 8px}
 #session-list .wrap {flex-direction: column; align-items: stretch}
 #session-list label {width: 100%; font-size: 0.85em}
+.mc-table td:nth-child(2) {width: 55%}
 /* The chatbot's own Clear button only empties the display, not the stored session: hidden to avoid confusion. */
 #chat button[aria-label="Clear"] {display: none !important}
 @media (max-width: 640px) { .mc-intro {font-size: 0.85em} }
@@ -64,6 +65,16 @@ document.addEventListener('click', (e) => {
   document.querySelectorAll('#chat .mc-selected').forEach((m) => m.classList.remove('mc-selected'));
   msg.classList.add('mc-selected');
 }, true);
+// On a phone the open sidebar would cover the chat: start with it closed there (its toggle opens it).
+window.addEventListener('load', () => {
+  if (window.innerWidth > 700) return;
+  const t = setInterval(() => {
+    const bar = document.querySelector('.sidebar.open');
+    const btn = bar && bar.querySelector('button[aria-label="Toggle Sidebar"]');
+    if (btn) { clearInterval(t); btn.click(); }
+  }, 200);
+  setTimeout(() => clearInterval(t), 15000);
+});
 </script>"""
 
 def build_demo(service: SessionService, settings: Settings, storage_secret: str,

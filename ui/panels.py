@@ -107,6 +107,13 @@ def _table(headers: list[str], rows: list[list], cls: str) -> str:
     return f'<table class="mc-table {cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _score(x) -> str:
+    try:
+        return f"{float(x):.3f}"
+    except (TypeError, ValueError):
+        return "" if x is None else str(x)
+
+
 def _seconds(x) -> str:
     try:
         return f"{float(x):.2f} s"
@@ -166,7 +173,7 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
             for s in segs:
                 out.append(
                     f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{esc(s.get("date"))}</b> · '
-                    f'score {esc(s.get("score"))} · {esc(s.get("summary"))}</div>'
+                    f'score {esc(_score(s.get("score")))} · {esc(s.get("summary"))}</div>'
                     f'<div class="mc-key"><b>compressed key:</b> {esc(s.get("key"))}</div>'
                     f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
                     "</details></li>")
