@@ -42,7 +42,8 @@ def svc(server, tmp_path):
 
 def user(svc) -> str:
     uid = new_user_id()
-    svc.current_session(uid)
+    # The first session is dated in 2023, like the later ones: a session may not start before the previous one.
+    svc.new_session(uid, "2023-04-30")
     return uid
 
 

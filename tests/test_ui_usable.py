@@ -292,14 +292,26 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
     labels = frame.evaluate("() => window.labelCheck()")
     assert labels and all(x["label"] and not x["hidden"] and x["px"] >= 11 for x in labels), labels
-    # The filter box narrows the graph; a click on a memory opens its source turns.
+    p.page.locator("#graph-panel").scroll_into_view_if_needed()
+    p.shot("ui_see_why_locomo_1400.png", full=False)
+    # A click on a memory opens its source turns (inside the sandboxed page, as text).
+    first = labels[0]["id"]
+    pos = frame.evaluate("(id) => network.canvasToDOM(network.getPositions([id])[id])", first)
+    frame.locator("#mynetwork canvas").click(position={"x": pos["x"], "y": pos["y"]})
+    frame.wait_for_selector("#panel:not([hidden])", timeout=10_000)
+    assert "Source turns" in frame.inner_text("#panel")
+    # The filter box narrows the graph; "this reply's memories" shows the neighbourhood only.
     frame.fill("#search", "school")
     assert 0 < int(frame.inner_text("#count").split()[0]) < n_memories
-    p.shot("ui_see_why_locomo_1400.png")
+    frame.fill("#search", "")
+    frame.select_option("#scope", "focus")
+    assert 0 < int(frame.inner_text("#count").split()[0]) < n_memories
+    frame.select_option("#scope", "all")
     p.page.set_viewport_size({"width": 400, "height": 900})
     sw, cw = p.no_overflow()
     assert sw <= cw, (sw, cw)
-    p.shot("ui_see_why_locomo_400.png")
+    p.page.locator("#graph-panel").scroll_into_view_if_needed()
+    p.shot("ui_see_why_locomo_400.png", full=False)
     p.page.set_viewport_size({"width": 1400, "height": 1000})
 
 
