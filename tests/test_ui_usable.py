@@ -296,6 +296,7 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     p.shot("ui_see_why_locomo_1400.png", full=False)
     # A click on a memory opens its source turns (inside the sandboxed page, as text).
     first = labels[0]["id"]
+    frame.evaluate("(id) => network.focus(id, {scale: 1.2, animation: false})", first)
     pos = frame.evaluate("(id) => network.canvasToDOM(network.getPositions([id])[id])", first)
     frame.locator("#mynetwork canvas").click(position={"x": pos["x"], "y": pos["y"]})
     frame.wait_for_selector("#panel:not([hidden])", timeout=10_000)
