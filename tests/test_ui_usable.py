@@ -292,6 +292,7 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
     labels = frame.evaluate("() => window.labelCheck()")
     assert labels and all(x["label"] and not x["hidden"] and x["px"] >= 11 for x in labels), labels
+    assert any(x["inView"] for x in labels), labels               # shown at the default view, not off-screen
     p.page.locator("#graph-panel").scroll_into_view_if_needed()
     p.shot("ui_see_why_locomo_1400.png", full=False)
     # A click on a memory opens its source turns (inside the sandboxed page, as text).

@@ -34,7 +34,9 @@ raw.forEach(function (n) { byId[n[0]] = n; neighbours[n[0]] = []; });
   var a = raw[e[0]], b = raw[e[1]];
   if (a && b) { neighbours[a[0]].push(b[0]); neighbours[b[0]].push(a[0]); }
 });
-var marked = raw.filter(function (n) { return n[4] & 3; }).map(function (n) { return n[0]; });
+// The memories this render is about: the retrieved ones (else the new ones), and their neighbours.
+function flagged(bit) { return raw.filter(function (n) { return n[4] & bit; }).map(function (n) { return n[0]; }); }
+var marked = flagged(1).length ? flagged(1) : flagged(2);
 var focus = {};
 marked.forEach(function (id) { focus[id] = true; neighbours[id].forEach(function (x) { focus[x] = true; }); });
 
@@ -88,11 +90,17 @@ function visibleIds() {
   });
   return out;
 }
-function fitTo(ids) {
+function fitTo(ids, core) {
   if (!ids.length) return;
   network.fit({nodes: ids, animation: false});
-  // Zoom out only as far as keeps labels readable; a large graph is explored by panning and search.
-  if (network.getScale() * LABEL_PX < 11) network.moveTo({scale: 11 / LABEL_PX, position: centre(ids)});
+  // Zoom out only as far as keeps labels readable, centred on the core (the retrieved memories);
+  // a large graph is explored by panning, zoom and search.
+  if (network.getScale() * LABEL_PX < 12) {
+    var c = (core || []).filter(function (id) { return ids.indexOf(id) >= 0; });
+    network.fit({nodes: c.length ? c : ids, animation: false});
+    if (network.getScale() * LABEL_PX < 12) network.moveTo({scale: 12 / LABEL_PX, position: centre(c.length ? c : ids)});
+  }
+  if (network.getScale() > 1.3) network.moveTo({scale: 1.3});    // a few memories: keep some context around
 }
 function centre(ids) {
   var p = network.getPositions(ids), x = 0, y = 0;
@@ -107,8 +115,8 @@ function apply(refit) {
     return {id: n[0], hidden: !show[n[0]], label: (labelled[n[0]] || zoomedIn) ? short(n[1], 48) : ""};
   }));
   document.getElementById("count").textContent = Object.keys(show).length + " shown";
-  if (refit) fitTo(Object.keys(show).filter(function (id) { return labelled[id]; }).length ?
-                   Object.keys(show).filter(function (id) { return labelled[id]; }) : Object.keys(show));
+  var lab = Object.keys(show).filter(function (id) { return labelled[id]; });
+  if (refit) fitTo(lab.length ? lab : Object.keys(show), q ? lab : marked);
 }
 var zoomedIn = false;
 network.on("zoom", function () {
@@ -172,6 +180,8 @@ window.labelCheck = function () {
   var scale = network.getScale();
   return raw.filter(function (n) { return n[4] & 1; }).map(function (n) {
     var v = nodes.get(n[0]);
-    return {id: n[0], label: v.label, hidden: !!v.hidden, px: scale * LABEL_PX};
+    var p = network.canvasToDOM(network.getPositions([n[0]])[n[0]]), box = document.getElementById("mynetwork");
+    return {id: n[0], label: v.label, hidden: !!v.hidden, px: scale * LABEL_PX,
+            inView: p.x >= 0 && p.y >= 0 && p.x <= box.clientWidth && p.y <= box.clientHeight};
   });
 };
