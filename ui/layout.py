@@ -66,15 +66,15 @@ document.addEventListener('click', (e) => {
   msg.classList.add('mc-selected');
 }, true);
 // On a phone the open sidebar would cover the chat: start with it closed there (its toggle opens it).
-window.addEventListener('load', () => {
-  if (window.innerWidth > 700) return;
+// (Gradio adds this script after the page's load event, so it runs at once.)
+if (window.innerWidth <= 700) {
   const t = setInterval(() => {
     const bar = document.querySelector('.sidebar.open');
     const btn = bar && bar.querySelector('button[aria-label="Toggle Sidebar"]');
     if (btn) { clearInterval(t); btn.click(); }
   }, 200);
   setTimeout(() => clearInterval(t), 15000);
-});
+}
 </script>"""
 
 def build_demo(service: SessionService, settings: Settings, storage_secret: str,
