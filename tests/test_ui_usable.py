@@ -117,6 +117,20 @@ class Page:
     def no_overflow(self):
         return self.page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
 
+    def narrow(self, open_sidebar=False):
+        """A phone-sized viewport, with the sidebar closed as a phone starts it (or open)."""
+        self.page.set_viewport_size({"width": 400, "height": 900})
+        is_open = self.page.locator(".sidebar.open").count() > 0
+        if is_open != open_sidebar:
+            self.page.locator('button[aria-label="Toggle Sidebar"]').first.click()
+            self.page.wait_for_timeout(600)
+
+    def wide(self):
+        self.page.set_viewport_size({"width": 1400, "height": 1000})
+        if self.page.locator(".sidebar.open").count() == 0:
+            self.page.locator('button[aria-label="Toggle Sidebar"]').first.click()
+            self.page.wait_for_timeout(600)
+
     def shot(self, name, full=True):
         IMG.mkdir(parents=True, exist_ok=True)
         self.page.wait_for_timeout(800)
@@ -206,9 +220,9 @@ def test_date_rules_and_the_sidebar(ann, server):
     ann.send("Hello again in the second session")
     assert ann.date_field().input_value() == "2023-05-16"         # the session in use, plus one day
     ann.shot("ui_chat_sidebar_1400.png", full=False)
-    ann.page.set_viewport_size({"width": 400, "height": 900})
+    ann.narrow(open_sidebar=True)
     ann.shot("ui_chat_sidebar_400.png", full=False)
-    ann.page.set_viewport_size({"width": 1400, "height": 1000})
+    ann.wide()
     # Clicking an earlier session shows its transcript; its replies show their traces.
     ann.page.locator("#session-list label").filter(has_text="Session 1 ·").click()
     ann.page.wait_for_function("() => document.querySelector('#session-header').innerText.includes('read only')",
@@ -311,12 +325,12 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     frame.select_option("#scope", "focus")
     assert 0 < int(frame.inner_text("#count").split()[0]) < n_memories
     frame.select_option("#scope", "all")
-    p.page.set_viewport_size({"width": 400, "height": 900})
+    p.narrow()
     sw, cw = p.no_overflow()
     assert sw <= cw, (sw, cw)
     p.page.locator("#graph-panel").scroll_into_view_if_needed()
     p.shot("ui_see_why_locomo_400.png", full=False)
-    p.page.set_viewport_size({"width": 1400, "height": 1000})
+    p.wide()
 
 
 def test_compare_and_no_horizontal_overflow(ann, server):
@@ -326,13 +340,14 @@ def test_compare_and_no_horizontal_overflow(ann, server):
     ann.page.click("#compare-btn")
     ann.status("Compared", timeout=120_000)
     for width in (1400, 400):
-        ann.page.set_viewport_size({"width": width, "height": 1000})
+        if width == 400:
+            ann.narrow()
         ann.page.wait_for_timeout(500)
         sw, cw = ann.no_overflow()
         assert sw <= cw, (width, sw, cw)
         ann.page.locator("#compare-secom").scroll_into_view_if_needed()
         ann.shot(f"ui_compare_{width}.png", full=False)
-    ann.page.set_viewport_size({"width": 1400, "height": 1000})
+    ann.wide()
 
 
 def test_delete_removes_the_fact_from_secom_segments(browser, app, server):
