@@ -70,7 +70,8 @@ var network = new vis.Network(document.getElementById("mynetwork"), {nodes: node
   physics: {solver: "barnesHut", stabilization: {enabled: true, iterations: 200},
             barnesHut: {gravitationalConstant: -3000, springLength: 110, avoidOverlap: 0.2}},
   edges: {smooth: {type: "continuous"}, width: 1.2},
-  interaction: {hover: true, tooltipDelay: 150}
+  interaction: {hover: true, tooltipDelay: 150},
+  layout: {randomSeed: 7}         // the same graph is drawn the same way at every render
 });
 
 // --- which memories are shown: everything, this reply's neighbourhood, one session; and a search ------
@@ -98,9 +99,20 @@ function fitTo(ids, core) {
   if (network.getScale() * LABEL_PX < 12) {
     var c = (core || []).filter(function (id) { return ids.indexOf(id) >= 0; });
     network.fit({nodes: c.length ? c : ids, animation: false});
-    if (network.getScale() * LABEL_PX < 12) network.moveTo({scale: 12 / LABEL_PX, position: centre(c.length ? c : ids)});
+    if (network.getScale() * LABEL_PX < 12) network.moveTo({scale: 12 / LABEL_PX, position: densest(c.length ? c : ids)});
   }
   if (network.getScale() > 1.3) network.moveTo({scale: 1.3});    // a few memories: keep some context around
+}
+// Where to look when the memories do not all fit at a readable scale: the one with most others in view.
+function densest(ids) {
+  var p = network.getPositions(ids), box = document.getElementById("mynetwork");
+  var rx = box.clientWidth / 2 / (12 / LABEL_PX), ry = box.clientHeight / 2 / (12 / LABEL_PX), best = ids[0], most = -1;
+  ids.forEach(function (a) {
+    var n = ids.filter(function (b) { return Math.abs(p[a].x - p[b].x) < rx * 0.8 && Math.abs(p[a].y - p[b].y) < ry * 0.8; }).length;
+    if (n > most) { most = n; best = a; }
+  });
+  var near = ids.filter(function (b) { return Math.abs(p[best].x - p[b].x) < rx * 0.8 && Math.abs(p[best].y - p[b].y) < ry * 0.8; });
+  return centre(near);
 }
 function centre(ids) {
   var p = network.getPositions(ids), x = 0, y = 0;
