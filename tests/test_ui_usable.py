@@ -219,6 +219,9 @@ def test_date_rules_and_the_sidebar(ann, server):
     assert rows[-1].startswith("▶ Session 2 · Mon 15 May 2023") and "open now" in rows[-1]
     ann.send("Hello again in the second session")
     assert ann.date_field().input_value() == "2023-05-16"         # the session in use, plus one day
+    # The graph follows the reply: its retrieved memories are marked (the page redraws on new data).
+    frame = ann.page.locator("#memory-graph iframe").element_handle().content_frame()
+    frame.wait_for_function("() => window.graphReady === true && window.labelCheck().length > 0", timeout=30_000)
     ann.shot("ui_chat_sidebar_1400.png", full=False)
     ann.narrow(open_sidebar=True)
     ann.shot("ui_chat_sidebar_400.png", full=False)

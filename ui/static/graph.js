@@ -8,6 +8,8 @@ var RETRIEVED = "#d62728";
 // One sequential scale (older = dark blue, newer = yellow): a session's colour is fixed by its date.
 var STOPS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
 var LABEL_PX = 13;           // font size of the labels shown at the default zoom
+// The app may update the iframe in place, changing only the fragment: draw the new data then.
+window.addEventListener("hashchange", function () { location.reload(); });
 var data = {s: [], n: [], e: []};
 try { data = JSON.parse(decodeURIComponent(location.hash.slice(1))); } catch (err) { /* empty graph */ }
 
