@@ -236,7 +236,12 @@ class MemoryAgent:
 
     # --- views and management ---------------------------------------------------------
     def graph_view(self, user_id: str) -> dict:
-        return self.theanine.view(user_id)
+        view = self.theanine.view(user_id)
+        graph = self.theanine.graph(user_id)
+        for n in view.get("nodes") or []:        # provenance, for "open the source turns" in the graph
+            if n["id"] in graph:
+                n.setdefault("turns", list(graph.memory(n["id"]).turns))
+        return view
 
     def export_user(self, user_id: str) -> dict:
         return {"theanine_graph": self.theanine.graph(user_id).to_dict(),
@@ -244,6 +249,23 @@ class MemoryAgent:
 
     def delete_memory(self, user_id: str, memory_id: str) -> bool:
         return self.theanine.delete_memory(user_id, memory_id)
+
+    def forget_memory(self, user_id: str, memory_id: str, session_of) -> dict | None:
+        """Delete a memory from every representation: the THEANINE node (graph and Chroma) and, in
+        SeCom, the turns it was summarised from (their segments rebuilt without them).
+
+        `session_of(session_id)` -> SessionRecord | None gives a session's transcript. Returns what
+        was removed, or None when the memory does not exist.
+        """
+        with self._close_lock(user_id):          # not while a build of this user runs
+            graph = self.theanine.graph(user_id)
+            if memory_id not in graph:
+                return None
+            m = graph.memory(memory_id)
+            gone = {"memory": memory_id, "event": m.event, "session_id": m.session_id, "turns": list(m.turns)}
+            self.theanine.delete_memory(user_id, memory_id)
+            secom = self.secom.forget_turns(user_id, gone["turns"], session_of, self.settings.options)
+        return {**gone, "segments_rebuilt": secom["rebuilt"], "segments_removed": secom["removed"]}
 
     def forget_user(self, user_id: str) -> None:
         with self._close_lock(user_id):

@@ -1,8 +1,9 @@
 """Fair sharing between users: one running job per user, a bounded pool for memory builds, limits.
 
-* `JobGate`: a user runs at most one job (reply, compare, close, import) at a time.
-  A second one is refused at once with `Busy` ("busy with X"), before anything is
-  stored, so nothing the user typed is half-saved or stored twice.
+* `JobGate`: a user runs at most one chat job (reply, compare) and one memory job
+  (close, import) at a time. A second one of the same lane is refused at once with
+  `Busy` ("busy with X"), before anything is stored, so nothing the user typed is
+  half-saved or stored twice.
 * `BuildPool`: memory builds (session closes, imports) run on their own few worker
   threads, at a lower CPU priority, so replies of other users never queue behind
   them. A build waiting for a worker reports its place in line through the
@@ -52,28 +53,39 @@ class LimitReached(UserError):
     """A per-user bound (imports per hour, stored sessions or memories) would be exceeded."""
 
 
+# A user's jobs run in two lanes, one job per lane: the chat (a reply or a compare) and the memory
+# (a build: close or import). So the chat stays usable while the user's memory is being built (a
+# build can take minutes), and still no user can run more than two jobs at once. Forget takes both.
+LANES = {"reply": ("chat",), "compare": ("chat",), "close": ("memory",), "import": ("memory",),
+         "forget": ("chat", "memory")}
+
+
 class JobGate:
-    """Which user runs which job right now (one per user)."""
+    """Which user runs which job right now: one per lane (LANES) per user."""
 
     def __init__(self):
-        self._running: dict[str, str] = {}
+        self._running: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def running(self, user_id: str) -> str | None:
         with self._lock:
-            return self._running.get(user_id)
+            return next((k for (u, _), k in self._running.items() if u == user_id), None)
 
     @contextmanager
     def hold(self, user_id: str, kind: str) -> Iterator[None]:
+        lanes = [(user_id, lane) for lane in LANES.get(kind, ("memory",))]
         with self._lock:
-            if user_id in self._running:
-                raise Busy(self._running[user_id])
-            self._running[user_id] = kind
+            for lane in lanes:
+                if lane in self._running:
+                    raise Busy(self._running[lane])
+            for lane in lanes:
+                self._running[lane] = kind
         try:
             yield
         finally:
             with self._lock:
-                self._running.pop(user_id, None)
+                for lane in lanes:
+                    self._running.pop(lane, None)
 
     def stream(self, user_id: str, kind: str, make: Callable[[], Iterator[T]]) -> Iterator[T]:
         """A generator job: the slot is taken at the first step (Busy raised there) and freed when it

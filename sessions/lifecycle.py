@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
@@ -26,24 +27,77 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[float, str], None]
 MAX_DATE_CHARS = 64
+MIN_YEAR, MAX_YEAR = 1900, 2199      # outside: a typo (9999-12-31), not a session date
+
+# What people type: ISO first, then day-month and month-day forms with month names, and LoCoMo's dates.
+_FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y/%m/%d",
+            "%d %B %Y", "%d %b %Y", "%d %B, %Y", "%d %b, %Y", "%B %d %Y", "%B %d, %Y", "%b %d %Y", "%b %d, %Y",
+            "%A %d %B %Y", "%a %d %b %Y", "%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y")
 
 
 def today() -> str:
     return _dt.date.today().isoformat()
 
 
+def parse_date(text: str | None) -> _dt.datetime | None:
+    """The moment a typed or imported session date names, or None when it cannot be read."""
+    s = " ".join(str(text or "").replace(",", ", ").split()).replace(" ,", ",")
+    s = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", s)           # "1st May 2023"
+    for fmt in _FORMATS:
+        try:
+            return _dt.datetime.strptime(s, fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def iso_date(d: _dt.datetime) -> str:
+    """How dates are stored: 2023-05-08, or 2023-05-08 13:56 when a time of day was given."""
+    return d.strftime("%Y-%m-%d %H:%M") if (d.hour, d.minute) != (0, 0) else d.strftime("%Y-%m-%d")
+
+
+def human_date(date: str) -> str:
+    """A stored date as people say it ("Mon 8 May 2023"); unreadable ones as they are."""
+    d = parse_date(date)
+    if d is None:
+        return date
+    out = f"{d:%a} {d.day} {d:%b %Y}"
+    return out + (f" {d:%H:%M}" if (d.hour, d.minute) != (0, 0) else "")
+
+
 def check_date(date: str | None) -> str:
-    """A session date people typed: ISO (2023-05-08) or another form the memory can order in time."""
+    """A session date people typed ("2023-05-08", "1 May 2023", "May 1, 2023"), normalised to ISO."""
     d = " ".join(clean_text(date).split())
     if not d:
         raise UserError("Give the session a date, e.g. 2023-05-08.")
-    if len(d) > MAX_DATE_CHARS or not sortable_time(d):
+    parsed = parse_date(d) if len(d) <= MAX_DATE_CHARS else None
+    if parsed is None:
         raise UserError(f"Cannot read the date {d[:MAX_DATE_CHARS]!r}; use the form 2023-05-08.")
-    return d
+    if not MIN_YEAR <= parsed.year <= MAX_YEAR:
+        raise UserError(f"The date {d!r} is out of range: give a year between {MIN_YEAR} and {MAX_YEAR}.")
+    return iso_date(parsed)
+
+
+def _key(date: str) -> str:
+    d = parse_date(date)
+    return d.isoformat() if d else sortable_time(date)
 
 
 def _later(a: str, b: str) -> str:
-    return b if sortable_time(b) >= sortable_time(a) else a
+    return b if _key(b) >= _key(a) else a
+
+
+def in_time_order(rows: list[SessionRow]) -> list[SessionRow]:
+    """Sessions by date (then number); an unreadable date keeps the place of the session before it."""
+    keyed, last = [], ""
+    for s in sorted(rows, key=lambda r: r.seq):
+        last = _key(s.date) or last
+        keyed.append(((last, s.seq), s))
+    return [s for _, s in sorted(keyed, key=lambda x: x[0])]
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
 
 
 @dataclass
@@ -93,29 +147,69 @@ class Lifecycle:
                  for m in self.store.messages(user_id, session.session_id, include_errors=False)]
         return SessionRecord(session.session_id, session.date, turns)
 
+    # --- dates ---------------------------------------------------------------------------
+    def sessions(self, user_id: str) -> list[SessionRow]:
+        return in_time_order(self.store.sessions(user_id))
+
+    def _latest(self, user_id: str, exclude: str | None = None) -> SessionRow | None:
+        """The session with the latest date, leaving out `exclude` (the open one, when it is empty)."""
+        rows = [s for s in self.sessions(user_id) if s.session_id != exclude]
+        return rows[-1] if rows else None
+
+    def default_next_date(self, user_id: str) -> str:
+        """What "start the next session on" proposes: the last session's date plus one day. When the
+        open session is still empty, it is that next session: its own date is kept if someone chose
+        it (anything but today's automatic date) and it does not come earlier."""
+        cur = self.current(user_id)
+        last = cur if cur.n_messages else self._latest(user_id, exclude=cur.session_id)
+        d = parse_date(last.date) if last else None
+        if d is None:
+            return cur.date if parse_date(cur.date) else today()
+        proposed = iso_date(d + _dt.timedelta(days=1))
+        if not cur.n_messages and cur.date != today() and _key(cur.date) >= _key(proposed):
+            return cur.date
+        return proposed
+
+    def check_order(self, user_id: str, date: str, cur: SessionRow) -> None:
+        """A chat session may not start before the session that comes before it (imports keep their own dates)."""
+        prev = self._latest(user_id, exclude=None if cur.n_messages else cur.session_id)
+        if prev is not None and _key(prev.date) and _key(date) < _key(prev.date):
+            raise UserError(f"The next session cannot be dated {human_date(date)}: it would come before session "
+                            f"{prev.seq} ({human_date(prev.date)}). Give a date on or after that one.")
+
     # --- ending and starting sessions -------------------------------------------------
-    def end(self, user_id: str, next_date: str | None = None, progress: Progress | None = None) -> EndResult:
-        """Close the open session (if it has turns), open the next one, and build pending memory."""
+    def end(self, user_id: str, next_date: str | None = None, progress: Progress | None = None,
+            build: bool = True) -> EndResult:
+        """Close the open session (if it has turns), open the next one, and build pending memory.
+
+        `next_date` (any form check_date reads) dates the next session; it must not come before the
+        session just ended. `build=False` leaves the build to the caller (`close_pending`, e.g. in a
+        background thread), so the new session is open at once.
+        """
         next_date = check_date(next_date) if next_date else None
         cur = self.current(user_id)
+        if next_date:
+            self.check_order(user_id, next_date, cur)
         result, notes, ended = EndResult(), [], False
         if cur.n_messages == 0:
             if next_date and next_date != cur.date:
                 self.store.set_session_date(user_id, cur.session_id, next_date)
-                notes.append(f"The current session is now dated {next_date}.")
+                notes.append(f"The current session is now dated {human_date(next_date)}.")
         elif self.store.end_open_session(user_id, cur.session_id, next_date or _later(cur.date, today())) is None:
             notes.append("This session was already ended (in another tab?).")
         else:
             ended = True
-        result.closed = self.close_pending(user_id, progress)
+        result.closed = self.close_pending(user_id, progress) if build else []
         result.session = self.current(user_id)
         built = [c.report for c in result.closed if c.report]
-        if built:
+        if built or (ended and not build):
             n_mem = sum(len(r["new_memories"]) for r in built)
             n_seg = sum(len(r["new_segments"]) for r in built)
-            what = "Session ended" if ended else f"Memory built for {len(built)} earlier session(s)"
-            notes.append(f"{what}: {n_mem} new memories and {n_seg} new segments."
-                         + (f" New session dated {result.session.date}." if ended else ""))
+            what = "Session ended" if ended else f"Memory built for {plural(len(built), 'earlier session')}"
+            done = (f": {plural(n_mem, 'new memory', 'new memories')} and "
+                    f"{plural(n_seg, 'new segment')}." if build else "; its memory is being built.")
+            notes.append(f"{what}{done}"
+                         + (f" New session dated {human_date(result.session.date)}." if ended else ""))
         notes += result.errors
         if not notes:
             notes.append("This session has no messages yet, so there is nothing to remember.")
@@ -135,7 +229,9 @@ class Lifecycle:
             out = []
             for i, s in enumerate(pending):
                 def sub(f: float, text: str, i=i, s=s) -> None:
-                    step((i + max(0.0, min(1.0, f))) / len(pending), f"Session {s.seq} ({s.date}): {text}")
+                    step((i + max(0.0, min(1.0, f))) / len(pending),
+                         f"{i + 1} of {len(pending)} sessions, session {s.seq} ({s.date}): {text}" if len(pending) > 1
+                         else f"Session {s.seq} ({s.date}): {text}")
                 out.append(self._close_one(user_id, s, sub))
             return out
 

@@ -19,11 +19,12 @@ from .errors import UserError
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .jobs import BuildPool, ImportRate, JobGate, LimitReached, Limits
-from .lifecycle import EndResult, Lifecycle, Progress, check_date
+from .lifecycle import EndResult, Lifecycle, Progress, check_date, plural
 from .store import MessageRow, SessionRow, Store
 from .text import clean_text, register_secret
 
 EXPORT_FORMAT = "memory-chat-export/1"
+REDACTED = "(removed at the user's request)"
 MAX_MEMORY_ID_CHARS = 200
 
 __all__ = ["SessionService", "UserError", "ChatUpdate", "EndResult"]
@@ -112,19 +113,42 @@ class SessionService:
         return self.store.last_reply(check_user_id(user_id))
 
     # --- sessions -----------------------------------------------------------------------------
-    def end_session(self, user_id: str, next_date: str | None = None, progress: Progress | None = None) -> EndResult:
-        user_id = check_user_id(user_id)
+    def end_session(self, user_id: str, next_date: str | None = None, progress: Progress | None = None,
+                    build: bool = True) -> EndResult:
+        """End the open session; the next one is dated `next_date` (not before this one). With
+        build=False the memory is left for `build_pending` (the page runs it in the background)."""
+        return self._end(check_user_id(user_id), next_date, progress, build)
+
+    def new_session(self, user_id: str, date: str, progress: Progress | None = None, build: bool = True) -> EndResult:
+        """Start a session on `date`; the open one is ended first if it has messages."""
+        return self._end(check_user_id(user_id), check_date(date), progress, build)
+
+    def _end(self, user_id: str, next_date: str | None, progress: Progress | None, build: bool) -> EndResult:
+        self._check_room(user_id, new_sessions=1)
+        if not build:       # only the session's status changes here; build_pending holds the build slot
+            return self.lifecycle.end(user_id, next_date, progress, build=False)
         with self.jobs.hold(user_id, "close"):
-            self._check_room(user_id, new_sessions=1)
             return self.lifecycle.end(user_id, next_date, progress)
 
-    def new_session(self, user_id: str, date: str, progress: Progress | None = None) -> EndResult:
-        """Start a session on `date`; the open one is ended first if it has messages."""
+    def build_pending(self, user_id: str, progress: Progress | None = None) -> EndResult:
+        """Build the memory of every ended session still waiting for it (after build=False)."""
         user_id = check_user_id(user_id)
-        date = check_date(date)
         with self.jobs.hold(user_id, "close"):
-            self._check_room(user_id, new_sessions=1)
-            return self.lifecycle.end(user_id, date, progress)
+            result = EndResult(closed=self.lifecycle.close_pending(user_id, progress))
+        result.session = self.lifecycle.current(user_id)
+        built = [c.report for c in result.closed if c.report]
+        n_mem = sum(len(r["new_memories"]) for r in built)
+        n_seg = sum(len(r["new_segments"]) for r in built)
+        result.message = (f"Memory built for {plural(len(built), 'session')} of {len(result.closed)}: "
+                          f"{plural(n_mem, 'new memory', 'new memories')} and {plural(n_seg, 'new segment')}."
+                          if result.closed else "No session was waiting for its memory.")
+        if result.errors:
+            result.message += " " + result.errors[0]
+        return result
+
+    def default_next_date(self, user_id: str) -> str:
+        """The proposed date of the next session: the last session's date plus one day."""
+        return self.lifecycle.default_next_date(check_user_id(user_id))
 
     def _check_room(self, user_id: str, new_sessions: int) -> None:
         """Per-user bounds on stored sessions and memories (Limits); LimitReached says what to do."""
@@ -141,7 +165,8 @@ class SessionService:
                                    "user. Delete some memories, or export and use Forget me, to add more.")
 
     def sessions(self, user_id: str) -> list[SessionRow]:
-        return self.store.sessions(check_user_id(user_id))
+        """The user's sessions in time order (by date, then number)."""
+        return self.lifecycle.sessions(check_user_id(user_id))
 
     def recover_pending_closes(self) -> int:
         return self.lifecycle.recover_all()
@@ -157,11 +182,57 @@ class SessionService:
     def graph(self, user_id: str) -> dict:
         return self.agent.graph_view(check_user_id(user_id))
 
-    def delete_memory(self, user_id: str, memory_id: str) -> bool:
+    def turn_texts(self, user_id: str, turn_ids) -> dict[str, tuple[str, str]]:
+        """{turn id: (speaker, text)} for the given turn ids (a memory's provenance), from the transcript."""
+        user_id = check_user_id(user_id)
+        wanted = {str(t) for t in turn_ids or ()}
+        out: dict[str, tuple[str, str]] = {}
+        if not wanted:
+            return out
+        for s in self.store.sessions(user_id):
+            if s.status == "open":
+                continue
+            for t in self.lifecycle.record(user_id, s).turns:
+                if t.turn_id in wanted:
+                    out[t.turn_id] = (t.speaker, t.text)
+            if len(out) == len(wanted):
+                break
+        return out
+
+    def delete_memory(self, user_id: str, memory_id: str, redact: bool = False) -> dict | None:
+        """Forget one memory everywhere: THEANINE (graph and Chroma) and SeCom (the segments built from
+        its source turns, rebuilt without them). With `redact`, those turns are also blanked in the
+        transcript. Returns what was removed and kept ("message" says it for people), or None when
+        the memory does not exist."""
         user_id = check_user_id(user_id)
         if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > MAX_MEMORY_ID_CHARS:
             raise UserError("Choose a memory to delete.")
-        return bool(self.agent.delete_memory(user_id, memory_id.strip()))
+        records: dict[str, tuple] = {}
+
+        def session_of(session_id: str):
+            if session_id not in records:
+                row = self.store.session(user_id, session_id)
+                msgs = self.store.messages(user_id, session_id, include_errors=False) if row else []
+                rec = self.lifecycle.record(user_id, row) if row else None
+                records[session_id] = (rec, msgs)
+            return records[session_id][0]
+
+        forget = getattr(self.agent, "forget_memory", None)
+        if forget is None:                       # an agent without SeCom
+            return {"message": "Memory deleted."} if self.agent.delete_memory(user_id, memory_id.strip()) else None
+        gone = forget(user_id, memory_id.strip(), session_of)
+        if gone is None:
+            return None
+        redacted = 0
+        if redact and gone["turns"]:
+            session_of(gone["session_id"])
+            rec, msgs = records.get(gone["session_id"], (None, []))
+            # record() lists the session's ok messages in order, one turn each: map turn ids back to rows.
+            ids = [m.id for t, m in zip(rec.turns if rec else [], msgs) if t.turn_id in set(gone["turns"])]
+            redacted = self.store.redact_messages(user_id, ids, REDACTED)
+        gone["redacted"] = redacted
+        gone["message"] = forget_message(gone)
+        return gone
 
     def export(self, user_id: str) -> dict:
         """Everything kept about the user, as JSON: sessions (importable format) and both memories.
@@ -179,8 +250,9 @@ class SessionService:
                 "memory": self.agent.export_user(user_id), "settings": self.prefs(user_id)}
 
     def import_history(self, user_id: str, data: bytes | str, sample_id: str = "",
-                       progress: Progress | None = None) -> EndResult:
-        """Store a history (see sessions.importer) as closed sessions and build their memory at once."""
+                       progress: Progress | None = None, build: bool = True) -> EndResult:
+        """Store a history (see sessions.importer) as closed sessions and build their memory at once
+        (build=False: stored only; `build_pending` builds it, e.g. in the background)."""
         user_id = check_user_id(user_id)
         with self.jobs.hold(user_id, "import"):
             self.import_rate.take(user_id)
@@ -190,7 +262,7 @@ class SessionService:
             except Exception:
                 self.import_rate.give_back(user_id)    # refused before anything was stored: not counted
                 raise
-            return self._import(user_id, parsed, progress)
+            return self._import(user_id, parsed, progress, build)
 
     @staticmethod
     def _parse_import(data: bytes | str, sample_id: str) -> list:
@@ -212,14 +284,19 @@ class SessionService:
             raise ImportFormatError("the file is nested too deeply to be a history") from None
         return parsed
 
-    def _import(self, user_id: str, parsed: list, progress: Progress | None) -> EndResult:
+    def _import(self, user_id: str, parsed: list, progress: Progress | None, build: bool) -> EndResult:
         self.store.add_imported_sessions(user_id, [(s.date, s.turns) for s in parsed])
+        n_turns = sum(len(s.turns) for s in parsed)
+        if not build:
+            result = EndResult(session=self.lifecycle.current(user_id))
+            result.message = (f"Imported {plural(len(parsed), 'session')} ({plural(n_turns, 'turn')}); "
+                              "building their memory.")
+            return result
         result = EndResult(closed=self.lifecycle.close_pending(user_id, progress))
         result.session = self.lifecycle.current(user_id)
         built = [c for c in result.closed if c.report]
-        n_turns = sum(len(s.turns) for s in parsed)
-        result.message = (f"Imported {len(parsed)} sessions ({n_turns} turns); memory built for {len(built)} "
-                          f"of {len(result.closed)}.")
+        result.message = (f"Imported {plural(len(parsed), 'session')} ({plural(n_turns, 'turn')}); memory built "
+                          f"for {len(built)} of {len(result.closed)}.")
         if result.errors:
             result.message += " " + result.errors[0]
         return result
@@ -230,6 +307,23 @@ class SessionService:
         with self.jobs.hold(user_id, "forget"), self.lifecycle.lock(user_id):
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
+
+
+def forget_message(gone: dict) -> str:
+    """What a deletion removed and what it kept, for people."""
+    n_turns, rebuilt, removed = len(gone["turns"]), len(gone["segments_rebuilt"]), len(gone["segments_removed"])
+    parts = [f"Deleted the memory “{gone['event']}” from THEANINE (graph and vector store)."]
+    if n_turns:
+        parts.append(f"SeCom: its {plural(n_turns, 'source turn')} taken out of "
+                     f"{plural(rebuilt + removed, 'segment')} ({rebuilt} rebuilt without them, {removed} removed).")
+    else:
+        parts.append("It has no recorded source turns, so SeCom's segments are unchanged.")
+    if gone.get("redacted"):
+        parts.append(f"Transcript: {plural(gone['redacted'], 'turn')} redacted.")
+    else:
+        parts.append("Kept: the session's transcript (tick “also redact” to blank those turns) "
+                     "and the traces of earlier replies.")
+    return " ".join(parts)
 
 
 def user_message(exc: BaseException) -> str:

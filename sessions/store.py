@@ -324,6 +324,12 @@ class Store:
         with self._connect() as db:
             return [self._message_row(r) for r in db.execute(q + " ORDER BY id", (user_id, session_id))]
 
+    def redact_messages(self, user_id: str, message_ids: list[int], text: str) -> int:
+        """Replace the text of some messages (the user asked to forget them); returns how many changed."""
+        with self._write() as db:
+            return sum(db.execute("UPDATE messages SET text = ? WHERE user_id = ? AND id = ?",
+                                  (clean_text(text), user_id, int(i))).rowcount for i in message_ids)
+
     def message(self, user_id: str, message_id: int) -> MessageRow | None:
         with self._connect() as db:
             row = db.execute("SELECT * FROM messages WHERE user_id = ? AND id = ?", (user_id, message_id)).fetchone()

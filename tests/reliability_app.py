@@ -22,7 +22,7 @@ COMPONENTS = ("uid", "msg_ids", "session_header", "chatbot", "msg", "send", "str
               "date", "new", "end", "sessions", "graph", "why", "compare_row", "backend", "model", "base_url",
               "temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens", "save_settings",
               "settings_status", "import_file", "sample_id", "import_btn", "export_btn", "export_file", "memory",
-              "delete_btn", "forget_confirm", "forget_btn", "data_status")
+              "delete_btn", "forget_confirm", "forget_btn", "data_status", "timer", "job", "stop", "redact")
 
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+")
 

@@ -33,6 +33,7 @@ def test_api_lists_the_documented_endpoints(client):
 def test_send_end_and_new_session(client):
     uid = client.predict(api_name="/new_user")
     assert isinstance(uid, str) and len(uid) >= 32
+    client.predict(uid, "2023-05-08", api_name="/new_session")      # date the story (sessions run forward)
 
     reply, trace = client.predict(uid, "I adopted a puppy named Rex last week.", "theanine",
                                   api_name="/send_message")

@@ -26,6 +26,7 @@ def test_chroma_server_outage_gives_a_clear_error_and_work_resumes(tmp_path):
             try:
                 c = Client(app.url, verbose=False)
                 uid = c.predict(api_name="/new_user")
+                c.predict(uid, "2023-04-30", api_name="/new_session")   # sessions may not go back in time
                 reply, trace = c.predict(uid, "My cat Miso hates thunderstorms.", "theanine", api_name="/send_message")
                 assert not trace.get("error")
                 ended = c.predict(uid, "2023-05-01", api_name="/end_session")

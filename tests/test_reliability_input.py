@@ -192,7 +192,8 @@ def test_out_of_range_settings_are_rejected_with_a_message(fake, field, value):
     out = h.save_settings(uid, "embedded", "", "", *[values[f] for f in ("temperature", "j", "k", "n",
                                                                          "compression_rate", "retriever",
                                                                          "max_reply_tokens")])
-    assert field in error_html(out, "settings_status")
+    from ui.handlers import FIELD_LABELS
+    assert FIELD_LABELS[field] in error_html(out, "settings_status")       # the form's label, not the option name
     o = fake.options(uid)
     assert (o.temperature, o.k) == (0.3, 5)                         # the saved values are kept
     assert out["temperature"] == 0.3 and out["k"] == 5              # and shown again

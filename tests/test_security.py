@@ -10,6 +10,7 @@ import json
 import re
 import urllib.request
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -41,7 +42,8 @@ def svc(server, tmp_path):
 
 def user(svc) -> str:
     uid = new_user_id()
-    svc.current_session(uid)
+    # The first session is dated in 2023, like the later ones: a session may not start before the previous one.
+    svc.new_session(uid, "2023-04-30")
     return uid
 
 
@@ -59,6 +61,8 @@ def html_outputs(out: dict) -> list[str]:
             texts.append(v)
             for srcdoc in re.findall(r'srcdoc="([^"]*)"', v):
                 texts.append(html.unescape(srcdoc))
+            for frag in re.findall(r'src="[^"#]*#([^"]*)"', v):      # the graph's data, in its page's URL
+                texts.append(unquote(html.unescape(frag)))
         elif isinstance(v, list):
             texts.extend(json.dumps(x, ensure_ascii=False) if not isinstance(x, str) else x for x in v)
         elif isinstance(v, dict) and "choices" not in v:    # dropdown labels are rendered as text by Gradio

@@ -124,8 +124,10 @@ def test_empty_or_huge_messages_are_refused_before_storing(tmp_path):
 def test_end_session_builds_memory_and_opens_the_next(tmp_path):
     svc, agent = make(tmp_path)
     uid = new_user_id()
+    svc.new_session(uid, "2023-05-08")              # an empty session only takes the date
     first = svc.current_session(uid)
     say(svc, uid, "I moved to Lisbon")
+    assert svc.default_next_date(uid) == "2023-05-09"       # the last session's date plus one day
     res = svc.end_session(uid, "2023-05-15")
     assert res.errors == [] and len(res.closed) == 1
     assert res.session.date == "2023-05-15" and res.session.session_id != first.session_id
@@ -158,7 +160,32 @@ def test_dates_are_validated(tmp_path):
     for bad in ["", "next tuesday", "<img src=x onerror=alert(1)>", "2023-13-45"]:
         with pytest.raises(UserError):
             svc.new_session(uid, bad)
-    assert svc.new_session(uid, "8 May 2023").session.date == "8 May 2023"
+    for bad in ["9999-12-31", "1066-10-14"]:                 # a typo, not a session date
+        with pytest.raises(UserError, match="out of range"):
+            svc.new_session(uid, bad)
+    # Stored normalised (ISO), whatever the form typed.
+    assert svc.new_session(uid, "8 May 2023").session.date == "2023-05-08"
+    assert svc.new_session(uid, "May 9, 2023").session.date == "2023-05-09"
+    say(svc, uid, "hello")
+    with pytest.raises(UserError, match="before session"):   # not before the session just held
+        svc.end_session(uid, "2023-05-01")
+    assert svc.end_session(uid, "2023-05-09").session.date == "2023-05-09"     # the same day is fine
+    say(svc, uid, "again")
+    svc.end_session(uid, "2023-06-01")
+    assert [s.date for s in svc.sessions(uid)] == ["2023-05-09", "2023-05-09", "2023-06-01"]
+    assert svc.default_next_date(uid) == "2023-06-01"        # the empty open session keeps the date chosen
+
+
+def test_sessions_are_listed_in_time_order_imports_by_their_own_dates(tmp_path):
+    svc, _ = make(tmp_path)
+    uid = new_user_id()
+    svc.new_session(uid, "2023-06-01")
+    say(svc, uid, "chatting in June")
+    svc.end_session(uid, "2023-06-02")
+    data = {"sessions": [{"date": "8 May 2023", "turns": [{"speaker": "user", "text": "May, imported"}]}]}
+    svc.import_history(uid, json.dumps(data))
+    rows = svc.sessions(uid)
+    assert [(s.seq, s.source) for s in rows] == [(2, "import"), (1, "chat"), (3, "chat")]
 
 
 def test_failed_close_stays_pending_and_is_recovered_after_restart(tmp_path):
@@ -185,9 +212,10 @@ def test_a_crash_between_end_and_build_is_recovered(tmp_path):
     svc.store.end_open_session(uid, cur.session_id, "2023-06-01")   # what end_session does before building
     svc2, agent2 = make(tmp_path)
     svc2.recover_pending_closes()
-    assert svc2.sessions(uid)[0].status == "closed"
+    ended = next(s for s in svc2.sessions(uid) if s.session_id == cur.session_id)
+    assert ended.status == "closed"
     # Close is idempotent: building again reports it was already built.
-    report = agent2.close_session(uid, svc2.lifecycle.record(uid, svc2.sessions(uid)[0]))
+    report = agent2.close_session(uid, svc2.lifecycle.record(uid, ended))
     assert report.already_built
 
 
@@ -319,9 +347,9 @@ def test_delete_memory_and_forget(tmp_path):
     svc.end_session(uid)
     svc.end_session(other)
     ids = [n["id"] for n in svc.graph(uid)["nodes"]]
-    assert svc.delete_memory(uid, ids[0]) is True
+    assert svc.delete_memory(uid, ids[0])          # now a report of what was removed
     assert [n["id"] for n in svc.graph(uid)["nodes"]] == ids[1:]
-    assert svc.delete_memory(uid, "no-such-memory") is False
+    assert svc.delete_memory(uid, "no-such-memory") is None
     with pytest.raises(UserError):
         svc.delete_memory(uid, "")
     svc.forget(uid)

@@ -75,21 +75,40 @@ def test_chat_messages_show_html_and_markdown_images_as_text():
     assert "<img" not in json.dumps(msgs) and "![" not in msgs[1]["content"]
 
 
-def test_graph_page_escapes_labels_caps_size_and_makes_no_request():
-    from ui.graph_view import graph_html, graph_page
-    nodes = [{"id": f"s{i}:m0", "event": f"{XSS} event {i}", "time": "2023-05-08", "session_id": f"s{i}"}
-             for i in range(400)]
+def test_graph_data_escapes_labels_caps_size_and_makes_no_request():
+    from urllib.parse import unquote
+    from ui.graph_view import STATIC_SRC, graph_data, graph_html
+    nodes = [{"id": f"s{i}:m0", "event": f"{XSS} event {i}", "time": "2023-05-08", "session_id": f"s{i}",
+              "turns": [f"s{i}:1"]} for i in range(400)]
     edges = [{"source": f"s{i}:m0", "target": f"s{i + 1}:m0", "relation": "Cause"} for i in range(399)]
-    page = graph_page({"nodes": nodes, "edges": edges}, retrieved={"s0:m0"}, new={"s399:m0"})
-    data = json.loads(re.search(r"nodes = new vis.DataSet\((.*?)\);", page).group(1))
-    assert len(data) == 301                                   # 300 most recent + the retrieved old one
-    assert {d["id"] for d in data} >= {"s0:m0", "s399:m0"}
-    assert all("<" not in d["label"] + d["title"] and ">" not in d["label"] + d["title"] for d in data)
-    assert data[0]["title"].startswith("‹img src=x onerror=alert(1)› event")     # readable, inert
-    assert "Content-Security-Policy" in page and "cdn.jsdelivr" not in page
-    wrapped = graph_html({"nodes": nodes[:2], "edges": []})
+    sessions = [(f"s{i}", f"Session {i}", i / 399) for i in range(400)]
+    data = graph_data({"nodes": nodes, "edges": edges}, retrieved={"s0:m0"}, new={"s399:m0"}, sessions=sessions,
+                      turns=lambda ids: {t: ("user", f"{XSS} said") for t in ids})
+    assert len(data["n"]) == 301                              # 300 most recent + the retrieved old one
+    assert {n[0] for n in data["n"]} >= {"s0:m0", "s399:m0"}
+    assert [n[4] for n in data["n"] if n[0] in ("s0:m0", "s399:m0")] == [1, 2]       # retrieved, new
+    text = json.dumps(data, ensure_ascii=False)
+    assert "<" not in text and ">" not in text               # readable, inert: ‹img src=x onerror=alert(1)›
+    assert data["n"][0][1].startswith("‹img src=x onerror=alert(1)› event") and data["n"][0][5][0][0] == "user"
+    wrapped = graph_html({"nodes": nodes[:2], "edges": []}, sessions=sessions[:2])
     assert 'sandbox="allow-scripts"' in wrapped and "allow-same-origin" not in wrapped
-    assert "<img" not in wrapped.split("srcdoc=")[1]        # the whole page is an escaped attribute
+    assert "<img" not in unquote(wrapped)                      # the data is URL-encoded inside an attribute
+    page = (STATIC_SRC / "graph.html").read_text()
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page and "http:" not in page and "https:" not in page
+    assert "innerHTML" not in (STATIC_SRC / "graph.js").read_text()      # texts are set with textContent
+
+
+def test_chat_shows_markdown_rules_as_text_and_hides_errors_retry_replaced():
+    from types import SimpleNamespace as Row
+    from ui.chat_view import chat_messages
+    rows = [Row(id=1, role="user", text="hi", status="ok", error=None, reply_to=None),
+            Row(id=2, role="assistant", text="", status="error", error="outage", reply_to=1),
+            Row(id=3, role="assistant", text="____\n---\n***", status="ok", error=None, reply_to=1)]
+    msgs, ids = chat_messages(rows)
+    assert ids == [1, 3]                                       # the failed reply that Retry answered is gone
+    assert msgs[1]["content"] == "\\_\\_\\_\\_\n\\-\\-\\-\n\\*\\*\\*"   # shown as text, not as rules
+    msgs, ids = chat_messages(rows[:2])
+    assert ids == [1, 2] and "outage" in msgs[1]["content"]   # the last failure stays, with its Retry
 
 
 def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
@@ -103,7 +122,7 @@ def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     names = ["uid", "msg_ids", "chatbot", "session_header", "sessions", "graph", "why", "memory", "retry", "msg",
              "status", "strategy", "backend", "model", "base_url", "temperature", "j", "k", "n", "compression_rate",
              "retriever", "max_reply_tokens", "date", "settings_status", "data_status", "compare_row",
-             "forget_confirm", "export_file", "import_file"]
+             "forget_confirm", "export_file", "import_file", "timer", "job", "stop"]
     c = SimpleNamespace(**{n: n for n in names}, compare_cols=["cmp_theanine", "cmp_secom", "cmp_none"])
     svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1))
     h = Handlers(svc, c)
@@ -119,7 +138,12 @@ def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     out = list(h.send("forged-id", "hi", "theanine"))[-1]     # the id comes from browser state only
     assert "user id" in out["status"] and "Traceback" not in out["status"]
     bad = h.save_settings(uid, "embedded", "", "", 9, 3, 3, 1, 0.75, "hybrid", 256)
-    assert "temperature must be between" in bad["settings_status"] and bad["temperature"] == 0.6
+    # Messages name the field by its label; an emptied field is refused, not silently kept.
+    assert "Temperature must be between" in bad["settings_status"] and bad["temperature"] == 0.6
+    bad = h.save_settings(uid, "embedded", "", "", 0.5, 3, None, 1, 0.75, "hybrid", 256)
+    assert "k (memories / segments retrieved): the field is empty" in bad["settings_status"]
+    bad = h.save_settings(uid, "embedded", "", "", 0.5, 3, 3, 1, 7, "hybrid", 256)
+    assert "SeCom compression rate must be" in bad["settings_status"] and "compression_rate" not in bad["settings_status"]
 
 
 # --- the app in a browser (slow) -----------------------------------------------------------------
@@ -173,10 +197,26 @@ class Visit:
         return self.page.inner_text("#session-header")
 
     def end_session(self) -> str:
+        """End the session (the next one takes the proposed date); the memory builds in the background."""
         self.page.click("#end-session-btn")
         self.page.wait_for_function("() => /Session ended|failed/.test(document.querySelector('#status').innerText)",
                                     timeout=CLOSE_TIMEOUT)
-        return self.page.inner_text("#status")
+        ended = self.page.inner_text("#status")
+        self.page.wait_for_function("() => !document.querySelector('#job-progress') && "
+                                    "/Memory built|failed/.test(document.querySelector('#status').innerText)",
+                                    timeout=CLOSE_TIMEOUT)
+        return ended + " " + self.page.inner_text("#status")
+
+    def session_list(self) -> str:
+        return self.page.inner_text("#session-list")
+
+    def open_session(self, label: str) -> str:
+        """Click a session in the sidebar; returns the chat's text (its transcript)."""
+        self.page.locator("#session-list label").filter(has_text=label).click()
+        self.page.wait_for_function("(l) => document.querySelector('#session-header').innerText.includes(l)",
+                                    arg=label.split(" ·")[0], timeout=30_000)
+        self.page.wait_for_timeout(500)
+        return self.page.locator("#chat").text_content()
 
     def graph_frame(self):
         self.page.wait_for_selector("#memory-graph iframe", timeout=60_000)
@@ -221,11 +261,12 @@ def test_end_session_turns_the_session_into_graph_nodes(alice):
     frame = alice.graph_frame()
     n_nodes = frame.evaluate("() => nodes.length")
     assert n_nodes >= 1
-    # Nodes carry the event as inert text and the session in the hover title.
-    titles = frame.evaluate("() => nodes.get().map(n => n.title)")
-    assert all("session: Session 1 · 2023-05-08" in t for t in titles), titles
-    assert "Session 1" in alice.page.inner_text("#earlier-sessions")
-    assert XSS in alice.page.locator("#earlier-sessions").text_content()
+    # Nodes carry the event as inert text and their session (shown in the hover title).
+    sessions = frame.evaluate("() => data.n.map(n => data.s[n[3]][1])")
+    assert all(t == "Session 1 · Mon 8 May 2023" for t in sessions), sessions
+    assert "Session 1 · Mon 8 May 2023" in alice.session_list()
+    assert XSS in alice.open_session("Session 1 ·")            # the earlier transcript, as text
+    alice.open_session("Session 2 ·")
     assert alice.no_injected_image() and alice.dialogs == []
 
 
@@ -281,7 +322,7 @@ def test_history_survives_a_reload(alice):
     alice.open()
     alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')",
                                  timeout=60_000)
-    assert "Session 1" in alice.page.inner_text("#earlier-sessions")
+    assert "Session 1" in alice.session_list()
     assert "2023-05-15" in alice.page.inner_text("#session-header")
     assert alice.graph_frame().evaluate("() => nodes.length") >= 1
     assert alice.no_injected_image() and alice.dialogs == []
@@ -294,7 +335,7 @@ def test_another_browser_sees_none_of_it(browser, live_app):
         bob.page.wait_for_timeout(1500)
         text = bob.page.inner_text("body")
         assert "Rex" not in text and "hiking" not in text and XSS not in text
-        assert "No earlier sessions" in bob.page.inner_text("#earlier-sessions")
+        assert bob.page.locator("#session-list label").count() == 1       # only bob's own open session
         assert bob.page.locator('#chat [data-testid="bot"]').count() == 0
         assert bob.page.locator("#memory-graph iframe").count() == 0
         assert bob.dialogs == []
@@ -308,7 +349,8 @@ def test_history_survives_an_app_restart(alice, live_app):
     alice.open()
     alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')",
                                  timeout=60_000)
-    assert XSS in alice.page.locator("#earlier-sessions").text_content()
+    assert XSS in alice.open_session("Session 1 ·")
     assert alice.no_injected_image() and alice.dialogs == []
+    alice.open_session("Session 2 ·")
     assert re.search(r"Session \d+", alice.page.inner_text("#session-header"))
 

@@ -83,14 +83,16 @@ def register_api(service: SessionService) -> None:
 
     def end_session(user_id: str, next_date: str = "") -> dict:
         """End the user's open session: build its memory (THEANINE graph and SeCom segments) and open
-        the next session (dated `next_date`, or today). Returns the new memory ids and the new session."""
+        the next session, dated `next_date` (e.g. "2023-05-15" or "15 May 2023", stored as ISO; not before
+        the session just ended) or, with "", today. Returns the new memory ids and the new session."""
         try:
             return _end(service.end_session(user_id, next_date or None))
         except Exception as e:  # noqa: BLE001
             raise gr.Error(user_message(e)) from None
 
     def new_session(user_id: str, date: str) -> dict:
-        """Start a session dated `date` (e.g. "2023-05-15"); the open one is ended first if it has messages."""
+        """Start a session dated `date` (e.g. "2023-05-15"; not before the previous session); the open one
+        is ended first if it has messages."""
         try:
             return _end(service.new_session(user_id, date))
         except Exception as e:  # noqa: BLE001

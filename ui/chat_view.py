@@ -3,25 +3,50 @@
 The Chatbot renders Markdown and HTML; escaping <, > and & makes typed or
 generated HTML appear literally, and "![" is escaped so a Markdown image in a
 reply cannot make the browser fetch a URL (a way to leak memory through a
-prompt-injected reply).
+prompt-injected reply). A line Markdown would turn into nothing visible (a rule
+of underscores, dashes or stars, a lone code fence, a bare heading mark) has
+every character backslash-escaped, so it shows as the text it is.
 """
 from __future__ import annotations
 
+import re
 from html import escape
 
 PENDING = "…"
+_INVISIBLE_LINE = re.compile(r"^[ \t]*[-_*=~`#+>|:.](?:[ \t]*[-_*=~`#+>|:.])*[ \t]*$", re.M)
+_MD_CHARS = re.compile(r"([-_*=~`#+>|:.\\])")
+
+
+def _literal(line: re.Match) -> str:
+    return _MD_CHARS.sub(r"\\\1", line.group(0))
 
 
 def as_text(text: str | None) -> str:
-    return escape(text or "", quote=False).replace("![", "!\\[")
+    t = escape(text or "", quote=False).replace("![", "!\\[")
+    return _INVISIBLE_LINE.sub(_literal, t)
+
+
+def visible_rows(rows) -> list:
+    """The messages to show: a failed reply that a later reply to the same message replaced
+    (Retry answered it) disappears; the last failed one stays, with its Retry."""
+    answered_later: set = set()
+    out = []
+    for m in reversed(rows):
+        to = getattr(m, "reply_to", None)
+        if m.role == "assistant" and to is not None:
+            if m.status != "ok" and to in answered_later:
+                continue
+            answered_later.add(to)
+        out.append(m)
+    return out[::-1]
 
 
 def chat_messages(rows) -> tuple[list[dict], list[int]]:
     """(messages for gr.Chatbot, the stored message id behind each one, for .select)."""
     msgs, ids = [], []
-    for m in rows:
+    for m in visible_rows(rows):
         if m.role == "user":
-            content = as_text(m.text)
+            content = as_text(m.text) or "*(empty message)*"
         elif m.status == "ok":
             content = as_text(m.text) or "*(empty reply)*"
         else:

@@ -1,58 +1,69 @@
-"""The THEANINE memory graph as a pyvis page inside a sandboxed iframe.
+"""The THEANINE memory graph: a static page (vis-network) fed with one render's data.
 
-gr.HTML does not run <script>, so the pyvis page goes into an
-`<iframe srcdoc=... sandbox="allow-scripts">`: scripts run, but without
-allow-same-origin the page cannot touch the app's cookies or storage. Its
-resources are inlined (cdn_resources="in_line", ~700 KB) so it renders without
-internet, and a Content-Security-Policy forbids any network request from it.
-
-pyvis labels and titles can reach HTML: vis draws labels on the canvas and sets
-string titles with innerText, but pyvis's tooltip_link mode (any title holding
-"href") writes titles with innerHTML. Memory texts therefore lose their angle
-brackets (< > become ‹ ›): no tag can form in any of these modes, and the text
-stays readable where html.escape would show "&lt;" or "&amp;" on the canvas.
+The page (ui/static: graph.html, graph.js, graph.css, plus vis-network's script
+taken from the pyvis package) is served by the app and cached by the browser,
+so a render sends only its data: the nodes and edges, as JSON in the iframe's
+URL fragment (a fragment never reaches a server). The iframe is sandboxed
+(`allow-scripts`, no `allow-same-origin`): the graph page cannot read the app's
+cookies or storage, and its Content-Security-Policy allows no request but its
+own scripts. The page sets every text as text (textContent, DOM tooltips,
+canvas labels); memory texts also lose their angle brackets (< > become ‹ ›),
+so no tag can form even where a text ends up in HTML.
 """
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
+import threading
 from html import escape
-
-from pyvis.network import Network
+from pathlib import Path
+from urllib.parse import quote
 
 MAX_NODES = 300          # most recent memories drawn; retrieved ones are always added
-LABEL_CHARS = 40
-SESSION_COLOURS = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f",
-                   "#bab0ac", "#86bcb6", "#d37295", "#a0cbe8"]
-RELATION_COLOURS = {"Changed": "#e15759", "Cause": "#f28e2b", "Reason": "#edc948", "HinderedBy": "#b07aa1",
-                    "React": "#59a14f", "Want": "#4e79a7", "SameTopic": "#9d9d9d"}
-RETRIEVED_COLOUR = "#d62728"
-
-# No network at all from the graph page: inline scripts and styles only.
-CSP = ("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-       "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:\">")
-_EMPTY_HEADING = re.compile(r"<center>\s*<h1>\s*</h1>\s*</center>")
-_FIT = ("<style>html, body {margin: 0; padding: 0; overflow: hidden} .card {border: 0 !important} "
-        "#mynetwork {border: 0 !important; height: 100vh !important}</style>")
-_REMOTE_TAGS = re.compile(r"<link[^>]+https?://[^>]*>|<script[^>]+src=\"https?://[^\"]*\"[^>]*>\s*</script>", re.S)
-
-OPTIONS = {
-    "physics": {"solver": "barnesHut", "stabilization": {"enabled": True, "iterations": 150},
-                "barnesHut": {"gravitationalConstant": -4000, "springLength": 120}},
-    "edges": {"arrows": {"to": {"enabled": True, "scaleFactor": 0.6}}, "smooth": {"type": "dynamic"},
-              "font": {"size": 10, "align": "middle"}},
-    "nodes": {"font": {"size": 12}},
-    "interaction": {"hover": True, "tooltipDelay": 150},
-}
+TURN_CHARS = 300         # each source turn, as shown on click
+EVENT_CHARS = 300
+STATIC_SRC = Path(__file__).resolve().parent / "static"
+_static_lock = threading.Lock()
+_static_dir: Path | None = None
 
 
-def _text(value) -> str:
-    """Memory text for a pyvis label or title: single spaces, and no "<" or ">" (see the module doc)."""
-    return " ".join(str(value or "").split()).replace("<", "‹").replace(">", "›")
+def _vis_script() -> str:
+    """vis-network's standalone script, as shipped inside pyvis (which the app already depends on)."""
+    import pyvis
+    root = Path(pyvis.__file__).resolve().parent
+    found = sorted(root.glob("templates/lib/vis-*/vis-network.min.js"))
+    if found:
+        return found[-1].read_text(encoding="utf-8")
+    from pyvis.network import Network      # older layouts: take the script pyvis inlines in a page
+    page = Network(cdn_resources="in_line").generate_html()
+    scripts = re.findall(r"<script[^>]*>(.*?)</script>", page, re.S)
+    return max(scripts, key=len)
 
 
-def _short(text: str, n: int = LABEL_CHARS) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+def static_dir() -> Path:
+    """The folder the app serves the graph page from (made once per process)."""
+    global _static_dir
+    with _static_lock:
+        if _static_dir is None:
+            d = Path(tempfile.mkdtemp(prefix="memory-chat-graph-"))
+            for f in STATIC_SRC.iterdir():
+                if f.is_file():
+                    shutil.copy(f, d / f.name)
+            (d / "vis-network.min.js").write_text(_vis_script(), encoding="utf-8")
+            _static_dir = d
+        return _static_dir
+
+
+def page_url() -> str:
+    """The graph page's URL, relative to the app's page (works under a proxy's path prefix)."""
+    return f"gradio_api/file={static_dir().as_posix()}/graph.html"
+
+
+def _text(value, n: int = EVENT_CHARS) -> str:
+    t = " ".join(str(value or "").split()).replace("<", "‹").replace(">", "›")
+    return t if len(t) <= n else t[: n - 1] + "…"
 
 
 def select_nodes(nodes: list[dict], retrieved: set[str], limit: int = MAX_NODES) -> list[dict]:
@@ -61,61 +72,58 @@ def select_nodes(nodes: list[dict], retrieved: set[str], limit: int = MAX_NODES)
     return [n for n in nodes if n["id"] in keep]
 
 
-def graph_page(view: dict, retrieved: set[str] = frozenset(), new: set[str] = frozenset(),
-               session_labels: dict[str, str] | None = None, limit: int = MAX_NODES) -> str:
-    """A standalone HTML page drawing the graph; `view` is MemoryAgent.graph_view()."""
-    labels = session_labels or {}
-    nodes = select_nodes(view.get("nodes") or [], set(retrieved), limit)
-    sessions = list(dict.fromkeys(str(n.get("session_id", "")) for n in nodes))
-    colour = {s: SESSION_COLOURS[i % len(SESSION_COLOURS)] for i, s in enumerate(sessions)}
-    net = Network(height="440px", width="100%", directed=True, cdn_resources="in_line", bgcolor="#ffffff")
+def graph_data(view: dict, retrieved=(), new=(), sessions: list[tuple[str, str, float]] | None = None,
+               turns=None, scope: str = "", limit: int = MAX_NODES) -> dict:
+    """One render's data, compact: sessions [id, label, position 0..1 by date], nodes [id, event, time,
+    session index, flags (1 retrieved, 2 new), source turns], edges [from index, to index, relation].
+
+    `sessions`: the user's sessions in time order as (id, label, position); `turns(ids)` gives
+    {turn id: (speaker, text)} for the source turns shown on click.
+    """
+    retrieved, new = set(retrieved), set(new)
+    all_nodes = view.get("nodes") or []
+    nodes = select_nodes(all_nodes, retrieved, limit)
+    sess = list(sessions or [])
+    index = {sid: i for i, (sid, _, _) in enumerate(sess)}
+    for n in nodes:                       # a memory of a session the list does not know (should not happen)
+        sid = str(n.get("session_id", ""))
+        if sid not in index:
+            index[sid] = len(sess)
+            sess.append((sid, sid, 1.0))
+    texts = turns([t for n in nodes for t in n.get("turns") or []]) if turns else {}
+    pos = {str(n["id"]): i for i, n in enumerate(nodes)}
+    out_nodes = []
     for n in nodes:
-        nid, sid = str(n["id"]), str(n.get("session_id", ""))
-        event = " ".join(str(n.get("event", "")).split())
-        marks = (["retrieved for this reply"] if nid in retrieved else []) + (["new"] if nid in new else [])
-        title = "\n".join([_text(event), f"time: {_text(n.get('time'))}",
-                           f"session: {_text(labels.get(sid, sid))}", f"id: {_text(nid)}"]
-                          + ([f"made: {_text(n['built_by'])}"] if n.get("built_by") else [])
-                          + ([f"({', '.join(marks)})"] if marks else []))
-        attrs = {"color": {"background": colour[sid], "border": RETRIEVED_COLOUR if nid in retrieved else colour[sid]},
-                 "borderWidth": 4 if nid in retrieved else 1, "size": 22 if nid in retrieved else 14,
-                 "shape": "star" if nid in retrieved else ("diamond" if nid in new else "dot")}
-        net.add_node(nid, label=_short(_text(event)), title=title, **attrs)
-    kept = {str(n["id"]) for n in nodes}
-    for e in view.get("edges") or []:
-        s, t, rel = str(e.get("source")), str(e.get("target")), str(e.get("relation") or "")
-        if s in kept and t in kept:
-            net.add_edge(s, t, label=_text(rel), title=_text(rel), color=RELATION_COLOURS.get(rel, "#9d9d9d"))
-    net.set_options(json.dumps(OPTIONS))
-    page = net.generate_html()
-    page = _EMPTY_HEADING.sub("", _REMOTE_TAGS.sub("", page))
-    return page.replace("<head>", "<head>" + CSP, 1).replace("</head>", _FIT + "</head>", 1)
+        nid = str(n["id"])
+        src = [[_text(texts[t][0], 60), _text(texts[t][1], TURN_CHARS)] for t in n.get("turns") or [] if t in texts]
+        out_nodes.append([nid, _text(n.get("event")), _text(n.get("time"), 60), index[str(n.get("session_id", ""))],
+                          (1 if nid in retrieved else 0) | (2 if nid in new else 0), src])
+    out_edges = [[pos[str(e.get("source"))], pos[str(e.get("target"))], _text(e.get("relation"), 20)]
+                 for e in view.get("edges") or [] if str(e.get("source")) in pos and str(e.get("target")) in pos]
+    used = sorted({index[str(n.get("session_id", ""))] for n in nodes})
+    remap = {old: i for i, old in enumerate(used)}
+    for n in out_nodes:
+        n[3] = remap[n[3]]
+    return {"v": 1, "total": len(all_nodes), "scope": scope,
+            "s": [[sess[i][0], _text(sess[i][1], 80), round(float(sess[i][2]), 4)] for i in used],
+            "n": out_nodes, "e": out_edges}
 
 
-def legend_html(view: dict, session_labels: dict[str, str], retrieved: set[str], new: set[str],
-                limit: int = MAX_NODES) -> str:
-    nodes = select_nodes(view.get("nodes") or [], set(retrieved), limit)
-    sessions = list(dict.fromkeys(str(n.get("session_id", "")) for n in nodes))
-    items = [f'<span class="mc-chip" style="background:{SESSION_COLOURS[i % len(SESSION_COLOURS)]}">'
-             f"{escape(session_labels.get(s, s))}</span>" for i, s in enumerate(sessions)]
-    rels = sorted({str(e.get("relation")) for e in view.get("edges") or []})
-    items += [f'<span class="mc-rel" style="border-color:{RELATION_COLOURS.get(r, "#9d9d9d")}">{escape(r)}</span>'
-              for r in rels]
-    total = len(view.get("nodes") or [])
-    shown = f"{len(nodes)} of {total} memories" if total > len(nodes) else f"{total} memories"
-    return (f'<div class="mc-legend">{shown} · ★ retrieved ({len(retrieved & {n["id"] for n in nodes})}) · '
-            f'◆ new ({len(new & {n["id"] for n in nodes})}) · {"".join(items)}</div>')
-
-
-def graph_html(view: dict, retrieved=(), new=(), session_labels: dict[str, str] | None = None,
-               height: int = 460) -> str:
-    """What gr.HTML shows: a legend and the iframe, or a hint when there is no memory yet."""
-    retrieved, new, labels = set(retrieved), set(new), session_labels or {}
+def graph_html(view: dict, retrieved=(), new=(), sessions=None, turns=None, height: int = 460,
+               scope: str = "") -> str:
+    """What gr.HTML shows: the sandboxed iframe with this render's data, or a hint when there is no memory."""
     if not view.get("nodes"):
         return ('<div id="memory-graph" class="mc-muted mc-graph-empty">The memory graph is empty: chat, then '
                 "press <b>End session</b> to turn the session into memories.</div>")
-    page = graph_page(view, retrieved, new, labels)
-    return (f'<div id="memory-graph">{legend_html(view, labels, retrieved, new)}'
-            f'<iframe class="mc-graph-frame" title="Memory graph" sandbox="allow-scripts" '
+    data = graph_data(view, retrieved, new, sessions, turns, scope)
+    frag = quote(json.dumps(data, ensure_ascii=False, separators=(",", ":")), safe="")
+    shown = len(data["n"])
+    note = f"{shown} of {data['total']} memories" if data["total"] > shown else (f"{shown} memories" if shown != 1 else "1 memory")
+    return (f'<div id="memory-graph" data-memories="{shown}">'
+            f'<iframe class="mc-graph-frame" title="Memory graph ({note})" sandbox="allow-scripts" '
             f'style="width:100%;height:{int(height)}px;border:1px solid #ddd;border-radius:6px" '
-            f'srcdoc="{escape(page, quote=True)}"></iframe></div>')
+            f'src="{escape(page_url() + "#" + frag, quote=True)}"></iframe></div>')
+
+
+def busy_html(text: str) -> str:
+    return f'<div id="memory-graph" class="mc-muted mc-graph-empty">{escape(text)}</div>'

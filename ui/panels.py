@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as _dt
 from html import escape
 
+from sessions.lifecycle import human_date
+
 STRATEGY_NAMES = {"theanine": "THEANINE", "secom": "SeCom", "none": "no memory"}
 
 
@@ -25,57 +27,93 @@ def status_html(text: str = "", kind: str = "info") -> str:
 
 
 def banner_html(llm_description: str, tiny_default: bool, locked: bool = False) -> str:
-    parts = [f'<div class="mc-banner" id="llm-banner"><b>LLM in use:</b> {esc(llm_description)}']
+    """One short line (fits a phone); how to connect a real model is behind a disclosure."""
+    parts = [f'<div class="mc-banner" id="llm-banner"><b>LLM:</b> {esc(llm_description)}']
     if tiny_default:
         parts.append(
-            '<div class="mc-warn">This is the tiny bundled model: it chats, but its replies will be poor, and '
-            "memory is built without LLM steps (facts are the sentences people said, linked by topic "
-            "similarity; timelines are not refined). For real answers and the papers' LLM memory steps connect an "
-            "OpenAI-compatible model in <code>.env</code> (or the environment) and restart: "
+            ' · <span class="mc-warn">tiny offline model: replies will be poor; memory is built without LLM steps.</span> '
+            '<details class="mc-more"><summary>Connect a real model</summary><div>'
+            "Set an OpenAI-compatible model in <code>.env</code> (or the environment) and restart: "
             "<code>OPENAI_API_KEY=...</code> for OpenAI; Ollama with "
             "<code>OPENAI_BASE_URL=http://localhost:11434/v1</code> and <code>LLM_MODEL=llama3.1</code>; "
             "vLLM with <code>OPENAI_BASE_URL=http://host:8000/v1</code>; the Hugging Face router with "
             "<code>OPENAI_BASE_URL=https://router.huggingface.co/v1</code> and <code>HF_TOKEN=...</code>."
             + ("" if locked else " A model without a key (e.g. Ollama) can also be chosen under Settings.")
-            + "</div>")
+            + " The embedded model (Gemma 3 270M, a base model) proves the memory pipeline offline.</div></details>")
     parts.append("</div>")
     return "".join(parts)
 
 
+INTRO = ('<div class="mc-intro" id="intro">Chat across sessions days apart; the agent remembers with '
+         "<b>THEANINE</b> (memories linked in a graph by time and cause, recalled as timelines) or "
+         "<b>SeCom</b> (each session cut into topic segments, recalled by search). <b>See why</b> shows what "
+         "it recalled.</div>")
+
+
 def session_header_html(seq: int, date: str, n_messages: int, strategy: str) -> str:
-    return (f'<div class="mc-session" id="session-header"><b>Session {seq}</b> · dated {esc(date)} · '
-            f"{n_messages} messages · memory: {esc(STRATEGY_NAMES.get(strategy, strategy))}</div>")
+    return (f'<div class="mc-session" id="session-header"><b>Session {seq}</b> · dated {esc(human_date(date))} '
+            f'<span class="mc-muted">({esc(date)})</span> · {n_messages} messages · memory: '
+            f"{esc(STRATEGY_NAMES.get(strategy, strategy))}</div>")
+
+
+def past_session_header_html(s) -> str:
+    state = _state(s)
+    return (f'<div class="mc-session mc-past-head" id="session-header" data-session="{esc(s.session_id)}">'
+            f"<b>Session {s.seq}</b> · dated {esc(human_date(s.date))} <span class=\"mc-muted\">({esc(s.date)})"
+            f"</span> · {s.n_messages} messages · {esc(state)} · <i>an earlier session, read only: click a reply "
+            "for its trace; pick the open session in the list to go back.</i></div>")
+
+
+def _state(s, building: bool = False) -> str:
+    if s.status == "open":
+        return "open now"
+    if s.status == "closing":
+        if s.close_error and not building:
+            return "memory build failed; retried at the next End session"
+        return "memory being built ⏳"
+    if ((s.report or {}).get("trace") or {}).get("memory_path") == "offline":
+        return "memory built ✓ (without an LLM)"
+    return "memory built ✓"
+
+
+def session_choice_label(s, building: bool = False) -> str:
+    """A sidebar entry (shown as text by Gradio): number, date, message count, memory status."""
+    src = " · imported" if s.source == "import" else ""
+    mark = "▶ " if s.status == "open" else ""
+    return f"{mark}Session {s.seq} · {human_date(s.date)} · {s.n_messages} msgs · {_state(s, building)}{src}"
+
+
+def job_html(job) -> str:
+    """The one progress bar of the page, with an estimate; empty when nothing runs."""
+    if job is None:
+        return ""
+    pct = int(round(job.fraction * 100))
+    eta = job.eta()
+    left = ""
+    if eta is not None:
+        left = f" · about {int(eta)} s left" if eta < 90 else f" · about {int(round(eta / 60))} min left"
+    return (f'<div class="mc-job" id="job-progress" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
+            f'aria-valuemax="100"><div class="mc-bar"><span style="width:{pct}%"></span></div>'
+            f"<div><b>{esc(job.kind)}: {pct}%</b>{esc(left)} · {esc(job.text)}</div>"
+            '<div class="mc-muted">You can keep chatting meanwhile; the graph and the sessions update when it '
+            "is done.</div></div>")
 
 
 def _when(ts: float | None) -> str:
     return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else ""
 
 
-def sessions_html(rows: list[tuple]) -> str:
-    """Earlier sessions, newest first: rows of (SessionRow, [MessageRow])."""
-    if not rows:
-        return '<div id="earlier-sessions" class="mc-muted">No earlier sessions yet.</div>'
-    items = []
-    for s, msgs in reversed(rows):
-        state = {"closed": "memory built ✓", "closing": "memory pending ⏳"}.get(s.status, s.status)
-        if s.status == "closed" and ((s.report or {}).get("trace") or {}).get("memory_path") == "offline":
-            state += " (without an LLM)"
-        if s.status == "closing" and s.close_error:
-            state = "memory build failed; retried at the next End session"
-        src = " · imported" if s.source == "import" else ""
-        turns = "".join(f'<li class="mc-turn mc-{esc(m.role)}"><b>{esc(m.speaker)}:</b> '
-                        f'<span class="mc-text">{esc(m.text)}</span></li>' for m in msgs)
-        items.append(
-            f'<details class="mc-past" data-session="{esc(s.session_id)}"><summary><b>Session {s.seq}</b> · '
-            f'<span class="mc-date">{esc(s.date)}</span> · {len(msgs)} messages · {esc(state)}{src}</summary>'
-            f'<ol class="mc-turns">{turns}</ol></details>')
-    return '<div id="earlier-sessions">' + "".join(items) + "</div>"
-
-
 def _table(headers: list[str], rows: list[list], cls: str) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
     return f'<table class="mc-table {cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _score(x) -> str:
+    try:
+        return f"{float(x):.3f}"
+    except (TypeError, ValueError):
+        return "" if x is None else str(x)
 
 
 def _seconds(x) -> str:
@@ -141,7 +179,7 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
             for s in segs:
                 out.append(
                     f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{esc(s.get("date"))}</b> · '
-                    f'score {esc(s.get("score"))} · {esc(s.get("summary"))}</div>'
+                    f'score {esc(_score(s.get("score")))} · {esc(s.get("summary"))}</div>'
                     f'<div class="mc-key"><b>{"compressed key" if s.get("compressed", True) else "key (not compressed: the original text)"}:</b> {esc(s.get("key"))}</div>'
                     f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
                     "</details></li>")

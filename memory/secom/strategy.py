@@ -293,6 +293,50 @@ class SecomMemory:
         head = Piece(f"({meta['date']})") if meta["date"] else None
         return Unit(h.id, pieces, anchor=anchor, meta=meta, head=head)
 
+    # --- forgetting -------------------------------------------------------------
+
+    def forget_turns(self, user_id: str, turn_ids, session_of, options=None, trace: Trace | None = None) -> dict:
+        """Rebuild every segment built from any of `turn_ids` without those turns ("delete means delete").
+
+        The store keeps each segment's joined text only, so `session_of(session_id)` gives the
+        transcript (a SessionRecord, or None). An affected segment is re-made from its remaining
+        turns: text, compressed key and embedding replaced under the same id, its (LLM-written)
+        summary dropped because it may repeat the fact, and the BM25 index rebuilt. A segment left
+        without turns, or whose transcript is gone, is removed. Returns the ids of the segments
+        rebuilt and removed, and the turn ids taken out.
+        """
+        drop = {str(t) for t in turn_ids or () if t}
+        out: dict = {"rebuilt": [], "removed": [], "turns": []}
+        if not drop:
+            return out
+        trace = trace or Trace(strategy="forget")
+        taken: set[str] = set()
+        for h in self.store.get(user_id, KIND):
+            m = dict(h.metadata or {})
+            ids = [t for t in str(m.get("turn_ids", "")).split(",") if t]
+            hit = drop.intersection(ids)
+            if not hit:
+                continue
+            taken |= hit
+            rec = session_of(str(m.get("session_id", "")))
+            by_id = {t.turn_id: t for t in (rec.turns if rec else [])}
+            kept = [by_id[t] for t in ids if t not in drop and t in by_id and (by_id[t].text or "").strip()]
+            if not kept:
+                self.store.delete(user_id, KIND, ids=[h.id])
+                out["removed"].append(h.id)
+                continue
+            text = "\n".join(exchange_text(ex) for ex in exchanges(kept))
+            rate = float(m.get("compression_rate", getattr(options, "compression_rate", 1.0)))
+            key = self._compress([text], rate, trace)[0]
+            forgotten = sorted(set(str(m.get("forgotten", "")).split(",")) - {""} | hit)
+            m.update(text=text, summary="", turn_ids=",".join(t.turn_id for t in kept), forgotten=",".join(forgotten))
+            self.store.delete(user_id, KIND, ids=[h.id])
+            self.store.add(user_id, KIND, [h.id], [key], self.embedder.embed([key]), [m])
+            out["rebuilt"].append(h.id)
+        self._bm25.invalidate(user_id)
+        out["turns"] = sorted(taken)
+        return out
+
     # --- housekeeping ---------------------------------------------------------
 
     def delete_session(self, user_id: str, session_id: str) -> None:

@@ -61,8 +61,13 @@ class TheanineMemory:
         with self.lock(user_id):
             if session.session_id in self.graph(user_id).built_sessions:
                 return None
-            with trace.timed("theanine_summarise"):
-                mems = linking.summarise(session, llm)
+        # The summary (an LLM call) runs outside the graph lock, so replies keep retrieving meanwhile;
+        # closes of one user are serialised by the agent, so no other build can add this session.
+        with trace.timed("theanine_summarise"):
+            mems = linking.summarise(session, llm)
+        with self.lock(user_id):
+            if session.session_id in self.graph(user_id).built_sessions:
+                return None
             return self.add_memories(user_id, session.session_id, mems, llm, options, trace)
 
     def add_memories(self, user_id: str, session_id: str, mems: list[Memory], llm: LLMSession | None,
