@@ -166,6 +166,10 @@ class MemoryAgent:
             step(1.0, "Memory built")
         return report
 
+    def use_graph_store(self, graphs) -> None:
+        """Persist THEANINE graphs in `graphs` (memory.theanine.graph.GraphStore), e.g. the app's database."""
+        self.theanine.use_graph_store(graphs)
+
     # --- views and management ---------------------------------------------------------
     def graph_view(self, user_id: str) -> dict:
         return self.theanine.view(user_id)

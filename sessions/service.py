@@ -18,7 +18,8 @@ from .errors import UserError
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .lifecycle import EndResult, Lifecycle, Progress, check_date
-from .store import MessageRow, SessionRow, Store
+from .graph_store import SqlGraphStore
+from .store import MessageRow, SessionRow, Store, open_store
 from .text import clean_text, register_secret
 
 EXPORT_FORMAT = "memory-chat-export/1"
@@ -31,7 +32,11 @@ class SessionService:
     def __init__(self, settings: Settings, agent, store: Store | None = None):
         self.settings, self.agent = settings, agent
         register_secret(settings.llm.api_key)      # never stored or shown (sessions.text)
-        self.store = store or Store(Path(settings.data_dir) / "sessions.sqlite3")
+        self.store = store or open_store(settings.data_dir)
+        if hasattr(agent, "use_graph_store"):      # the graph lives next to the sessions, shared by replicas
+            graphs = SqlGraphStore(self.store.engine)
+            graphs.import_json_folders(settings.data_dir)      # a data dir from before: JSON graph files
+            agent.use_graph_store(graphs)
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm)
         self.chat = Chat(self.store, agent, self.lifecycle)
 
