@@ -38,7 +38,14 @@ class SqlGraphStore:
             return int(c.execute(sa.select(GV.c.version).where(GV.c.user_key == user_key(user_id))).scalar() or 0)
 
     def load(self, user_id: str) -> tuple[list[dict], int]:
-        k = user_key(user_id)
+        return self.load_key(user_key(user_id))
+
+    def user_keys(self) -> list[str]:
+        """Whose graphs are stored (hashes; for maintenance and checks)."""
+        with db.read(self.engine) as c:
+            return list(c.execute(sa.select(GS.c.user_key).distinct().order_by(GS.c.user_key)).scalars())
+
+    def load_key(self, k: str) -> tuple[list[dict], int]:
         with db.read(self.engine) as c:
             if c.dialect.name == "postgresql":     # one snapshot for the four reads
                 c.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
