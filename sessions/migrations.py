@@ -113,9 +113,21 @@ CREATE TABLE graph_versions (
 )
 """
 
+# Version 3: a change counter per user and memory kind, so replicas know when to rebuild derived caches
+# (SeCom's BM25 index over the segments in Chroma).
+V3 = """
+CREATE TABLE memory_versions (
+    user_key TEXT NOT NULL,
+    kind     TEXT NOT NULL,
+    version  INTEGER NOT NULL,
+    PRIMARY KEY (user_key, kind)
+)
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "sessions, messages, traces, preferences, compare runs", V1),
     (2, "THEANINE graph: memories, edges, built sessions, per-user version", V2),
+    (3, "per-user change counters of derived memory caches", V3),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -88,3 +88,10 @@ graph_versions = sa.Table(
     sa.Column("user_key", sa.Text, primary_key=True),
     sa.Column("version", sa.Integer, nullable=False),
 )
+
+memory_versions = sa.Table(
+    "memory_versions", metadata,
+    sa.Column("user_key", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+)

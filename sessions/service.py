@@ -20,6 +20,7 @@ from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .lifecycle import EndResult, Lifecycle, Progress, check_date
 from .graph_store import SqlGraphStore
 from .store import MessageRow, SessionRow, Store, open_store
+from .versions import MemoryVersions
 from .text import clean_text, register_secret
 
 EXPORT_FORMAT = "memory-chat-export/1"
@@ -36,7 +37,7 @@ class SessionService:
         if hasattr(agent, "use_graph_store"):      # the graph lives next to the sessions, shared by replicas
             graphs = SqlGraphStore(self.store.engine)
             graphs.import_json_folders(settings.data_dir)      # a data dir from before: JSON graph files
-            agent.use_graph_store(graphs)
+            agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm)
         self.chat = Chat(self.store, agent, self.lifecycle)
 

@@ -242,3 +242,24 @@ def test_existing_data_dir_is_copied_into_postgres(tmp_path, pg_url):
     assert MemoryGraph.from_sessions(SqlGraphStore(store.engine).load(UID)[0]).to_dict() == before
     assert store.add_user_message(UID, "s2", "new") > 2              # identity moved past the copied ids
     assert copy_sqlite_into(data / "sessions.sqlite3.migrated", Store(url=url)) is None   # never twice
+
+
+def test_secom_bm25_of_a_replica_is_rebuilt_when_another_wrote(store, chroma_store, fake_embedder):
+    """Two SecomMemory objects (two replicas) on one Chroma and one database: B's cached BM25 index
+    sees the segments A adds afterwards (the shared counter changed)."""
+    from memory.secom.segmentation import EmbeddingSegmenter
+    from memory.secom.strategy import SecomMemory
+    from sessions.versions import MemoryVersions
+    a, b = (SecomMemory(chroma_store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)) for _ in "ab")
+    for m in (a, b):
+        m.use_versions(MemoryVersions(store.engine))
+    opts = Options(strategy="secom", retriever="bm25")
+    one = SessionRecord("s1", "2023-05-01", [Turn("user", "I planted tomatoes in the garden", "s1:0"),
+                                             Turn("assistant", "Nice, tomatoes need sun", "s1:1")])
+    two = SessionRecord("s2", "2023-05-08", [Turn("user", "My violin lesson moved to Tuesday", "s2:0"),
+                                             Turn("assistant", "Practice the scales", "s2:1")])
+    a.build(UID, one, None, opts, Trace("close"))
+    assert {s["session_id"] for s in b.retrieve(UID, "tomatoes in the garden", opts, Trace("secom"))} == {"s1"}
+    assert b.retrieve(UID, "violin lesson Tuesday", opts, Trace("secom")) == []      # B's index is cached now
+    a.build(UID, two, None, opts, Trace("close"))
+    assert "s2" in {s["session_id"] for s in b.retrieve(UID, "violin lesson Tuesday", opts, Trace("secom"))}
