@@ -129,7 +129,8 @@ class SessionService:
         user_id = check_user_id(user_id)
         if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > MAX_MEMORY_ID_CHARS:
             raise UserError("Choose a memory to delete.")
-        return bool(self.agent.delete_memory(user_id, memory_id.strip()))
+        with self.store.close_claim(user_id):      # not while a replica links new memories to it
+            return bool(self.agent.delete_memory(user_id, memory_id.strip()))
 
     def export(self, user_id: str) -> dict:
         """Everything kept about the user, as JSON: sessions (importable format) and both memories.
@@ -179,7 +180,8 @@ class SessionService:
     def forget(self, user_id: str) -> None:
         """Delete everything about the user: memory in every store first, then sessions and messages."""
         user_id = check_user_id(user_id)
-        with self.lifecycle.lock(user_id):
+        # The claim: no replica is building this user's memory while it is deleted.
+        with self.lifecycle.lock(user_id), self.store.close_claim(user_id):
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
 
