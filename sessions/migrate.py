@@ -20,6 +20,12 @@ from .graph_store import SqlGraphStore
 from .store import open_store
 
 
+def files(data: Path) -> list[str]:
+    """The data dir's files, without Chroma's and SQLite's own (-wal, -shm) working files."""
+    return sorted(str(p.relative_to(data)) for p in data.rglob("*")
+                  if p.is_file() and "chroma" not in p.parts and not p.name.endswith(("-wal", "-shm")))
+
+
 def summary(engine) -> dict[str, int]:
     with engine.connect() as c:
         return {t.name: int(c.execute(sa.select(sa.func.count()).select_from(t)).scalar())
@@ -32,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="  %(name)s: %(message)s")
     data = args.data_dir
-    before = sorted(str(p.relative_to(data)) for p in data.rglob("*") if p.is_file() and "chroma" not in p.parts)
+    before = files(data)
     print(f"data dir {data}: {len(before)} files (Chroma not counted)")
     for p in before:
         print("  ", p)
@@ -43,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     for k, n in moved.items():
         print(f"graph of user {k[:12]}...: {n} session part(s) moved from JSON into the database")
     print("rows now:", ", ".join(f"{k}={v}" for k, v in summary(store.engine).items()))
-    after = sorted(str(p.relative_to(data)) for p in data.rglob("*") if p.is_file() and "chroma" not in p.parts)
+    after = files(data)
     print("files kept (renamed, nothing deleted):", ", ".join(p for p in after if p not in before) or "-")
     store.engine.dispose()
 

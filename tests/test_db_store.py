@@ -263,3 +263,20 @@ def test_secom_bm25_of_a_replica_is_rebuilt_when_another_wrote(store, chroma_sto
     assert b.retrieve(UID, "violin lesson Tuesday", opts, Trace("secom")) == []      # B's index is cached now
     a.build(UID, two, None, opts, Trace("close"))
     assert "s2" in {s["session_id"] for s in b.retrieve(UID, "violin lesson Tuesday", opts, Trace("secom"))}
+
+
+def test_migrate_command_prints_what_moved(tmp_path):
+    import subprocess
+    import sys
+    from conftest import ROOT
+    data = tmp_path / "data"
+    data.mkdir()
+    legacy_data_dir(data)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "DATABASE_URL"}
+    out = subprocess.run([sys.executable, "-m", "sessions.migrate", str(data)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    print(out.stdout)
+    assert f"schema version {migrations.LATEST}" in out.stdout
+    assert "1 session part(s) moved from JSON into the database" in out.stdout
+    assert "messages=2" in out.stdout and "theanine_graph.imported" in out.stdout
