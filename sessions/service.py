@@ -6,7 +6,6 @@ chat (replies) and the agent (what is remembered).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Iterator
 
 from memory.errors import InvalidOptions, MemoryLibError
