@@ -1,7 +1,8 @@
 """Run the memory chat app: `python app.py`, then open http://127.0.0.1:7860.
 
 Environment (or .env): GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (where to listen),
-MEMORY_DATA_DIR (where sessions and memory live), the LLM settings read by
+MEMORY_DATA_DIR (where sessions and memory live), DATABASE_URL (a shared database for
+several replicas instead of the data dir's SQLite), the LLM settings read by
 memory.settings.Settings.from_env (OPENAI_API_KEY, OPENAI_BASE_URL, LLM_MODEL,
 HF_TOKEN, ...), LLM_MAX_REPLY_TOKENS (reply length cap), MEMORY_LOCK_LLM=1 /
 MEMORY_ALLOW_LLM_CHANGE=1 (the backend/model/URL choice; locked by default on a
@@ -52,6 +53,9 @@ def build():
 
     settings = Settings.from_env()
     log.info("data dir %s; %s", settings.data_dir, settings.llm.describe())
+    if os.environ.get("DATABASE_URL") and not settings.chroma_host:
+        log.warning("DATABASE_URL is set but CHROMA_HOST is not: vectors stay in this process's data dir, "
+                    "so other replicas will not find this replica's memories (README: Scale out)")
     agent = MemoryAgent.from_settings(settings)
     service = SessionService(settings, agent, limits=Limits.from_env())
     # Sessions whose memory build was cut short (crash, LLM outage) are built again in the background.

@@ -234,6 +234,13 @@ class MemoryAgent:
             step(1.0, "Memory built")
         return report
 
+    def use_graph_store(self, graphs, versions=None) -> None:
+        """Persist THEANINE graphs in `graphs` (memory.theanine.graph.GraphStore), e.g. the app's database;
+        `versions` tells SeCom when another process changed a user's segments (its BM25 is then rebuilt)."""
+        self.theanine.use_graph_store(graphs)
+        if versions is not None:
+            self.secom.use_versions(versions)
+
     # --- views and management ---------------------------------------------------------
     def graph_view(self, user_id: str) -> dict:
         view = self.theanine.view(user_id)

@@ -224,7 +224,9 @@ class Lifecycle:
 
     def _close_pending(self, user_id: str, progress: Progress | None = None) -> list[CloseOutcome]:
         step = progress or (lambda f, s: None)
-        with self.lock(user_id):
+        # The claim makes this process the only builder of the user's sessions, across replicas;
+        # pending sessions are read after it, so one another process built meanwhile is skipped.
+        with self.lock(user_id), self.store.close_claim(user_id):
             pending = self.store.sessions(user_id, status="closing")
             out = []
             for i, s in enumerate(pending):

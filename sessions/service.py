@@ -6,7 +6,6 @@ chat (replies) and the agent (what is remembered).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Iterator
 
 from memory.errors import InvalidOptions, MemoryLibError
@@ -18,9 +17,11 @@ from .chat import Chat, ChatUpdate
 from .errors import UserError
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
+from .graph_store import SqlGraphStore
 from .jobs import BuildPool, ImportRate, JobGate, LimitReached, Limits
 from .lifecycle import EndResult, Lifecycle, Progress, check_date, plural
-from .store import MessageRow, SessionRow, Store
+from .store import MessageRow, SessionRow, Store, open_store
+from .versions import MemoryVersions
 from .text import clean_text, register_secret
 
 EXPORT_FORMAT = "memory-chat-export/1"
@@ -35,10 +36,14 @@ class SessionService:
                  url_check=check_url):
         self.settings, self.agent = settings, agent
         register_secret(settings.llm.api_key)      # never stored or shown (sessions.text)
-        self.store = store or Store(Path(settings.data_dir) / "sessions.sqlite3")
+        self.store = store or open_store(settings.data_dir)
+        if hasattr(agent, "use_graph_store"):      # the graph lives next to the sessions, shared by replicas
+            graphs = SqlGraphStore(self.store.engine)
+            graphs.import_json_folders(settings.data_dir)      # a data dir from before: JSON graph files
+            agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
         self.limits = limits or Limits()
         self.url_check = url_check                 # verdict on a user-supplied base URL (memory.url_guard)
-        self.jobs = JobGate()                      # one running job per user
+        self.jobs = JobGate()                      # one chat job and one memory job per user (sessions.jobs)
         self.builds = BuildPool(self.limits.build_workers, self.limits.build_nice)
         self.import_rate = ImportRate(self.limits.imports_per_hour)
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm, build_runner=self.builds.run)
@@ -219,8 +224,11 @@ class SessionService:
 
         forget = getattr(self.agent, "forget_memory", None)
         if forget is None:                       # an agent without SeCom
-            return {"message": "Memory deleted."} if self.agent.delete_memory(user_id, memory_id.strip()) else None
-        gone = forget(user_id, memory_id.strip(), session_of)
+            with self.store.close_claim(user_id):
+                deleted = self.agent.delete_memory(user_id, memory_id.strip())
+            return {"message": "Memory deleted."} if deleted else None
+        with self.store.close_claim(user_id):      # not while a replica links new memories to it
+            gone = forget(user_id, memory_id.strip(), session_of)
         if gone is None:
             return None
         redacted = 0
@@ -304,7 +312,8 @@ class SessionService:
     def forget(self, user_id: str) -> None:
         """Delete everything about the user: memory in every store first, then sessions and messages."""
         user_id = check_user_id(user_id)
-        with self.jobs.hold(user_id, "forget"), self.lifecycle.lock(user_id):
+        # The claim: no replica is building this user's memory while it is deleted.
+        with self.jobs.hold(user_id, "forget"), self.lifecycle.lock(user_id), self.store.close_claim(user_id):
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
 

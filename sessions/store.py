@@ -1,8 +1,9 @@
-"""SQLite persistence of users, sessions, messages, reply traces and compare runs.
+"""Persistence of users, sessions, messages, reply traces and compare runs (SQLAlchemy 2 Core).
 
-One database file under the data directory, in WAL mode so readers never wait
-for the writer. A new connection per operation keeps it safe across Gradio's
-worker threads. Every query names the user id in its WHERE clause: no row of
+Embedded SQLite under the data directory by default (WAL: readers never wait for
+the writer); a PostgreSQL server when DATABASE_URL is set, shared by every app
+replica. The schema comes from numbered migrations (sessions/migrations.py),
+applied at start. Every query names the user id in its WHERE clause: no row of
 one user can be read or changed through another user's id.
 
 Session status: "open" (the user is chatting in it; at most one per user),
@@ -12,61 +13,21 @@ Session status: "open" (the user is chatting in it; at most one per user),
 from __future__ import annotations
 
 import json
-import sqlite3
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .ids import check_user_id
-from .text import clean_obj, clean_text
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS users (
-    user_id    TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    prefs      TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS sessions (
-    user_id     TEXT NOT NULL,
-    session_id  TEXT NOT NULL,
-    seq         INTEGER NOT NULL,
-    date        TEXT NOT NULL,
-    status      TEXT NOT NULL CHECK (status IN ('open', 'closing', 'closed')),
-    source      TEXT NOT NULL DEFAULT 'chat',
-    created_at  REAL NOT NULL,
-    closed_at   REAL,
-    close_error TEXT,
-    report      TEXT,
-    PRIMARY KEY (user_id, session_id)
-);
-CREATE UNIQUE INDEX IF NOT EXISTS one_open_session ON sessions (user_id) WHERE status = 'open';
-CREATE TABLE IF NOT EXISTS messages (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
-    user_id    TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    role       TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
-    speaker    TEXT NOT NULL,
-    text       TEXT NOT NULL,
-    status     TEXT NOT NULL DEFAULT 'ok' CHECK (status IN ('ok', 'error')),
-    error      TEXT,
-    strategy   TEXT,
-    reply_to   INTEGER,
-    trace      TEXT,
-    created_at REAL NOT NULL,
-    source_turn_id TEXT
-);
-CREATE INDEX IF NOT EXISTS messages_by_session ON messages (user_id, session_id, id);
-CREATE TABLE IF NOT EXISTS compares (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
-    user_id    TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    message    TEXT NOT NULL,
-    results    TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-"""
+from . import db, migrations
+from .claims import close_claim
+from .ids import check_user_id
+from .schema import compares as C, messages as M, sessions as S, users as U
+from .text import clean_obj, clean_text
 
 
 @dataclass
@@ -107,146 +68,153 @@ def _loads(s: str | None):
     return json.loads(s) if s else None
 
 
+_N_OK = (sa.select(sa.func.count()).select_from(M)
+         .where(M.c.user_id == S.c.user_id, M.c.session_id == S.c.session_id, M.c.status == "ok")
+         .correlate(S).scalar_subquery().label("n_messages"))
+
+
 class Store:
-    def __init__(self, path: Path | str):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(SCHEMA)
-            cols = {r["name"] for r in db.execute("PRAGMA table_info(messages)")}
-            if "source_turn_id" not in cols:          # databases made before imports kept turn ids
-                db.execute("ALTER TABLE messages ADD COLUMN source_turn_id TEXT")
+    """`Store(path)`: SQLite file at `path` (as before); `Store(url=DATABASE_URL)`: any SQLAlchemy URL."""
+
+    def __init__(self, path: Path | str | None = None, *, url: str | None = None, lock_dir: Path | str | None = None):
+        if not (path or url):
+            raise ValueError("Store needs a SQLite path or a database URL")
+        self.path = Path(path) if path else None
+        self.url = db.normalise_url(url) if url else db.sqlite_url(self.path)
+        self.engine = db.make_engine(self.url)
+        self.postgres = db.is_postgres(self.engine)
+        # SQLite is one machine's file: a close is claimed with a file lock next to it (see claims.py).
+        self.lock_dir = Path(lock_dir) if lock_dir else (self.path.parent / "locks" if self.path else None)
+        migrations.upgrade(self.engine)
+
+    @classmethod
+    def for_data_dir(cls, data_dir: Path | str, database_url: str = "") -> "Store":
+        """The app's store: PostgreSQL (or any URL) when `database_url` is set, else data_dir/sessions.sqlite3."""
+        if database_url:
+            return cls(url=database_url, lock_dir=Path(data_dir) / "locks")
+        return cls(Path(data_dir) / "sessions.sqlite3")
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA synchronous=NORMAL")
-        try:
-            yield db
-        finally:
-            db.close()
+    def _connect(self) -> Iterator[Connection]:
+        with db.read(self.engine) as conn:
+            yield conn
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; BEGIN IMMEDIATE so read-then-write steps (seq numbers) never race."""
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+    def _write(self) -> Iterator[Connection]:
+        with db.write(self.engine) as conn:
+            yield conn
+
+    def _lock_user(self, conn: Connection, user_id: str) -> None:
+        """Serialise one user's read-then-write steps across replicas (SQLite: BEGIN IMMEDIATE already does)."""
+        if self.postgres:
+            conn.execute(sa.select(U.c.user_id).where(U.c.user_id == user_id).with_for_update())
+
+    def close_claim(self, user_id: str):
+        """Context manager: this process alone builds the user's pending sessions until it exits."""
+        return close_claim(self, user_id)
 
     # --- users -----------------------------------------------------------------------
     def ensure_user(self, user_id: str) -> None:
         check_user_id(user_id)
-        with self._write() as db:
-            db.execute("INSERT OR IGNORE INTO users (user_id, created_at) VALUES (?, ?)", (user_id, time.time()))
+        with self._write() as c:
+            db.insert_ignore(c, U, {"user_id": user_id, "created_at": time.time(), "prefs": "{}"}, ["user_id"])
 
     def user_exists(self, user_id: str) -> bool:
-        with self._connect() as db:
-            return db.execute("SELECT 1 FROM users WHERE user_id = ?", (user_id,)).fetchone() is not None
+        with self._connect() as c:
+            return c.execute(sa.select(U.c.user_id).where(U.c.user_id == user_id)).first() is not None
 
     def get_prefs(self, user_id: str) -> dict:
-        with self._connect() as db:
-            row = db.execute("SELECT prefs FROM users WHERE user_id = ?", (user_id,)).fetchone()
-        return json.loads(row["prefs"]) if row else {}
+        with self._connect() as c:
+            prefs = c.execute(sa.select(U.c.prefs).where(U.c.user_id == user_id)).scalar()
+        return json.loads(prefs) if prefs else {}
 
     def set_prefs(self, user_id: str, prefs: dict) -> None:
         self.ensure_user(user_id)
-        with self._write() as db:
-            db.execute("UPDATE users SET prefs = ? WHERE user_id = ?", (json.dumps(clean_obj(prefs)), user_id))
+        with self._write() as c:
+            c.execute(U.update().where(U.c.user_id == user_id).values(prefs=json.dumps(clean_obj(prefs))))
 
     def delete_user(self, user_id: str) -> None:
         check_user_id(user_id)
-        with self._write() as db:
-            for table in ("messages", "compares", "sessions", "users"):
-                db.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,))
+        with self._write() as c:
+            for table in (M, C, S, U):
+                c.execute(table.delete().where(table.c.user_id == user_id))
 
     # --- sessions ----------------------------------------------------------------------
     @staticmethod
-    def _next_seq(db: sqlite3.Connection, user_id: str) -> int:
-        row = db.execute("SELECT COALESCE(MAX(seq), 0) AS m FROM sessions WHERE user_id = ?", (user_id,)).fetchone()
-        return int(row["m"]) + 1
+    def _next_seq(c: Connection, user_id: str) -> int:
+        return int(c.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.seq), 0)).where(S.c.user_id == user_id))
+                   .scalar()) + 1
 
     @staticmethod
-    def _insert_session(db, user_id: str, date: str, status: str, source: str) -> str:
-        seq = Store._next_seq(db, user_id)
+    def _insert_session(c: Connection, user_id: str, date: str, status: str, source: str) -> str:
+        seq = Store._next_seq(c, user_id)
         sid = f"s{seq}"
-        db.execute("INSERT INTO sessions (user_id, session_id, seq, date, status, source, created_at) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?)", (user_id, sid, seq, clean_text(date), status, source, time.time()))
+        c.execute(S.insert().values(user_id=user_id, session_id=sid, seq=seq, date=clean_text(date), status=status,
+                                    source=source, created_at=time.time()))
         return sid
 
-    def _session_row(self, row: sqlite3.Row) -> SessionRow:
-        return SessionRow(row["session_id"], row["seq"], row["date"], row["status"], row["source"],
-                          row["created_at"], row["closed_at"], row["close_error"], _loads(row["report"]),
-                          row["n_messages"] if "n_messages" in row.keys() else 0)
+    @staticmethod
+    def _session_row(r) -> SessionRow:
+        m = r._mapping
+        return SessionRow(m["session_id"], m["seq"], m["date"], m["status"], m["source"], m["created_at"],
+                          m["closed_at"], m["close_error"], _loads(m["report"]), m.get("n_messages") or 0)
 
     def open_session(self, user_id: str, default_date: str) -> SessionRow:
         """The user's open session, created (with `default_date`) if there is none."""
         self.ensure_user(user_id)
-        with self._write() as db:
-            row = db.execute("SELECT session_id FROM sessions WHERE user_id = ? AND status = 'open'",
-                             (user_id,)).fetchone()
-            sid = row["session_id"] if row else self._insert_session(db, user_id, default_date, "open", "chat")
+        with self._write() as c:
+            self._lock_user(c, user_id)
+            sid = c.execute(sa.select(S.c.session_id).where(S.c.user_id == user_id, S.c.status == "open")).scalar()
+            sid = sid or self._insert_session(c, user_id, default_date, "open", "chat")
         return self.session(user_id, sid)
 
     def session(self, user_id: str, session_id: str) -> SessionRow | None:
-        with self._connect() as db:
-            row = db.execute(
-                "SELECT s.*, (SELECT COUNT(*) FROM messages m WHERE m.user_id = s.user_id "
-                "AND m.session_id = s.session_id AND m.status = 'ok') AS n_messages "
-                "FROM sessions s WHERE s.user_id = ? AND s.session_id = ?", (user_id, session_id)).fetchone()
-        return self._session_row(row) if row else None
+        with self._connect() as c:
+            r = c.execute(sa.select(S, _N_OK).where(S.c.user_id == user_id, S.c.session_id == session_id)).first()
+        return self._session_row(r) if r else None
 
     def sessions(self, user_id: str, status: str | None = None) -> list[SessionRow]:
-        q = ("SELECT s.*, (SELECT COUNT(*) FROM messages m WHERE m.user_id = s.user_id "
-             "AND m.session_id = s.session_id AND m.status = 'ok') AS n_messages FROM sessions s WHERE s.user_id = ?")
-        args: tuple = (user_id,)
+        q = sa.select(S, _N_OK).where(S.c.user_id == user_id)
         if status:
-            q += " AND s.status = ?"
-            args += (status,)
-        with self._connect() as db:
-            return [self._session_row(r) for r in db.execute(q + " ORDER BY s.seq", args)]
+            q = q.where(S.c.status == status)
+        with self._connect() as c:
+            return [self._session_row(r) for r in c.execute(q.order_by(S.c.seq))]
 
     def set_session_date(self, user_id: str, session_id: str, date: str) -> None:
-        with self._write() as db:
-            db.execute("UPDATE sessions SET date = ? WHERE user_id = ? AND session_id = ? AND status = 'open'",
-                       (clean_text(date), user_id, session_id))
+        with self._write() as c:
+            c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "open")
+                      .values(date=clean_text(date)))
 
     def end_open_session(self, user_id: str, session_id: str, next_date: str) -> str | None:
         """Mark the open session "closing" and open a new one, in one transaction.
 
         Returns the new session id, or None if `session_id` was no longer the open one
-        (another tab ended it first).
+        (another tab, or another replica, ended it first).
         """
-        with self._write() as db:
-            cur = db.execute("UPDATE sessions SET status = 'closing', closed_at = ?, close_error = NULL "
-                             "WHERE user_id = ? AND session_id = ? AND status = 'open'",
-                             (time.time(), user_id, session_id))
+        with self._write() as c:
+            self._lock_user(c, user_id)
+            cur = c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id,
+                                             S.c.status == "open")
+                            .values(status="closing", closed_at=time.time(), close_error=None))
             if cur.rowcount != 1:
                 return None
-            return self._insert_session(db, user_id, next_date, "open", "chat")
+            return self._insert_session(c, user_id, next_date, "open", "chat")
 
     def mark_closed(self, user_id: str, session_id: str, report: dict) -> None:
-        with self._write() as db:
-            db.execute("UPDATE sessions SET status = 'closed', close_error = NULL, report = ? "
-                       "WHERE user_id = ? AND session_id = ? AND status = 'closing'",
-                       (json.dumps(clean_obj(report)), user_id, session_id))
+        with self._write() as c:
+            c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "closing")
+                      .values(status="closed", close_error=None, report=json.dumps(clean_obj(report))))
 
     def mark_close_failed(self, user_id: str, session_id: str, error: str) -> None:
-        with self._write() as db:
-            db.execute("UPDATE sessions SET close_error = ? WHERE user_id = ? AND session_id = ? AND status = 'closing'",
-                       (clean_text(error), user_id, session_id))
+        with self._write() as c:
+            c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "closing")
+                      .values(close_error=clean_text(error)))
 
     def users_with_pending_closes(self) -> list[str]:
         """Across all users: who has sessions whose memory build did not complete (startup recovery)."""
-        with self._connect() as db:
-            return [r["user_id"] for r in db.execute(
-                "SELECT DISTINCT user_id FROM sessions WHERE status = 'closing' ORDER BY user_id")]
+        with self._connect() as c:
+            return list(c.execute(sa.select(S.c.user_id).where(S.c.status == "closing").distinct()
+                                  .order_by(S.c.user_id)).scalars())
 
     def add_imported_sessions(self, user_id: str,
                               sessions: list[tuple[str, list[tuple[str, str, str, str | None]]]]) -> list[str]:
@@ -261,115 +229,129 @@ class Store:
         ids = []
         now = time.time()
         wanted = {tid for _, turns in sessions for *_, tid in turns if tid}
-        with self._write() as db:
-            taken = {r[0] for r in db.execute(
-                "SELECT source_turn_id FROM messages WHERE user_id = ? AND source_turn_id IS NOT NULL", (user_id,))}
+        with self._write() as c:
+            self._lock_user(c, user_id)
+            taken = {r[0] for r in c.execute(sa.select(M.c.source_turn_id).where(
+                M.c.user_id == user_id, M.c.source_turn_id.is_not(None)))}
             prefix = ""
             if wanted & taken:
-                n = db.execute("SELECT COUNT(*) FROM sessions WHERE user_id = ? AND source = 'import'",
-                               (user_id,)).fetchone()[0]
+                n = c.execute(sa.select(sa.func.count()).select_from(S).where(
+                    S.c.user_id == user_id, S.c.source == "import")).scalar()
                 prefix = f"i{n + 1}/"
-            empty_open = db.execute(
-                "SELECT s.session_id, s.date FROM sessions s WHERE s.user_id = ? AND s.status = 'open' AND NOT EXISTS "
-                "(SELECT 1 FROM messages m WHERE m.user_id = s.user_id AND m.session_id = s.session_id)",
-                (user_id,)).fetchone()
+            has_msgs = sa.exists().where(M.c.user_id == S.c.user_id, M.c.session_id == S.c.session_id)
+            empty_open = c.execute(sa.select(S.c.session_id, S.c.date).where(
+                S.c.user_id == user_id, S.c.status == "open", ~has_msgs)).first()
             if empty_open:
-                db.execute("DELETE FROM sessions WHERE user_id = ? AND session_id = ?",
-                           (user_id, empty_open["session_id"]))
+                c.execute(S.delete().where(S.c.user_id == user_id, S.c.session_id == empty_open.session_id))
             for date, turns in sessions:
-                sid = self._insert_session(db, user_id, date, "closing", "import")
-                db.executemany(
-                    "INSERT INTO messages (user_id, session_id, role, speaker, text, status, created_at, source_turn_id) "
-                    "VALUES (?, ?, ?, ?, ?, 'ok', ?, ?)",
-                    [(user_id, sid, r, clean_text(s), clean_text(t), now, prefix + tid if tid else None)
-                     for r, s, t, tid in turns])
+                sid = self._insert_session(c, user_id, date, "closing", "import")
+                if turns:
+                    c.execute(M.insert(), [{"user_id": user_id, "session_id": sid, "role": r, "speaker": clean_text(s),
+                                            "text": clean_text(t), "status": "ok", "created_at": now,
+                                            "source_turn_id": prefix + tid if tid else None}
+                                           for r, s, t, tid in turns])
                 ids.append(sid)
             if empty_open:
-                self._insert_session(db, user_id, empty_open["date"], "open", "chat")
+                self._insert_session(c, user_id, empty_open.date, "open", "chat")
         return ids
 
     # --- messages ----------------------------------------------------------------------
-    def _message_row(self, row: sqlite3.Row) -> MessageRow:
-        return MessageRow(row["id"], row["session_id"], row["role"], row["speaker"], row["text"], row["status"],
-                          row["error"], row["strategy"], row["reply_to"], _loads(row["trace"]), row["created_at"],
-                          row["source_turn_id"])
+    @staticmethod
+    def _message_row(r) -> MessageRow:
+        m = r._mapping
+        return MessageRow(m["id"], m["session_id"], m["role"], m["speaker"], m["text"], m["status"], m["error"],
+                          m["strategy"], m["reply_to"], _loads(m["trace"]), m["created_at"], m["source_turn_id"])
 
     def add_user_message(self, user_id: str, session_id: str, text: str) -> int | None:
         """Store a user message in `session_id` if it is still the open session, else return None
         (another tab ended it a moment ago: the caller sends into the new one)."""
-        with self._write() as db:
-            cur = db.execute(
-                "INSERT INTO messages (user_id, session_id, role, speaker, text, created_at) "
-                "SELECT ?, ?, 'user', 'user', ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE user_id = ? "
-                "AND session_id = ? AND status = 'open')",
-                (user_id, session_id, clean_text(text), time.time(), user_id, session_id))
-            return int(cur.lastrowid) if cur.rowcount == 1 else None
+        with self._write() as c:
+            # FOR UPDATE (PostgreSQL): an end_open_session of another replica waits for this insert, or wins first.
+            is_open = c.execute(sa.select(S.c.session_id).where(S.c.user_id == user_id, S.c.session_id == session_id,
+                                                                S.c.status == "open")
+                                .with_for_update(read=True)).first()
+            if is_open is None:
+                return None
+            return int(c.execute(M.insert().values(user_id=user_id, session_id=session_id, role="user",
+                                                   speaker="user", text=clean_text(text), created_at=time.time())
+                                 .returning(M.c.id)).scalar())
 
     def add_reply(self, user_id: str, session_id: str, reply_to: int, text: str, strategy: str,
                   trace: dict | None, error: str | None = None) -> int:
         """The assistant's reply to message `reply_to`, or (error set) the record of a failed one."""
-        with self._write() as db:
-            cur = db.execute(
-                "INSERT INTO messages (user_id, session_id, role, speaker, text, status, error, strategy, reply_to, "
-                "trace, created_at) VALUES (?, ?, 'assistant', 'assistant', ?, ?, ?, ?, ?, ?, ?)",
-                (user_id, session_id, clean_text(text), "error" if error else "ok",
-                 clean_text(error) if error else None, strategy, reply_to,
-                 json.dumps(clean_obj(trace)) if trace is not None else None, time.time()))
-            return int(cur.lastrowid)
+        with self._write() as c:
+            return int(c.execute(M.insert().values(
+                user_id=user_id, session_id=session_id, role="assistant", speaker="assistant", text=clean_text(text),
+                status="error" if error else "ok", error=clean_text(error) if error else None, strategy=strategy,
+                reply_to=reply_to, trace=json.dumps(clean_obj(trace)) if trace is not None else None,
+                created_at=time.time()).returning(M.c.id)).scalar())
 
     def messages(self, user_id: str, session_id: str, include_errors: bool = True) -> list[MessageRow]:
-        q = "SELECT * FROM messages WHERE user_id = ? AND session_id = ?"
+        q = sa.select(M).where(M.c.user_id == user_id, M.c.session_id == session_id)
         if not include_errors:
-            q += " AND status = 'ok'"
-        with self._connect() as db:
-            return [self._message_row(r) for r in db.execute(q + " ORDER BY id", (user_id, session_id))]
+            q = q.where(M.c.status == "ok")
+        with self._connect() as c:
+            return [self._message_row(r) for r in c.execute(q.order_by(M.c.id))]
 
     def redact_messages(self, user_id: str, message_ids: list[int], text: str) -> int:
         """Replace the text of some messages (the user asked to forget them); returns how many changed."""
-        with self._write() as db:
-            return sum(db.execute("UPDATE messages SET text = ? WHERE user_id = ? AND id = ?",
-                                  (clean_text(text), user_id, int(i))).rowcount for i in message_ids)
+        with self._write() as c:
+            return sum(c.execute(M.update().where(M.c.user_id == user_id, M.c.id == int(i))
+                                 .values(text=clean_text(text))).rowcount for i in message_ids)
 
     def message(self, user_id: str, message_id: int) -> MessageRow | None:
-        with self._connect() as db:
-            row = db.execute("SELECT * FROM messages WHERE user_id = ? AND id = ?", (user_id, message_id)).fetchone()
-        return self._message_row(row) if row else None
+        with self._connect() as c:
+            r = c.execute(sa.select(M).where(M.c.user_id == user_id, M.c.id == message_id)).first()
+        return self._message_row(r) if r else None
 
     def reply_to(self, user_id: str, message_id: int) -> MessageRow | None:
         """The latest reply (ok or error) to a user message."""
-        with self._connect() as db:
-            row = db.execute("SELECT * FROM messages WHERE user_id = ? AND reply_to = ? ORDER BY id DESC LIMIT 1",
-                             (user_id, message_id)).fetchone()
-        return self._message_row(row) if row else None
+        with self._connect() as c:
+            r = c.execute(sa.select(M).where(M.c.user_id == user_id, M.c.reply_to == message_id)
+                          .order_by(M.c.id.desc()).limit(1)).first()
+        return self._message_row(r) if r else None
 
     def last_reply(self, user_id: str) -> MessageRow | None:
         """The user's most recent assistant message with a trace, in any session."""
-        with self._connect() as db:
-            row = db.execute("SELECT * FROM messages WHERE user_id = ? AND role = 'assistant' AND trace IS NOT NULL "
-                             "ORDER BY id DESC LIMIT 1", (user_id,)).fetchone()
-        return self._message_row(row) if row else None
+        with self._connect() as c:
+            r = c.execute(sa.select(M).where(M.c.user_id == user_id, M.c.role == "assistant", M.c.trace.is_not(None))
+                          .order_by(M.c.id.desc()).limit(1)).first()
+        return self._message_row(r) if r else None
 
     # --- compare runs --------------------------------------------------------------------
     def add_compare(self, user_id: str, session_id: str, message: str, results: dict) -> int:
-        with self._write() as db:
-            cur = db.execute("INSERT INTO compares (user_id, session_id, message, results, created_at) "
-                             "VALUES (?, ?, ?, ?, ?)", (user_id, session_id, clean_text(message), json.dumps(clean_obj(results)),
-                                                        time.time()))
-            return int(cur.lastrowid)
+        with self._write() as c:
+            return int(c.execute(C.insert().values(user_id=user_id, session_id=session_id, message=clean_text(message),
+                                                   results=json.dumps(clean_obj(results)), created_at=time.time())
+                                 .returning(C.c.id)).scalar())
 
     def compares(self, user_id: str) -> list[dict]:
-        with self._connect() as db:
-            return [{"id": r["id"], "session_id": r["session_id"], "message": r["message"],
-                     "results": json.loads(r["results"]), "created_at": r["created_at"]}
-                    for r in db.execute("SELECT * FROM compares WHERE user_id = ? ORDER BY id", (user_id,))]
+        with self._connect() as c:
+            return [{"id": r.id, "session_id": r.session_id, "message": r.message,
+                     "results": json.loads(r.results), "created_at": r.created_at}
+                    for r in c.execute(sa.select(C).where(C.c.user_id == user_id).order_by(C.c.id))]
 
     # --- activity (sessions.idle) ----------------------------------------------------------
     def last_activity(self) -> list[tuple[str, float]]:
         """Every user with the time of their latest account, session, message or compare row, oldest first."""
-        with self._connect() as db:
-            return [(r["user_id"], r["last"]) for r in db.execute(
-                "SELECT u.user_id, MAX(u.created_at, "
-                "COALESCE((SELECT MAX(created_at) FROM sessions s WHERE s.user_id = u.user_id), 0), "
-                "COALESCE((SELECT MAX(created_at) FROM messages m WHERE m.user_id = u.user_id), 0), "
-                "COALESCE((SELECT MAX(created_at) FROM compares c WHERE c.user_id = u.user_id), 0)) AS last "
-                "FROM users u ORDER BY last, u.user_id")]
+        def latest(t):
+            return sa.select(sa.func.coalesce(sa.func.max(t.c.created_at), 0)).where(
+                t.c.user_id == U.c.user_id).scalar_subquery()
+        with self._connect() as c:
+            rows = c.execute(sa.select(U.c.user_id, U.c.created_at, latest(S), latest(M), latest(C)))
+            out = [(r[0], max(float(x or 0) for x in r[1:])) for r in rows]
+        return sorted(out, key=lambda x: (x[1], x[0]))
+
+
+def open_store(data_dir: Path | str, env: dict | None = None) -> Store:
+    """The app's store: DATABASE_URL (e.g. postgresql://user:pw@host/db) when set, else the data dir's SQLite."""
+    from .text import register_secret
+    url = (os.environ if env is None else env).get("DATABASE_URL", "").strip()
+    if url:
+        register_secret(sa.engine.make_url(db.normalise_url(url)).password or "")   # never in logs or pages
+    store = Store.for_data_dir(data_dir, url)
+    old = Path(data_dir) / "sessions.sqlite3"
+    if url and old.exists():      # first start of a single-process data dir on the shared database
+        from .legacy import copy_sqlite_into
+        copy_sqlite_into(old, store)
+    return store

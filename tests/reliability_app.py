@@ -74,12 +74,17 @@ def graph_dirs(data_dir: Path) -> list[Path]:
 
 
 def graphs_ok(data_dir: Path) -> list[dict]:
-    """Every user's graph files parse (one per built session); no temporary file is left."""
+    """Every user's graph as stored in the data dir's database (one part per built session);
+    no JSON graph folder or temporary file is left behind."""
+    import sqlalchemy as sa
     from memory.theanine.graph import MemoryGraph
-    out = []
-    for d in graph_dirs(data_dir):
-        for p in d.glob("*.json"):
-            json.loads(p.read_text(encoding="utf-8"))
-        out.append(MemoryGraph.load(d).to_dict())
+    from sessions.graph_store import SqlGraphStore
+    engine = sa.create_engine(f"sqlite:///{Path(data_dir) / 'sessions.sqlite3'}")
+    try:
+        gs = SqlGraphStore(engine)
+        out = [MemoryGraph.from_sessions(gs.load_key(k)[0]).to_dict() for k in gs.user_keys()]
+    finally:
+        engine.dispose()
+    assert not graph_dirs(data_dir), "graph JSON files next to the database"
     assert not list(Path(data_dir).glob("users/*/theanine_graph/*.tmp")), "a half-written graph file was left"
     return out

@@ -232,16 +232,15 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
 
         # --- link one new memory (a one-memory session), LLM excluded ---
         lk, pairs, lk_cand, lk_save = [], [], [], []
-        graph = tm.graph(user)
         saves: list[float] = []
-        save_name = next(n for n in ("save_session", "save") if hasattr(graph, n))   # the graph's file write
-        real_save = getattr(graph, save_name)
+        real_save = tm.graphs.save                      # the graph store's write (JSON files here)
 
         def timed_save(*a, _real=real_save, **kw):    # instrument, not replace: the real write runs
             t_s = time.perf_counter()
-            _real(*a, **kw)
+            out = _real(*a, **kw)
             saves.append((time.perf_counter() - t_s) * 1000)
-        setattr(graph, save_name, timed_save)
+            return out
+        tm.graphs.save = timed_save
         base_day = u.n // SESSION_SIZE + 1
         link_reps = max(10, reps // 2)
         for r in range(link_reps + 3):
@@ -265,7 +264,7 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
         out["link_graph_save_ms_p50"] = round(common.percentile(lk_save, 50), 2)
         out["link_without_save_ms_p50"] = round(common.percentile([a - b for a, b in zip(lk, lk_save)], 50), 2)
         out["link_without_save_ms_p95"] = round(common.percentile([a - b for a, b in zip(lk, lk_save)], 95), 2)
-        delattr(graph, save_name)                     # back to the class's method
+        del tm.graphs.save                            # back to the class's method
         out["link_llm_pairs"] = int(np.mean(pairs))
         out["link_llm_calls"] = 1
         progress(f"n={n}: link p50 {out['link_ms_p50']} ms, p95 {out['link_ms_p95']} ms")

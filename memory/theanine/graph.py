@@ -4,10 +4,12 @@ Edges always point forward in time (older -> newer), so the graph is a DAG and
 every timeline is a forward path. Connected components are kept in a
 union-find so linking one memory does not rescan the graph.
 
-The graph is saved as one JSON file per session, written atomically: the
-session's memories and the edges its close created. A session close writes one
-small file (not the whole graph), and a session is built exactly when its file
-exists.
+The graph is saved per session: the session's memories and the edges its close
+created, through a `GraphStore` (injected; memory/ does not know where it lives).
+A session is built exactly when its part is stored. `JsonGraphStore` keeps one
+JSON file per session, written atomically (one process, benchmarks and tests);
+the app stores parts in its relational database (sessions/graph_store.py), shared
+by every replica.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
+from typing import Protocol
 
 import networkx as nx
 
@@ -176,11 +179,7 @@ class MemoryGraph:
 
     @classmethod
     def load(cls, folder: Path) -> "MemoryGraph":
-        parts = []
-        for p in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
-            with open(p, encoding="utf-8") as f:
-                parts.append(json.load(f))
-        return cls.from_sessions(parts)
+        return cls.from_sessions(load_parts(folder))
 
 
 def session_file(folder: Path, session_id: str) -> Path:
@@ -208,3 +207,67 @@ def atomic_write_json(path: Path, obj) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+class GraphStore(Protocol):
+    """Where the per-session parts of each user's graph live (`MemoryGraph.session_dict`)."""
+
+    def version(self, user_id: str) -> int:
+        """Changes whenever the user's graph changes (in any process sharing the store)."""
+
+    def load(self, user_id: str) -> tuple[list[dict], int]:
+        """Every stored part and the version they are at."""
+
+    def save(self, user_id: str, parts: list[dict], new_session: str | None = None) -> int | None:
+        """Replace these sessions' parts, all in one transaction; returns the new version.
+
+        With `new_session` (a close): returns None and changes nothing if that session is
+        already built (another process built it first).
+        """
+
+    def drop(self, user_id: str) -> None:
+        """Everything of this user."""
+
+
+class JsonGraphStore:
+    """One JSON file per built session under data_dir/users/<hash>/theanine_graph.
+
+    Versions are counted in this process only: for one process (benchmarks, tests), not replicas.
+    """
+
+    def __init__(self, data_dir: Path | str):
+        self.data_dir = Path(data_dir)
+        self._versions: dict[str, int] = defaultdict(int)
+
+    def folder(self, user_id: str) -> Path:
+        from ..userspace import user_dir
+        return user_dir(self.data_dir, user_id) / "theanine_graph"
+
+    def version(self, user_id: str) -> int:
+        return self._versions[user_id]
+
+    def load(self, user_id: str) -> tuple[list[dict], int]:
+        return load_parts(self.folder(user_id)), self._versions[user_id]
+
+    def save(self, user_id: str, parts: list[dict], new_session: str | None = None) -> int | None:
+        folder = self.folder(user_id)
+        if new_session is not None and session_file(folder, new_session).exists():
+            return None
+        for part in parts:
+            atomic_write_json(session_file(folder, part["session_id"]), part)
+        self._versions[user_id] += 1
+        return self._versions[user_id]
+
+    def drop(self, user_id: str) -> None:
+        import shutil
+        shutil.rmtree(self.folder(user_id), ignore_errors=True)
+        self._versions[user_id] += 1
+
+
+def load_parts(folder: Path) -> list[dict]:
+    """The parts stored as JSON files in `folder` (a missing folder: none)."""
+    parts = []
+    for p in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
+        with open(p, encoding="utf-8") as f:
+            parts.append(json.load(f))
+    return parts

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import random
-import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +14,11 @@ from ..records import SessionRecord
 from ..settings import Options
 from ..store import VectorStore
 from ..trace import Trace
-from ..userspace import user_dir
 from ..packing import Piece, Unit, pack
 from . import linking, prompts
 from . import timelines as timelines_mod
 from .extract import BUILT_BY
-from .graph import Memory, MemoryGraph
+from .graph import GraphStore, JsonGraphStore, Memory, MemoryGraph
 
 KIND = "theanine_memories"
 TIMELINE_MAX_LEN = 12      # memories per timeline (the paper retrieves whole timelines; longer ones keep
@@ -32,11 +30,18 @@ class NodePiece(Piece):
     meta: str = ""          # the memory id this piece renders
 
 
+class _AlreadyBuilt(Exception):
+    """Another process stored this session's part first."""
+
+
 class TheanineMemory:
-    def __init__(self, store: VectorStore, embedder: Embedder, data_dir: Path):
+    """`graphs`: where the graph is persisted (default: JSON files under data_dir, for one process)."""
+
+    def __init__(self, store: VectorStore, embedder: Embedder, data_dir: Path, graphs: GraphStore | None = None):
         self.store, self.embedder, self.data_dir = store, embedder, Path(data_dir)
+        self.graphs: GraphStore = graphs or JsonGraphStore(self.data_dir)
         self.max_len = TIMELINE_MAX_LEN
-        self._graphs: dict[str, MemoryGraph] = {}
+        self._graphs: dict[str, tuple[MemoryGraph, int]] = {}     # user -> (graph, the store's version of it)
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
 
@@ -45,14 +50,36 @@ class TheanineMemory:
         with self._guard:
             return self._locks.setdefault(user_id, threading.RLock())
 
-    def _dir(self, user_id: str) -> Path:
-        return user_dir(self.data_dir, user_id) / "theanine_graph"
+    def use_graph_store(self, graphs: GraphStore) -> None:
+        """Persist graphs in `graphs` from now on (the app's shared database); cached graphs are dropped."""
+        with self._guard:
+            self.graphs = graphs
+            self._graphs.clear()
 
     def graph(self, user_id: str) -> MemoryGraph:
+        """The user's graph, reloaded when the store says it changed (another replica wrote to it)."""
         with self.lock(user_id):
-            if user_id not in self._graphs:
-                self._graphs[user_id] = MemoryGraph.load(self._dir(user_id))
-            return self._graphs[user_id]
+            cached = self._graphs.get(user_id)
+            if cached is None or cached[1] != self.graphs.version(user_id):
+                parts, version = self.graphs.load(user_id)
+                cached = self._graphs[user_id] = (MemoryGraph.from_sessions(parts), version)
+            return cached[0]
+
+    def _save(self, user_id: str, graph: MemoryGraph, session_ids, new_session: str | None = None) -> None:
+        """Store the parts of `session_ids` in one transaction and keep the cache in step with the store."""
+        before = self._graphs.get(user_id, (None, None))[1]
+        try:
+            version = self.graphs.save(user_id, [graph.session_dict(s) for s in sorted(session_ids)], new_session)
+        except BaseException:
+            self._graphs.pop(user_id, None)     # the cached graph was changed in place; the stored one was not
+            raise
+        if version is None:
+            self._graphs.pop(user_id, None)
+            raise _AlreadyBuilt(new_session)
+        if before is not None and version == before + 1:
+            self._graphs[user_id] = (graph, version)
+        else:                        # someone else wrote in between: reload on next use
+            self._graphs.pop(user_id, None)
 
     # --- Phase I --------------------------------------------------------------
     def build(self, user_id: str, session: SessionRecord, llm: LLMSession | None, options: Options,
@@ -68,17 +95,26 @@ class TheanineMemory:
         with self.lock(user_id):
             if session.session_id in self.graph(user_id).built_sessions:
                 return None
-            return self.add_memories(user_id, session.session_id, mems, llm, options, trace)
+            try:
+                return self._locked_add(user_id, session.session_id, mems, llm, options, trace)
+            except _AlreadyBuilt:
+                return None
 
     def add_memories(self, user_id: str, session_id: str, mems: list[Memory], llm: LLMSession | None,
                      options: Options, trace: Trace) -> list[str]:
-        """Link memories of one session into the graph and index them; the graph file is written last,
-        so a crash before it leaves the session unbuilt and a rerun rebuilds it once."""
+        """Link memories of one session into the graph and index them; the graph part is stored last,
+        in one transaction, so a crash before it leaves the session unbuilt and a rerun rebuilds it once."""
+        try:
+            return self._locked_add(user_id, session_id, mems, llm, options, trace)
+        except _AlreadyBuilt:
+            return []
+
+    def _locked_add(self, user_id, session_id, mems, llm, options, trace) -> list[str]:
         with self.lock(user_id):
             try:
                 return self._add_memories(user_id, session_id, mems, llm, options, trace)
             except BaseException:
-                self._graphs.pop(user_id, None)  # drop a half-updated cache; the file on disk is intact
+                self._graphs.pop(user_id, None)  # drop a half-updated cache; the stored graph is intact
                 raise
 
     def _add_memories(self, user_id, session_id, mems, llm, options, trace) -> list[str]:
@@ -100,7 +136,7 @@ class TheanineMemory:
             self.store.add(user_id, KIND, [m.id for m in mems], [m.event for m in mems], vecs,
                            [{"session_id": m.session_id, "time": m.time} for m in mems])
         graph.built_sessions.add(session_id)
-        graph.save_session(self._dir(user_id), session_id)
+        self._save(user_id, graph, [session_id], new_session=session_id)
         return [m.id for m in mems]
 
     def _candidates(self, user_id: str, session_id: str, mems: list[Memory], vecs: np.ndarray,
@@ -194,15 +230,14 @@ class TheanineMemory:
                 return False
             touched = graph.remove_memory(memory_id)
             self.store.delete(user_id, KIND, ids=[memory_id])
-            for session_id in touched:
-                graph.save_session(self._dir(user_id), session_id)
+            self._save(user_id, graph, touched)
             return True
 
     def forget(self, user_id: str) -> None:
         with self.lock(user_id):
             self.store.drop_user(user_id, (KIND,))
             self._graphs.pop(user_id, None)
-            shutil.rmtree(self._dir(user_id), ignore_errors=True)
+            self.graphs.drop(user_id)
 
     def view(self, user_id: str) -> dict:
         with self.lock(user_id):
