@@ -191,6 +191,7 @@ class MemoryAgent:
                        timelines: bool = True) -> MemoryContext:
         """Exactly the memory `reply` would put in its prompt for `message` (the benchmarks call this)."""
         opts = options or self.settings.options
+        message = truncate(message, MAX_MESSAGE_TOKENS) if count_tokens(message) > MAX_MESSAGE_TOKENS else message
         gen = self._memory_steps(user_id, recent_history(history), message, opts, trace or Trace(opts.strategy),
                                  session, timelines)
         while True:

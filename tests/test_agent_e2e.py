@@ -74,8 +74,10 @@ def test_embedded_default_builds_memory_without_llm_calls(tmp_path):
     assert report.trace.llm_calls == [] and report.trace.memory_path == "offline"
     assert any("without an LLM" in n for n in report.trace.notices)
     events = [m["event"] for m in agent.graph_view("u1")["nodes"]]
-    assert events == ["user: I adopted a golden retriever puppy named Biscuit this morning.",
-                      "user: I am also starting pottery classes on Tuesday evenings."]
+    assert [e for e in events if e.startswith("user:")] == [
+        "user: I adopted a golden retriever puppy named Biscuit this morning.",
+        "user: I am also starting pottery classes on Tuesday evenings."]
+    assert "assistant: Congratulations on the new puppy!" not in events            # a cheer is no memory
     assert agent.close_session("u1", SESSIONS[1]).new_segments
     check_memory_used(agent, llm_steps=False)
     events, trace = run(agent, "theanine", "Tell me about Biscuit.")

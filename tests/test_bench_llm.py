@@ -146,3 +146,21 @@ def test_qa_and_teafarm_plumbing_with_the_embedded_model(tmp_path, monkeypatch):
                          "--strategies", "theanine"]) == 0
     d = json.loads(out.read_text())
     assert d["config"]["generated"] in (0, 1) and d["strategies"]["theanine"]["n"] == d["config"]["generated"]
+
+
+def test_locomo_agent_path_with_the_configured_llm_summariser(tmp_path, fake_endpoint, monkeypatch):
+    """Issue 10: `--summariser llm` closes the sessions with the configured endpoint (injected into
+    MemoryAgent through llm_factory) and scores the memory text the reply would receive."""
+    from memory.bench import locomo
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
+    data = write_tiny(tmp_path / "tiny.json")
+    out = tmp_path / "locomo.json"
+    assert locomo.main(["--data", str(data), "--out", str(out), "--budgets", "50,1000", "--retrievers", "bm25",
+                        "--summariser", "llm", "--methods", "secom,theanine-topk"]) == 0
+    d = json.loads(out.read_text())
+    assert d["config"]["path"] == "agent" and "fake" in d["config"]["llm"]
+    close = d["close"]["llm"]["conv-t0"]
+    assert close["llm_calls"] > 0 and close["memories"] > 0
+    prompts = [r["messages"][-1]["content"] for r in fake_endpoint.requests]
+    assert any("worth remembering" in p for p in prompts)                         # the engine's summary prompt
+    assert {r["summariser"] for r in d["results"] if r["method"] != "turn"} == {"llm"}

@@ -575,7 +575,8 @@ def _main_agent(p, args) -> int:
     convs = load(args.data, args.conversations)
     t0 = time.perf_counter()
     out = la.evaluate(convs, methods, args.retrievers, args.budgets, args.summariser, settings=settings,
-                      embedder=embedder, options=options, dates=not args.no_dates)
+                      embedder=embedder, options=options, dates=not args.no_dates,
+                      segment_max_len=args.segment_max_len)
     from ..theanine import strategy as ts
     out["config"] = {
         "path": "agent", "summarisers": args.summariser, "data": str(args.data),
@@ -583,7 +584,8 @@ def _main_agent(p, args) -> int:
         "budgets": args.budgets, "methods": methods, "retrievers": args.retrievers, "seed": args.seed,
         "tokenizer": "tiktoken cl100k_base", "embedder": settings.embedder, "k": la.BENCH_K, "j": options.j,
         "n": options.n, "timeline_max_len": ts.TIMELINE_MAX_LEN, "segmenter": settings.segmenter,
-        "segmenter_params": settings.segmenter_params or None, "compressor": settings.compressor_model,
+        "segmenter_params": settings.segmenter_params or None, "segment_max_len": args.segment_max_len,
+        "compressor": settings.compressor_model,
         "llm": settings.llm.describe() if "llm" in args.summariser else None,
         "theanine_retriever": "dense (the app's)",
         "packing": "memory.packing.pack (shared by reply and benchmark)",

@@ -116,7 +116,7 @@ class Built:
     close: dict
 
 
-def build(conv, summariser: str, settings, data_dir: Path, options) -> Built:
+def build(conv, summariser: str, settings, data_dir: Path, options, segment_max_len: int | None = None) -> Built:
     """A MemoryAgent on the app's providers (settings) with the conversation's sessions closed."""
     from ..agent import MemoryAgent
     from ..llm import make_llm
@@ -125,6 +125,12 @@ def build(conv, summariser: str, settings, data_dir: Path, options) -> Built:
     agent = MemoryAgent.from_settings(s, llm_factory=(lambda cfg: llm) if llm is not None else None)
     cached = CachedEmbedder(agent.embedder)
     agent.embedder = agent.theanine.embedder = agent.secom.embedder = cached
+    if segment_max_len:                     # the offline segmenter with its longest segment capped
+        from ..secom.segmentation import EmbeddingSegmenter, LLMSegmenter
+        seg = agent.secom.segmenter
+        offline = EmbeddingSegmenter(cached, getattr(agent.secom._embedding_segmenter(), "params", None),
+                                     max_len=segment_max_len)
+        agent.secom.segmenter = LLMSegmenter(seg.rubric, fallback=offline) if isinstance(seg, LLMSegmenter) else offline
     user = f"locomo-{conv.sample_id}-{summariser}"
     t0 = time.perf_counter()
     calls, fallbacks, memories, segments, notices = 0, defaultdict(int), 0, 0, []
@@ -161,7 +167,7 @@ def recall_rows(b: Built, conv, method: str, retriever: str, budgets: list[int],
 
 
 def evaluate(convs, methods: list[str], retrievers: list[str], budgets: list[int], summarisers: list[str], *,
-             settings, embedder, options, dates: bool = True) -> dict:
+             settings, embedder, options, dates: bool = True, segment_max_len: int | None = None) -> dict:
     from .locomo import CATEGORIES, DialogueUnits, _Cached, _mean
     per: dict[tuple, list] = defaultdict(list)
     closes: dict = defaultdict(dict)
@@ -180,7 +186,7 @@ def evaluate(convs, methods: list[str], retrievers: list[str], budgets: list[int
                             per[("-", method, r, bud)].append((conv.sample_id, q.category, rec))
             for summ in summarisers:
                 t0 = time.perf_counter()
-                b = build(conv, summ, settings, Path(tmp) / f"{conv.sample_id}-{summ}", options)
+                b = build(conv, summ, settings, Path(tmp) / f"{conv.sample_id}-{summ}", options, segment_max_len)
                 closes[summ][conv.sample_id] = b.close
                 progress(f"  {summ}: closed {len(conv.sessions)} sessions in {time.perf_counter() - t0:.1f}s "
                          f"({b.close['memories']} memories, {b.close['segments']} segments, "
