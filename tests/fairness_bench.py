@@ -62,6 +62,8 @@ class App:
         raise RuntimeError("the app did not start within 900 s")
 
     def stop(self) -> None:
+        if not hasattr(self, "proc"):
+            return
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -98,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     app = App(data, {"MEMORY_LLM_STEPS": a.llm_steps, "LLM_MAX_REPLY_TOKENS": a.reply_tokens})
     print(f"starting the app (embedded model, MEMORY_LLM_STEPS={a.llm_steps}, "
           f"LLM_MAX_REPLY_TOKENS={a.reply_tokens}) in {data}", flush=True)
-    url = app.start()
     try:
+        url = app.start()
         ca, cb = Client(url, verbose=False), Client(url, verbose=False)
         api = ca.view_api(print_info=False, return_format="dict")["named_endpoints"]
         import_api = "/import_history" in api
