@@ -18,11 +18,18 @@ Every id is validated (20-64 characters of A-Z a-z 0-9 _ -) before use.
 
 import gradio as gr
 
-from sessions import SessionService, new_user_id
+from memory.errors import InvalidOptions
+from sessions import SessionService, UserError, new_user_id
 from sessions.lifecycle import EndResult
 from sessions.service import user_message
 
 from . import fairness
+
+
+def _error(e: BaseException) -> gr.Error:
+    """The client's error: the readable message; a refusal written for people (busy, a limit, a bad
+    value) is not logged with a traceback, unlike a failure."""
+    return gr.Error(user_message(e), print_exception=not isinstance(e, (UserError, InvalidOptions)))
 
 
 def _session(s) -> dict:
@@ -69,7 +76,7 @@ def register_api(service: SessionService) -> None:
         try:
             return _answer(service.send(user_id, message, strategy or None))
         except Exception as e:  # noqa: BLE001 - clients get the readable message, never a stack trace
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     def reply_again(user_id: str, strategy: str = "") -> tuple[str, dict]:
         """Answer again the last message of the open session when its reply failed or never came
@@ -77,7 +84,7 @@ def register_api(service: SessionService) -> None:
         try:
             return _answer(service.retry(user_id, strategy or None))
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     def end_session(user_id: str, next_date: str = "") -> dict:
         """End the user's open session: build its memory (THEANINE graph and SeCom segments) and open
@@ -85,14 +92,14 @@ def register_api(service: SessionService) -> None:
         try:
             return _end(service.end_session(user_id, next_date or None))
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     def new_session(user_id: str, date: str) -> dict:
         """Start a session dated `date` (e.g. "2023-05-15"); the open one is ended first if it has messages."""
         try:
             return _end(service.new_session(user_id, date))
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     def history(user_id: str) -> dict:
         """The user's sessions (oldest first), each with its messages."""
@@ -105,7 +112,7 @@ def register_api(service: SessionService) -> None:
                      "error": m.error} for m in msgs]})
             return {"sessions": out}
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)
