@@ -66,7 +66,6 @@ def build():
                       allow_llm_change=settings.allow_llm_change)
     # Replies share one pool (ui.fairness); memory builds wait in the service's own build pool.
     demo.queue(default_concurrency_limit=int(os.environ.get("MEMORY_CONCURRENCY", "4")))
-    demo.memory_service = service      # for tools that run the app in-process (tests/fairness_app.py)
     return demo
 
 

@@ -3,7 +3,7 @@
     python -m tests.fairness_bench                      # conv-30 of LoCoMo dev, 5 replies each way
     python -m tests.fairness_bench --sample conv-26 --replies 5 --reply-tokens 64
 
-Starts the app (tests/fairness_app.py: app.py plus /import_history if the app lacks it) on the
+Starts app.py (it needs the /import_history endpoint of the offline-mode change) on the
 embedded defaults in a temporary data dir, with MEMORY_LLM_STEPS=off (memory builds without LLM
 calls, honoured once the offline-mode change is in). User B first sends `replies` messages with
 nothing else running (after one warm-up reply), then user A starts the import through the API
@@ -34,7 +34,7 @@ QUESTIONS = ["I went hiking with my sister last weekend.", "What should I cook t
 
 
 class App:
-    """tests/fairness_app.py in a subprocess on a free port, logging to DATA/app.log."""
+    """app.py in a subprocess on a free port, logging to DATA/app.log."""
 
     def __init__(self, data: Path, env: dict):
         from ui_fixtures import app_env, free_port
@@ -46,7 +46,7 @@ class App:
     def start(self) -> str:
         import urllib.request
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "fairness_app.py")], cwd=str(HERE.parent),
+        self.proc = subprocess.Popen([sys.executable, str(HERE.parent / "app.py")], cwd=str(HERE.parent),
                                      env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.time() + 900
         while time.time() < deadline:
@@ -62,6 +62,8 @@ class App:
         raise RuntimeError("the app did not start within 900 s")
 
     def stop(self) -> None:
+        if not hasattr(self, "proc"):
+            return
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -98,11 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     app = App(data, {"MEMORY_LLM_STEPS": a.llm_steps, "LLM_MAX_REPLY_TOKENS": a.reply_tokens})
     print(f"starting the app (embedded model, MEMORY_LLM_STEPS={a.llm_steps}, "
           f"LLM_MAX_REPLY_TOKENS={a.reply_tokens}) in {data}", flush=True)
-    url = app.start()
     try:
+        url = app.start()
         ca, cb = Client(url, verbose=False), Client(url, verbose=False)
         api = ca.view_api(print_info=False, return_format="dict")["named_endpoints"]
-        import_api = "/import_history" in api
+        if "/import_history" not in api:
+            print("this app has no /import_history endpoint (it comes with the offline-mode change)")
+            return 2
         ua, ub = ca.predict(api_name="/new_user"), cb.predict(api_name="/new_user")
         timed_reply(cb, ub, "Hello! Nice to meet you.", a.strategy)               # warm-up, not counted
         alone = []
@@ -137,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         importer.join(3600)
         m0, m1 = statistics.median(alone), statistics.median(during)
         print("\nresults")
-        print(f"  MEMORY_LLM_STEPS={a.llm_steps} (set in the app's environment); import endpoint: "
-              f"{'the app' + chr(39) + 's /import_history' if import_api else 'tests/fairness_app.py stand-in'}")
+        print(f"  MEMORY_LLM_STEPS={a.llm_steps} (set in the app's environment); import through /import_history")
         print(f"  B reply median, no import:     {m0:.2f} s   ({', '.join(f'{x:.2f}' for x in alone)})")
         print(f"  B reply median, during import: {m1:.2f} s   ({', '.join(f'{x:.2f}' for x in during)})")
         print(f"  ratio: {m1 / m0:.2f}x (target <= 2x): {'met' if m1 <= 2 * m0 else 'NOT met'}")

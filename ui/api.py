@@ -20,11 +20,18 @@ Every id is validated (20-64 characters of A-Z a-z 0-9 _ -) before use.
 
 import gradio as gr
 
-from sessions import SessionService, new_user_id
+from memory.errors import InvalidOptions
+from sessions import SessionService, UserError, new_user_id
 from sessions.lifecycle import EndResult
 from sessions.service import user_message
 
 from . import fairness
+
+
+def _error(e: BaseException) -> gr.Error:
+    """The client's error: the readable message; a refusal written for people (busy, a limit, a bad
+    value) is not logged with a traceback, unlike a failure."""
+    return gr.Error(user_message(e), print_exception=not isinstance(e, (UserError, InvalidOptions)))
 
 
 def _session(s) -> dict:
@@ -71,7 +78,7 @@ def register_api(service: SessionService) -> None:
         try:
             return _answer(service.send(user_id, message, strategy or None))
         except Exception as e:  # noqa: BLE001 - clients get the readable message, never a stack trace
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     def reply_again(user_id: str, strategy: str = "") -> tuple[str, dict]:
         """Answer again the last message of the open session when its reply failed or never came
@@ -79,7 +86,7 @@ def register_api(service: SessionService) -> None:
         try:
             return _answer(service.retry(user_id, strategy or None))
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     def end_session(user_id: str, next_date: str = "") -> dict:
         """End the user's open session: build its memory (THEANINE graph and SeCom segments) and open
@@ -88,7 +95,7 @@ def register_api(service: SessionService) -> None:
         try:
             return _end(service.end_session(user_id, next_date or None))
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     def new_session(user_id: str, date: str) -> dict:
         """Start a session dated `date` (e.g. "2023-05-15"; not before the previous session); the open one
@@ -96,7 +103,7 @@ def register_api(service: SessionService) -> None:
         try:
             return _end(service.new_session(user_id, date))
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     def history(user_id: str) -> dict:
         """The user's sessions (oldest first), each with its messages."""
@@ -109,7 +116,7 @@ def register_api(service: SessionService) -> None:
                      "error": m.error} for m in msgs]})
             return {"sessions": out}
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     def import_history(user_id: str, data: str, sample_id: str = "") -> dict:
         """Import a history (the JSON text of this app's format or of LoCoMo; `sample_id` picks one
@@ -118,7 +125,7 @@ def register_api(service: SessionService) -> None:
         try:
             result = service.import_history(user_id, data, sample_id or "")
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
         out = _end(result)
         out["memories"] = sum(len(c["new_memories"]) for c in out["closed"])
         out["segments"] = sum(len(c["new_segments"]) for c in out["closed"])
@@ -130,7 +137,7 @@ def register_api(service: SessionService) -> None:
         try:
             return service.export(user_id)
         except Exception as e:  # noqa: BLE001
-            raise gr.Error(user_message(e)) from None
+            raise _error(e) from None
 
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)
@@ -138,5 +145,5 @@ def register_api(service: SessionService) -> None:
     gr.api(end_session, api_name="end_session", **build)
     gr.api(new_session, api_name="new_session", **build)
     gr.api(history, api_name="history")
-    gr.api(import_history, api_name="import_history")
+    gr.api(import_history, api_name="import_history", **build)
     gr.api(export_memory, api_name="export_memory")
