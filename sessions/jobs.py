@@ -64,28 +64,35 @@ class JobGate:
     """Which user runs which job right now: one per lane (LANES) per user."""
 
     def __init__(self):
-        self._running: dict[tuple[str, str], str] = {}
+        self._running: dict[tuple[str, str], tuple[str, object]] = {}   # (user, lane) -> (kind, holder)
         self._lock = threading.Lock()
 
     def running(self, user_id: str) -> str | None:
         with self._lock:
-            return next((k for (u, _), k in self._running.items() if u == user_id), None)
+            return next((k for (u, _), (k, _) in self._running.items() if u == user_id), None)
 
     @contextmanager
     def hold(self, user_id: str, kind: str) -> Iterator[None]:
         lanes = [(user_id, lane) for lane in LANES.get(kind, ("memory",))]
+        token = object()
         with self._lock:
             for lane in lanes:
                 if lane in self._running:
-                    raise Busy(self._running[lane])
+                    raise Busy(self._running[lane][0])
             for lane in lanes:
-                self._running[lane] = kind
+                self._running[lane] = (kind, token)
         try:
             yield
         finally:
             with self._lock:
                 for lane in lanes:
-                    self._running.pop(lane, None)
+                    if self._running.get(lane, (None, None))[1] is token:   # not a later holder's slot
+                        self._running.pop(lane, None)
+
+    def release(self, user_id: str, lane: str) -> None:
+        """Free a lane whose job was abandoned (Stop: the cancelled reply may still be finishing)."""
+        with self._lock:
+            self._running.pop((user_id, lane), None)
 
     def stream(self, user_id: str, kind: str, make: Callable[[], Iterator[T]]) -> Iterator[T]:
         """A generator job: the slot is taken at the first step (Busy raised there) and freed when it

@@ -101,6 +101,10 @@ class SessionService:
         opts, llm = self.options(user_id, strategy), self.llm(user_id)
         return self.jobs.stream(user_id, "reply", lambda: self.chat.retry(user_id, opts, llm))
 
+    def stop_reply(self, user_id: str) -> None:
+        """The user pressed Stop: the chat lane is free for Retry at once."""
+        self.jobs.release(check_user_id(user_id), "chat")
+
     def compare(self, user_id: str, message: str) -> Iterator[dict]:
         user_id = check_user_id(user_id)
         opts, llm = self.options(user_id), self.llm(user_id)

@@ -228,13 +228,13 @@ class Store:
         self.ensure_user(user_id)
         ids = []
         now = time.time()
-        wanted = {tid for _, turns in sessions for *_, tid in turns if tid}
+        sessions = [(date, [(*t, None)[:4] for t in turns]) for date, turns in sessions]   # turn id optional
         with self._write() as c:
             self._lock_user(c, user_id)
             taken = {r[0] for r in c.execute(sa.select(M.c.source_turn_id).where(
                 M.c.user_id == user_id, M.c.source_turn_id.is_not(None)))}
             prefix = ""
-            if wanted & taken:
+            if taken.intersection(t[3] for _, turns in sessions for t in turns if t[3]):
                 n = c.execute(sa.select(sa.func.count()).select_from(S).where(
                     S.c.user_id == user_id, S.c.source == "import")).scalar()
                 prefix = f"i{n + 1}/"

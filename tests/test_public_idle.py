@@ -25,8 +25,9 @@ def test_idle_users_reported_then_deleted_on_request_only(tmp_path):
     svc.store.messages  # noqa: B018 - both users exist
     # "recent" was active now; pretend 40 days pass for everyone but them by moving the clock and
     # touching "recent" again at that time.
+    from sessions.schema import messages
     with svc.store._write() as db:
-        db.execute("UPDATE messages SET created_at = ? WHERE user_id = ?", (now, recent))
+        db.execute(messages.update().where(messages.c.user_id == recent).values(created_at=now))
 
     out = io.StringIO()
     assert main(["--days", "30"], service=svc, out=out, now=now) == 0

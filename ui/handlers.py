@@ -301,6 +301,7 @@ class Handlers:
         except UserError as e:
             return self._fail(e, c.status)
         self._release(uid)
+        self.svc.stop_reply(uid)
         time.sleep(0.3)          # let the cancelled stream record its interruption
         view = self._view(uid)
         view[c.stop] = gr.update(visible=False)

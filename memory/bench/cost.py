@@ -19,6 +19,8 @@ Official call patterns, counted on the same run:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import re
 import tempfile
@@ -109,6 +111,7 @@ def make_agent(settings: Settings, data_dir: Path, embedder, llm_instance=None, 
                         use_llm_segmenter=llm_segmenter)
     from ..agent import MemoryAgent
     factory = (lambda cfg: llm_instance) if llm_instance is not None else None   # one LLM given, injected
+    settings = replace(settings, llm_steps="on")      # the cost of the papers' LLM steps is what is measured
     return MemoryAgent(settings, store, embedder, TheanineMemory(store, embedder, data_dir), secom,
                        llm_factory=factory)
 

@@ -188,7 +188,7 @@ class SecomMemory:
                 turn_ids = [t.turn_id for t in seg_turns if t.turn_id]
                 metas.append({"turn_lines": ",".join(str(len(t.text.split("\n"))) for t in seg_turns),
                               "turn_id_per_turn": ",".join(t.turn_id or "" for t in seg_turns),
-                              "compressed": bool(compressed),"session_id": session.session_id, "date": session.date or "", "date_ts": ts,
+                              "compressed": bool(compressed), "session_id": session.session_id, "date": session.date or "", "date_ts": ts,
                               "start": int(s), "end": int(e), "text": texts[i], "summary": summary or "",
                               "turn_ids": ",".join(turn_ids), "compression_rate": float(options.compression_rate),
                               "fingerprint": fp})
@@ -339,9 +339,13 @@ class SecomMemory:
                 continue
             text = "\n".join(exchange_text(ex) for ex in exchanges(kept))
             rate = float(m.get("compression_rate", getattr(options, "compression_rate", 1.0)))
-            key = self._compress([text], rate, trace)[0]
+            keys, compressed = self._compress([text], rate, trace)
+            key = keys[0]
             forgotten = sorted(set(str(m.get("forgotten", "")).split(",")) - {""} | hit)
-            m.update(text=text, summary="", turn_ids=",".join(t.turn_id for t in kept), forgotten=",".join(forgotten))
+            m.update(text=text, summary="", turn_ids=",".join(t.turn_id for t in kept), forgotten=",".join(forgotten),
+                     compressed=bool(compressed),
+                     turn_lines=",".join(str(len(t.text.split("\n"))) for t in kept),
+                     turn_id_per_turn=",".join(t.turn_id or "" for t in kept))
             self.store.delete(user_id, KIND, ids=[h.id])
             self.store.add(user_id, KIND, [h.id], [key], self.embedder.embed([key]), [m])
             out["rebuilt"].append(h.id)
