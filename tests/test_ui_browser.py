@@ -18,11 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from ui_fixtures import live_app  # noqa: F401  (session fixture: the running app)
+from ui_fixtures import chromium_browser, live_app  # noqa: F401  (live_app: the running app)
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-quic", "--no-first-run", "--disable-sync"]
 XSS = "<img src=x onerror=alert(1)>"
 FIRST = f"My dog is called Rex and we love hiking in the Alps together. {XSS}"
 REPLY_TIMEOUT = 240_000          # ms: retrieval + refinement + reply on the tiny CPU model
@@ -148,15 +145,7 @@ def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
 
 # --- the app in a browser (slow) -----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+browser = pytest.fixture(scope="module")(chromium_browser)
 
 
 class Visit:

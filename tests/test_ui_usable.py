@@ -19,16 +19,12 @@ from pathlib import Path
 import pytest
 
 from reliability_llm import LLMServer, app_llm_env
-from ui_fixtures import RunningApp
+from conftest import SHARED_DATA
+from ui_fixtures import RunningApp, chromium_browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-quic", "--no-first-run", "--disable-sync"]
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
-LOCOMO = Path("/work/shared/data/locomo/locomo_dev.json")
-if not LOCOMO.exists():
-    LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
 BUILD_TIMEOUT = 900_000
 LONG = "x" * 600                      # one unbroken string
 
@@ -50,15 +46,7 @@ def app(tmp_path_factory, server):
     a.stop()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+browser = pytest.fixture(scope="module")(chromium_browser)
 
 
 class Page:

@@ -109,6 +109,24 @@ class ScriptedAgent:
         self.graphs.pop(user_id, None)
 
 
+# --- a real browser: Debian's chromium through Playwright (never `playwright install`) ----------
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-quic", "--no-first-run", "--disable-sync"]
+
+
+def chromium_browser():
+    """A module fixture's body: one headless chromium for the tests of a module."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
 # --- running app.py ------------------------------------------------------------------------
 
 def free_port() -> int:

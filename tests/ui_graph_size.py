@@ -26,7 +26,7 @@ def main() -> None:
     from reliability_app import components
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default="/work/shared/data/locomo/locomo_dev.json")
+    ap.add_argument("--data", default="../shared/data/locomo/locomo_dev.json")
     ap.add_argument("--sample", default="conv-26")
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
