@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,47 +30,6 @@ LOCOMO = HERE.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 QUESTIONS = ["I went hiking with my sister last weekend.", "What should I cook tonight?",
              "My cat knocked over a plant again.", "I start a new job on Monday.", "Any tips for sleeping better?",
              "I finished reading a long novel.", "The weather turned cold today."]
-
-
-class App:
-    """app.py in a subprocess on a free port, logging to DATA/app.log."""
-
-    def __init__(self, data: Path, env: dict):
-        from ui_fixtures import app_env, free_port
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = data / "app.log"
-        self.env = app_env(data, self.port, **env)
-
-    def start(self) -> str:
-        import urllib.request
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, str(HERE.parent / "app.py")], cwd=str(HERE.parent),
-                                     env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 900
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("the app exited:\n" + self.log_path.read_text(errors="replace")[-4000:])
-            try:
-                with urllib.request.urlopen(self.url + "/", timeout=5) as r:
-                    if r.status == 200:
-                        return self.url
-            except OSError:
-                time.sleep(1)
-        self.stop()
-        raise RuntimeError("the app did not start within 900 s")
-
-    def stop(self) -> None:
-        if not hasattr(self, "proc"):
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
 
 
 def timed_reply(client, uid: str, text: str, strategy: str) -> float:
@@ -97,11 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     from gradio_client import Client
 
     data = Path(tempfile.mkdtemp(prefix="fairness-"))
-    app = App(data, {"MEMORY_LLM_STEPS": a.llm_steps, "LLM_MAX_REPLY_TOKENS": a.reply_tokens})
     print(f"starting the app (embedded model, MEMORY_LLM_STEPS={a.llm_steps}, "
           f"LLM_MAX_REPLY_TOKENS={a.reply_tokens}) in {data}", flush=True)
+    from ui_fixtures import RunningApp
+    app = RunningApp(data, data / "app.log", timeout=900, MEMORY_LLM_STEPS=a.llm_steps,
+                     LLM_MAX_REPLY_TOKENS=a.reply_tokens)
     try:
-        url = app.start()
+        url = app.url
         ca, cb = Client(url, verbose=False), Client(url, verbose=False)
         api = ca.view_api(print_info=False, return_format="dict")["named_endpoints"]
         if "/import_history" not in api:
