@@ -28,5 +28,7 @@ def test_twenty_users_at_once(tmp_path):
     assert out["messages"] == out["expected_messages"] == 60
     assert out["crossed_users"] == []
     assert out["closes_run"] == 20                      # 21 close requests, the doubled one ran once
-    assert out["replies_done_during_another_users_close"] > 0
+    # Whether a reply happens to finish during another user's close is timing (offline closes take
+    # under a second now); that replies never wait behind builds is tested deterministically in
+    # tests/test_public_jobs.py::test_other_users_reply_while_a_build_runs.
     assert "Traceback" not in app.log()
