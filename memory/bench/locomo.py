@@ -256,13 +256,7 @@ class TheanineUnits:
             if mid in shown:
                 continue
             for path in tl.sample_timelines(self.graph, mid, self.options.n, rng, max_len=self.max_len):
-                a = path.index(mid)
-                lo, hi = a, a
-                while hi + 1 < len(path) and path[hi + 1] not in shown:
-                    hi += 1
-                while lo > 0 and path[lo - 1] not in shown:
-                    lo -= 1
-                path = path[lo:hi + 1]
+                path = tl.unshown_run(path, mid, shown)
                 shown.update(path)
                 yield self.timeline_unit(path, mid)
 

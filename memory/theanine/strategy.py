@@ -179,13 +179,7 @@ class TheanineMemory:
                 paths = (timelines_mod.sample_timelines(graph, h.id, options.n, rng, max_len=self.max_len)
                          if timelines else [[h.id]])
                 for path in paths:
-                    a = path.index(h.id)
-                    lo, hi = a, a                       # the run around the anchor not shown yet
-                    while hi + 1 < len(path) and path[hi + 1] not in shown:
-                        hi += 1
-                    while lo > 0 and path[lo - 1] not in shown:
-                        lo -= 1
-                    path = path[lo:hi + 1]
+                    path = timelines_mod.unshown_run(path, h.id, shown)
                     shown.update(path)
                     units.append(self._unit(graph, path, h.id))
             packed = pack(units, options.budget)

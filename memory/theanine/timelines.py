@@ -107,3 +107,15 @@ def render(graph: MemoryGraph, path: list[str]) -> str:
             parts.append(f" -({graph.g.edges[path[i - 1], mid]['relation']})- ")
         parts.append(f"[{m.time}: {m.event}]" if m.time else f"[{m.event}]")
     return "".join(parts)
+
+
+def unshown_run(path: list[str], anchor: str, shown: set[str]) -> list[str]:
+    """The part of `path` around `anchor` whose memories are not in `shown` yet (a memory already
+    given to the reply is not repeated)."""
+    a = path.index(anchor)
+    lo, hi = a, a
+    while hi + 1 < len(path) and path[hi + 1] not in shown:
+        hi += 1
+    while lo > 0 and path[lo - 1] not in shown:
+        lo -= 1
+    return path[lo:hi + 1]
