@@ -11,6 +11,7 @@ default 4), the per-user bounds of sessions.jobs.Limits (MEMORY_MAX_*,
 MEMORY_BUILD_WORKERS) and MEMORY_BROWSER_SECRET (key of the browser-stored user
 id; by default a random one kept in the data dir).
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,6 +27,7 @@ def load_env() -> None:
     # Before anything reads the environment; MEMORY_DOTENV=0 skips .env (the tests use it).
     if os.environ.get("MEMORY_DOTENV", "1") != "0":
         from dotenv import load_dotenv
+
         load_dotenv()
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -54,16 +56,17 @@ def build():
     settings = Settings.from_env()
     log.info("data dir %s; %s", settings.data_dir, settings.llm.describe())
     if os.environ.get("DATABASE_URL") and not settings.chroma_host:
-        log.warning("DATABASE_URL is set but CHROMA_HOST is not: vectors stay in this process's data dir, "
-                    "so other replicas will not find this replica's memories (README: Scale out)")
+        log.warning(
+            "DATABASE_URL is set but CHROMA_HOST is not: vectors stay in this process's data dir, "
+            "so other replicas will not find this replica's memories (README: Scale out)"
+        )
     agent = MemoryAgent.from_settings(settings)
     service = SessionService(settings, agent, limits=Limits.from_env())
     # Sessions whose memory build was cut short (crash, LLM outage) are built again in the background.
     threading.Thread(target=service.recover_pending_closes, name="recover-closes", daemon=True).start()
     if not settings.allow_llm_change:
         log.info("LLM choice locked for visitors (public deployment; MEMORY_ALLOW_LLM_CHANGE=1 unlocks it)")
-    demo = build_demo(service, settings, browser_secret(settings.data_dir),
-                      allow_llm_change=settings.allow_llm_change)
+    demo = build_demo(service, settings, browser_secret(settings.data_dir), allow_llm_change=settings.allow_llm_change)
     # Replies share one pool (ui.fairness); memory builds wait in the service's own build pool.
     demo.queue(default_concurrency_limit=int(os.environ.get("MEMORY_CONCURRENCY", "4")))
     return demo
@@ -74,6 +77,7 @@ class RedactSecrets(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         from sessions.text import redact
+
         msg = record.getMessage()
         clean = redact(msg)
         if clean != msg:
@@ -91,6 +95,7 @@ def main() -> None:
         handler.addFilter(RedactSecrets())
     load_env()
     from ui import launch_kwargs
+
     demo = build()
     # GRADIO_SERVER_NAME / GRADIO_SERVER_PORT are read by launch(); the default is 127.0.0.1:7860.
     demo.launch(**launch_kwargs())

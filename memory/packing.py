@@ -6,12 +6,14 @@ fit is cut to its pieces around its anchor (for a segment, its best-matching
 exchange; for a timeline, its retrieved memory) and the context ends there. So
 the best unit is always used, however long.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from .tokens import count_tokens
+
 
 @dataclass
 class Piece:
@@ -40,7 +42,7 @@ class Unit:
     sep: str = "\n"
     anchor: int = 0
     meta: dict = field(default_factory=dict)
-    head: Piece | None = None     # kept with any part of the unit (a segment's date line); never cut
+    head: Piece | None = None  # kept with any part of the unit (a segment's date line); never cut
 
     @property
     def text(self) -> str:
@@ -62,7 +64,7 @@ def _cut(unit: Unit, room: int, sep_tokens: int) -> list[Piece]:
     used = ps[a].n_tokens()
     after_first = True
     while True:
-        for j in ((hi + 1, lo - 1) if after_first else (lo - 1, hi + 1)):
+        for j in (hi + 1, lo - 1) if after_first else (lo - 1, hi + 1):
             if 0 <= j < len(ps) and used + sep_tokens + ps[j].n_tokens() <= room:
                 used += sep_tokens + ps[j].n_tokens()
                 lo, hi = min(lo, j), max(hi, j)
@@ -70,16 +72,16 @@ def _cut(unit: Unit, room: int, sep_tokens: int) -> list[Piece]:
         else:
             break
         after_first = not after_first
-    return list(ps[lo:hi + 1])
+    return list(ps[lo : hi + 1])
 
 
 @dataclass
 class Packed:
-    units: list[str]              # ids of the units used (the last may be cut)
-    covered: set[str]             # evidence ids carried whole by the context
-    tokens: int                   # token estimate of the context (sum of pieces + separators)
+    units: list[str]  # ids of the units used (the last may be cut)
+    covered: set[str]  # evidence ids carried whole by the context
+    tokens: int  # token estimate of the context (sum of pieces + separators)
     text: str
-    chosen: list = field(default_factory=list)   # (unit, pieces kept) per unit used, in rank order
+    chosen: list = field(default_factory=list)  # (unit, pieces kept) per unit used, in rank order
 
 
 UNIT_SEP = "\n\n"

@@ -1,7 +1,8 @@
 """Plain records shared by the whole library: dialogue turns and sessions."""
+
 from __future__ import annotations
 
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass
@@ -25,7 +26,7 @@ class SessionRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SessionRecord":
+    def from_dict(cls, d: dict) -> SessionRecord:
         return cls(d["session_id"], d.get("date", ""), [Turn(**t) for t in d.get("turns", [])])
 
 
@@ -45,13 +46,21 @@ def exchanges(turns: list[Turn]) -> list[list[Turn]]:
     return out
 
 
-_DATE_FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%I:%M %p on %d %B, %Y", "%d %B %Y",
-                 "%B %d, %Y", "%d %B, %Y")
+_DATE_FORMATS = (
+    "%Y-%m-%d",
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%dT%H:%M:%S",
+    "%I:%M %p on %d %B, %Y",
+    "%d %B %Y",
+    "%B %d, %Y",
+    "%d %B, %Y",
+)
 
 
 def sortable_time(date: str) -> str:
     """An ISO timestamp for a session date string ("2023-05-08", LoCoMo's "1:56 pm on 8 May, 2023"), or ""."""
     from datetime import datetime
+
     s = " ".join(date.strip().split())
     for fmt in _DATE_FORMATS:
         try:

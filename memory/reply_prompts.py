@@ -5,15 +5,14 @@ between strategies is only the memory block, so a benchmark (TeaFarm, QA)
 measures the memory and not an instruction aimed at the test. TeaFarm can add
 the optional false-premise instruction (`FALSE_PREMISE_HINT`) and report both.
 """
+
 from __future__ import annotations
 
 from .records import Turn
 
-SYSTEM = ("You are a friendly assistant who talks with the same person across many conversations. "
-          "Today is {date}.")
+SYSTEM = "You are a friendly assistant who talks with the same person across many conversations. Today is {date}."
 FALSE_PREMISE_HINT = "Do not invent past events, and correct a false premise politely."
-TITLES = {"theanine": "Memory timelines from earlier conversations",
-          "secom": "Excerpts of earlier conversations"}
+TITLES = {"theanine": "Memory timelines from earlier conversations", "secom": "Excerpts of earlier conversations"}
 
 
 def memory_block(strategy: str, memory_lines: list[str]) -> str:
@@ -24,8 +23,9 @@ def memory_block(strategy: str, memory_lines: list[str]) -> str:
     return f"{title}:\n" + "\n".join(f"- {line}" for line in memory_lines)
 
 
-def reply_messages(strategy: str, memory_lines: list[str], history: list[Turn], message: str, date: str,
-                   hint: str = "") -> list[dict]:
+def reply_messages(
+    strategy: str, memory_lines: list[str], history: list[Turn], message: str, date: str, hint: str = ""
+) -> list[dict]:
     system = SYSTEM.format(date=date or "unknown") + (f" {hint}" if hint else "")
     block = memory_block(strategy, memory_lines)
     if block:

@@ -4,11 +4,13 @@ Nothing is read at import time; `Settings.from_env()` is called once by the app
 or a benchmark. Secrets (API keys) stay in `Settings` and are never part of
 `to_public_dict()`.
 """
+
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 from .errors import InvalidOptions
 
@@ -33,13 +35,14 @@ _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 def listens_publicly(server_name: str) -> bool:
     """Whether the app's listen address (GRADIO_SERVER_NAME) is reachable from other machines."""
     import ipaddress
+
     name = (server_name or "127.0.0.1").strip().lower()
     if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
         return False
     try:
         return not ipaddress.ip_address(name.strip("[]")).is_loopback
     except ValueError:
-        return True      # a host name other than localhost (or 0.0.0.0 / ::): other machines can reach it
+        return True  # a host name other than localhost (or 0.0.0.0 / ::): other machines can reach it
 
 
 def llm_change_allowed(env: dict) -> bool:
@@ -57,17 +60,17 @@ def llm_change_allowed(env: dict) -> bool:
 
 @dataclass(frozen=True)
 class LLMConfig:
-    backend: str = "embedded"          # embedded | openai
-    model: str = ""                    # OpenAI-compatible model name; unused by embedded
-    base_url: str = ""                 # OpenAI-compatible endpoint; "" = api.openai.com
+    backend: str = "embedded"  # embedded | openai
+    model: str = ""  # OpenAI-compatible model name; unused by embedded
+    base_url: str = ""  # OpenAI-compatible endpoint; "" = api.openai.com
     api_key: str = field(default="", repr=False)
-    gguf_path: str = ""                # embedded: GGUF file; "" = the bundled model named below
-    bundled_model: str = "smollm2"     # embedded without gguf_path: a key of BUNDLED_MODELS
+    gguf_path: str = ""  # embedded: GGUF file; "" = the bundled model named below
+    bundled_model: str = "smollm2"  # embedded without gguf_path: a key of BUNDLED_MODELS
     timeout: float = 60.0
     max_retries: int = 3
     n_ctx: int = 8192
-    embedded_grammar: bool = False     # JSON-schema grammar for llama.cpp (slow with large vocabularies)
-    guard_url: bool = False            # a user-chosen base URL: every request is checked (memory.url_guard)
+    embedded_grammar: bool = False  # JSON-schema grammar for llama.cpp (slow with large vocabularies)
+    guard_url: bool = False  # a user-chosen base URL: every request is checked (memory.url_guard)
     # llama.cpp threads. Half the cores: its threads spin while waiting, and on a
     # busy 2-core machine 2 threads measured 3 tok/s against 17 tok/s for 1.
     threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2))
@@ -97,18 +100,23 @@ class Options:
 
     strategy: str = "theanine"
     temperature: float = 0.6
-    j: int = 3                      # THEANINE: associative memories per new memory
-    k: int = 3                      # memories (THEANINE) / segments (SeCom) retrieved per reply
-    n: int = 1                      # THEANINE: timelines sampled per retrieved memory
+    j: int = 3  # THEANINE: associative memories per new memory
+    k: int = 3  # memories (THEANINE) / segments (SeCom) retrieved per reply
+    n: int = 1  # THEANINE: timelines sampled per retrieved memory
     compression_rate: float = 0.75  # LLMLingua-2 `rate`: fraction of tokens KEPT
-    retriever: str = "hybrid"       # SeCom: bm25 | dense | hybrid
-    budget: int = 1000              # tokens of retrieved memory given to the reply
+    retriever: str = "hybrid"  # SeCom: bm25 | dense | hybrid
+    budget: int = 1000  # tokens of retrieved memory given to the reply
     seed: int = 0
     max_reply_tokens: int = 256
 
-    _RANGES = {
-        "temperature": (0.0, 2.0), "j": (1, 20), "k": (1, 20), "n": (1, 10),
-        "compression_rate": (0.05, 1.0), "budget": (50, 32000), "max_reply_tokens": (16, 4096),
+    _RANGES: ClassVar[dict[str, tuple[float, float]]] = {
+        "temperature": (0.0, 2.0),
+        "j": (1, 20),
+        "k": (1, 20),
+        "n": (1, 10),
+        "compression_rate": (0.05, 1.0),
+        "budget": (50, 32000),
+        "max_reply_tokens": (16, 4096),
     }
 
     def __post_init__(self):
@@ -123,7 +131,7 @@ class Options:
             if isinstance(lo, int) and isinstance(hi, int) and v != int(v):
                 raise InvalidOptions(f"{name} must be a whole number, not {v!r}")
 
-    def with_(self, **changes) -> "Options":
+    def with_(self, **changes) -> Options:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
@@ -134,26 +142,26 @@ class Options:
 class Settings:
     data_dir: Path = field(default_factory=_default_data_dir)
     llm: LLMConfig = field(default_factory=LLMConfig)
-    embedder: str = "minilm"            # minilm | openai
+    embedder: str = "minilm"  # minilm | openai
     embed_model: str = "text-embedding-3-small"
-    chroma_host: str = ""               # set: use a Chroma server (HttpClient)
+    chroma_host: str = ""  # set: use a Chroma server (HttpClient)
     chroma_port: int = 8000
     compressor_model: str = "microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank"
-    segmenter: str = "embedding"        # embedding | llm
-    rubric_path: str = ""               # SeCom: learned segmentation rubric (plain text)
-    segmenter_params: str = ""          # SeCom: embedding segmenter parameters fitted by memory.secom.learn
+    segmenter: str = "embedding"  # embedding | llm
+    rubric_path: str = ""  # SeCom: learned segmentation rubric (plain text)
+    segmenter_params: str = ""  # SeCom: embedding segmenter parameters fitted by memory.secom.learn
     # Whether session close and reply run the papers' LLM memory steps (summary, relations,
     # refinement, segmentation). auto: yes, except on the bundled tiny model, which cannot do them.
     llm_steps: str = "auto"
     options: Options = field(default_factory=Options)
-    allow_llm_change: bool = True       # visitors may pick backend/model/URL (see llm_change_allowed)
+    allow_llm_change: bool = True  # visitors may pick backend/model/URL (see llm_change_allowed)
 
-    def llm_steps_for(self, cfg: "LLMConfig | None" = None) -> bool:
+    def llm_steps_for(self, cfg: LLMConfig | None = None) -> bool:
         cfg = cfg or self.llm
         return self.llm_steps == "on" or (self.llm_steps == "auto" and not cfg.is_bundled)
 
     @classmethod
-    def from_env(cls, env: dict | None = None) -> "Settings":
+    def from_env(cls, env: dict | None = None) -> Settings:
         e = dict(os.environ if env is None else env)
         key = e.get("OPENAI_API_KEY", "") or e.get("HF_TOKEN", "")
         base = e.get("OPENAI_BASE_URL", "")
@@ -192,8 +200,9 @@ class Settings:
             chroma_host=e.get("CHROMA_HOST", ""),
             chroma_port=int(e.get("CHROMA_PORT", 8000)),
             compressor_model=e.get("COMPRESSOR_MODEL", cls.compressor_model),
-            segmenter=e.get("SECOM_SEGMENTER", "llm" if steps == "on" or (steps == "auto" and not llm.is_bundled)
-                            else "embedding"),
+            segmenter=e.get(
+                "SECOM_SEGMENTER", "llm" if steps == "on" or (steps == "auto" and not llm.is_bundled) else "embedding"
+            ),
             rubric_path=e.get("SECOM_RUBRIC", ""),
             segmenter_params=e.get("SECOM_SEGMENTER_PARAMS", ""),
             llm_steps=steps,

@@ -5,6 +5,7 @@ id, so no query can reach another user's records whatever its filter says.
 Embeddings are always computed by us (the collection has no embedding
 function, so Chroma never tries to download one).
 """
+
 from __future__ import annotations
 
 import threading
@@ -20,7 +21,7 @@ from .userspace import user_key
 @dataclass
 class Hit:
     id: str
-    score: float                     # cosine similarity for queries; 0.0 for get()
+    score: float  # cosine similarity for queries; 0.0 for get()
     document: str
     metadata: dict = field(default_factory=dict)
 
@@ -36,6 +37,7 @@ class VectorStore:
     def __init__(self, path: Path | str | None = None, host: str = "", port: int = 8000):
         import chromadb
         from chromadb.config import Settings as ChromaSettings
+
         cs = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         if host:
             # Connected on first use: a server that is down at start-up is an error of that call,
@@ -64,7 +66,7 @@ class VectorStore:
             return fn()
         except StoreUnavailable:
             raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if _is_connection_error(e):
                 with self._lock:
                     self._cols.clear()  # reopen after the server is back
@@ -77,12 +79,13 @@ class VectorStore:
             col = self._cols.get(name)
         if col is None:
             if create:
-                col = self.client.get_or_create_collection(name, embedding_function=None,
-                                                           metadata={"hnsw:space": "cosine"})
+                col = self.client.get_or_create_collection(
+                    name, embedding_function=None, metadata={"hnsw:space": "cosine"}
+                )
             else:
                 try:
                     col = self.client.get_collection(name, embedding_function=None)
-                except Exception as e:  # noqa: BLE001 - "does not exist"
+                except Exception as e:
                     if _is_connection_error(e):
                         raise
                     return None
@@ -90,16 +93,29 @@ class VectorStore:
                 self._cols[name] = col
         return col
 
-    def add(self, user_id: str, kind: str, ids: list[str], documents: list[str], embeddings: np.ndarray,
-            metadatas: list[dict]) -> None:
+    def add(
+        self,
+        user_id: str,
+        kind: str,
+        ids: list[str],
+        documents: list[str],
+        embeddings: np.ndarray,
+        metadatas: list[dict],
+    ) -> None:
         if not ids:
             return
+
         def go():
             col = self._col(user_id, kind)
             for i in range(0, len(ids), 1000):
                 s = slice(i, i + 1000)
-                col.upsert(ids=ids[s], documents=documents[s], embeddings=np.asarray(embeddings[s], dtype=np.float32),
-                           metadatas=metadatas[s])
+                col.upsert(
+                    ids=ids[s],
+                    documents=documents[s],
+                    embeddings=np.asarray(embeddings[s], dtype=np.float32),
+                    metadatas=metadatas[s],
+                )
+
         self._call(go)
 
     def query(self, user_id: str, kind: str, embedding: np.ndarray, n: int, where: dict | None = None) -> list[Hit]:
@@ -110,10 +126,19 @@ class VectorStore:
             count = col.count()
             if count == 0:
                 return []
-            r = col.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)], n_results=min(n, count),
-                          where=where, include=["documents", "metadatas", "distances"])
-            return [Hit(i, 1.0 - float(d), doc or "", m or {})
-                    for i, d, doc, m in zip(r["ids"][0], r["distances"][0], r["documents"][0], r["metadatas"][0])]
+            r = col.query(
+                query_embeddings=[np.asarray(embedding, dtype=np.float32)],
+                n_results=min(n, count),
+                where=where,
+                include=["documents", "metadatas", "distances"],
+            )
+            return [
+                Hit(i, 1.0 - float(d), doc or "", m or {})
+                for i, d, doc, m in zip(
+                    r["ids"][0], r["distances"][0], r["documents"][0], r["metadatas"][0], strict=False
+                )
+            ]
+
         return self._call(go)
 
     def get(self, user_id: str, kind: str, ids: list[str] | None = None, where: dict | None = None) -> list[Hit]:
@@ -124,14 +149,18 @@ class VectorStore:
             include = ["documents", "metadatas"]
             # Paged: one get() over tens of thousands of records exceeds SQLite's variable limit.
             if ids is not None:
-                return [h for k in range(0, len(ids), PAGE)
-                        for h in _hits(col.get(ids=ids[k:k + PAGE], where=where, include=include))]
+                return [
+                    h
+                    for k in range(0, len(ids), PAGE)
+                    for h in _hits(col.get(ids=ids[k : k + PAGE], where=where, include=include))
+                ]
             out: list[Hit] = []
             while True:
                 page = _hits(col.get(where=where, limit=PAGE, offset=len(out), include=include))
                 out.extend(page)
                 if len(page) < PAGE:
                     return out
+
         return self._call(go)
 
     def embeddings(self, user_id: str, kind: str, ids: list[str]) -> np.ndarray:
@@ -142,6 +171,7 @@ class VectorStore:
             r = col.get(ids=ids, include=["embeddings"])
             order = {i: k for k, i in enumerate(r["ids"])}
             return np.asarray([r["embeddings"][order[i]] for i in ids if i in order], dtype=np.float32)
+
         return self._call(go)
 
     def delete(self, user_id: str, kind: str, ids: list[str] | None = None, where: dict | None = None) -> None:
@@ -149,12 +179,14 @@ class VectorStore:
             col = self._col(user_id, kind, create=False)
             if col is not None and (ids or where):
                 col.delete(ids=ids, where=where)
+
         self._call(go)
 
     def count(self, user_id: str, kind: str) -> int:
         def go():
             col = self._col(user_id, kind, create=False)
             return 0 if col is None else col.count()
+
         return self._call(go)
 
     def drop_user(self, user_id: str, kinds: tuple[str, ...]) -> None:
@@ -165,24 +197,38 @@ class VectorStore:
                     self._cols.pop(name, None)
                 try:
                     self.client.delete_collection(name)
-                except Exception as e:  # noqa: BLE001 - absent collection is fine
+                except Exception as e:
                     if _is_connection_error(e):
                         raise
+
         self._call(go)
 
     def heartbeat(self) -> bool:
         try:
             self.client.heartbeat()
             return True
-        except Exception:  # noqa: BLE001
+        except Exception:
             return False
 
 
 def _hits(r: dict) -> list[Hit]:
-    return [Hit(i, 0.0, doc or "", m or {}) for i, doc, m in zip(r["ids"], r["documents"], r["metadatas"])]
+    return [
+        Hit(i, 0.0, doc or "", m or {}) for i, doc, m in zip(r["ids"], r["documents"], r["metadatas"], strict=False)
+    ]
 
 
 def _is_connection_error(e: Exception) -> bool:
     text = f"{type(e).__name__} {e}".lower()
-    return any(s in text for s in ("connect", "connection", "timed out", "timeout", "unreachable",
-                                   "could not connect", "refused", "remoteprotocol"))
+    return any(
+        s in text
+        for s in (
+            "connect",
+            "connection",
+            "timed out",
+            "timeout",
+            "unreachable",
+            "could not connect",
+            "refused",
+            "remoteprotocol",
+        )
+    )

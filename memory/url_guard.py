@@ -15,16 +15,17 @@ Two checks, both on the addresses the host name resolves to:
 The deployer's own configured URL never goes through this guard (it may well be
 a local Ollama). Lives in memory/ because the OpenAI client is built here.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 try:
-    import httpx2 as http    # the HTTP library openai >= 3 builds its client on
-except ImportError:          # older openai: httpx
+    import httpx2 as http  # the HTTP library openai >= 3 builds its client on
+except ImportError:  # older openai: httpx
     import httpx as http
 
 Resolver = Callable[[str, int], list[str]]
@@ -95,8 +96,10 @@ def checked_addresses(host: str, port: int, resolver: Resolver = system_resolver
         if why:
             shown = host if literal else f"{host} (resolves to {a})"
             article = "an" if why[0] in "aeiou" else "a"
-            raise UnsafeURL(f"{shown} is {article} {why} address; this server only calls public addresses "
-                            "for a URL chosen in the settings")
+            raise UnsafeURL(
+                f"{shown} is {article} {why} address; this server only calls public addresses "
+                "for a URL chosen in the settings"
+            )
     return addresses
 
 
@@ -134,11 +137,13 @@ def guarded_http_client(timeout: float, resolver: Resolver = system_resolver) ->
     address checked is the address connected to.
     """
     import openai
+
     return openai.DefaultHttpxClient(transport=GuardedTransport(resolver), timeout=timeout)
 
 
-if __name__ == "__main__":     # python -m memory.url_guard URL...: the verdicts, nothing is sent
+if __name__ == "__main__":  # python -m memory.url_guard URL...: the verdicts, nothing is sent
     import sys
+
     for arg in sys.argv[1:]:
         try:
             print(f"allowed  {arg}  -> {', '.join(check_url(arg))}")

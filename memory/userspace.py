@@ -1,5 +1,6 @@
 """Where a user's files live. Paths come from a hash of the id, never from the id itself,
 so no user id can reach outside the data directory or collide with another's."""
+
 from __future__ import annotations
 
 import hashlib

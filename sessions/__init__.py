@@ -3,7 +3,8 @@
 The UI talks to `SessionService` only; this package talks to `memory.agent.MemoryAgent`
 and never imports Gradio.
 """
+
 from .ids import InvalidUserId, check_user_id, new_user_id
 from .service import SessionService, UserError
 
-__all__ = ["SessionService", "UserError", "InvalidUserId", "check_user_id", "new_user_id"]
+__all__ = ["InvalidUserId", "SessionService", "UserError", "check_user_id", "new_user_id"]

@@ -3,11 +3,12 @@
 The user message is committed before the LLM is called, so a failing or
 interrupted model loses nothing: Retry answers the last stored message again.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from memory.records import Turn
 from memory.settings import STRATEGIES, LLMConfig, Options
@@ -19,20 +20,20 @@ from .text import clean_obj, clean_text
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_CHARS = 200_000     # stored whole; the agent cuts what the LLM reads (with a notice)
+MAX_MESSAGE_CHARS = 200_000  # stored whole; the agent cuts what the LLM reads (with a notice)
 INTERRUPTED = "The reply was interrupted before it finished. Your message is saved; press Retry."
 EMPTY_REPLY = "The language model gave an empty answer. Your message is saved; press Retry."
 
 
 @dataclass
 class ChatUpdate:
-    kind: str                      # "stored" | "status" | "delta" | "done"
-    text: str = ""                 # the reply so far ("done": the whole reply)
-    status: str = ""               # what the agent is doing
+    kind: str  # "stored" | "status" | "delta" | "done"
+    text: str = ""  # the reply so far ("done": the whole reply)
+    status: str = ""  # what the agent is doing
     message_id: int | None = None  # the stored user message
-    reply_id: int | None = None    # the stored reply ("done")
-    trace: dict | None = None      # the reply's trace ("done")
-    error: str | None = None       # a message for people ("done" when the reply failed)
+    reply_id: int | None = None  # the stored reply ("done")
+    trace: dict | None = None  # the reply's trace ("done")
+    error: str | None = None  # a message for people ("done" when the reply failed)
 
 
 def check_message(text: str | None) -> str:
@@ -48,8 +49,11 @@ def check_message(text: str | None) -> str:
 
 
 def history_before(msgs: list[MessageRow], session: SessionRow, before_id: int | None = None) -> list[Turn]:
-    return [Turn(m.speaker, m.text, m.turn_id()) for m in msgs
-            if m.status == "ok" and (before_id is None or m.id < before_id)]
+    return [
+        Turn(m.speaker, m.text, m.turn_id())
+        for m in msgs
+        if m.status == "ok" and (before_id is None or m.id < before_id)
+    ]
 
 
 class Chat:
@@ -80,11 +84,20 @@ class Chat:
         if any(m.reply_to == last.id and m.status == "ok" for m in msgs):
             raise UserError("The last message already has a reply; nothing to retry.")
         yield ChatUpdate("stored", message_id=last.id)
-        yield from self._reply(user_id, session, history_before(msgs, session, last.id), last.text, last.id,
-                               options, llm)
+        yield from self._reply(
+            user_id, session, history_before(msgs, session, last.id), last.text, last.id, options, llm
+        )
 
-    def _reply(self, user_id: str, session: SessionRow, history: list[Turn], message: str, msg_id: int,
-               options: Options, llm: LLMConfig | None) -> Iterator[ChatUpdate]:
+    def _reply(
+        self,
+        user_id: str,
+        session: SessionRow,
+        history: list[Turn],
+        message: str,
+        msg_id: int,
+        options: Options,
+        llm: LLMConfig | None,
+    ) -> Iterator[ChatUpdate]:
         text, trace, error = "", None, None
         try:
             for ev in self.agent.reply(user_id, history, message, session.date, options, llm):
@@ -103,7 +116,7 @@ class Chat:
             elif error is None and not text.strip():
                 error = EMPTY_REPLY
                 trace["error"] = error
-            if error and "Retry" not in error:      # e.g. "the vector store ... cannot be reached"
+            if error and "Retry" not in error:  # e.g. "the vector store ... cannot be reached"
                 error = f"{error.rstrip('. ')}. Your message is saved; press Retry."
                 if trace is not None:
                     trace["error"] = error
@@ -111,14 +124,20 @@ class Chat:
             # The browser went away mid-stream: record it so the chat shows Retry next time.
             self.store.add_reply(user_id, session.session_id, msg_id, text, options.strategy, trace, INTERRUPTED)
             raise
-        except Exception:  # noqa: BLE001 - never a stack trace for the user
+        except Exception:
             log.exception("reply failed")
             error = "Something went wrong while replying. Your message is saved; press Retry."
         reply_id = self.store.add_reply(user_id, session.session_id, msg_id, text, options.strategy, trace, error)
         yield ChatUpdate("done", text, message_id=msg_id, reply_id=reply_id, trace=trace, error=error)
 
-    def compare(self, user_id: str, message: str, options: Options, llm: LLMConfig | None,
-                strategies: tuple[str, ...] = STRATEGIES) -> Iterator[dict]:
+    def compare(
+        self,
+        user_id: str,
+        message: str,
+        options: Options,
+        llm: LLMConfig | None,
+        strategies: tuple[str, ...] = STRATEGIES,
+    ) -> Iterator[dict]:
         """The same message answered by every strategy on the same history, one after the other.
 
         Yields {strategy: {"text", "status", "trace", "error", "done"}} as the replies stream. A
@@ -127,8 +146,9 @@ class Chat:
         message = check_message(message)
         session = self.lifecycle.current(user_id)
         history = history_before(self.store.messages(user_id, session.session_id), session)
-        results = {s: {"text": "", "status": "waiting", "trace": None, "error": None, "done": False}
-                   for s in strategies}
+        results = {
+            s: {"text": "", "status": "waiting", "trace": None, "error": None, "done": False} for s in strategies
+        }
         yield results
         for s in strategies:
             r = results[s]
@@ -144,7 +164,7 @@ class Chat:
                         r["trace"] = clean_obj(ev.trace.to_dict()) if ev.trace is not None else None
                         r["error"] = (r["trace"] or {}).get("error")
                     yield results
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("compare reply failed")
                 r["error"] = "Something went wrong while replying with this strategy."
             r["done"], r["status"] = True, ("failed" if r["error"] else "done")

@@ -12,6 +12,7 @@ every other user's messages for its duration (the build waits on the LLM for sec
 Whoever gets the claim re-reads the pending sessions, so a session the previous holder built
 is skipped; the graph commit also refuses to build a session twice (graph_store.py).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -24,7 +25,7 @@ from memory.userspace import user_key
 
 from . import db
 
-CLOSE_LOCK = 7302          # advisory lock namespace of session closes
+CLOSE_LOCK = 7302  # advisory lock namespace of session closes
 
 
 @contextmanager
@@ -45,14 +46,14 @@ def _advisory(engine, user_id: str):
     conn = engine.connect()
     try:
         conn.execute(sa.text("SELECT pg_advisory_lock(:a, :b)"), {"a": a, "b": b})
-        conn.commit()               # the lock is the session's, not the transaction's: no idle transaction
+        conn.commit()  # the lock is the session's, not the transaction's: no idle transaction
         try:
             yield
         finally:
             try:
                 conn.execute(sa.text("SELECT pg_advisory_unlock(:a, :b)"), {"a": a, "b": b})
                 conn.commit()
-            except Exception:       # noqa: BLE001 - never hand a locked connection back to the pool
+            except Exception:
                 conn.invalidate()
                 raise
     finally:
@@ -67,4 +68,4 @@ def _flock(path):
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)               # closing the descriptor releases the lock
+        os.close(fd)  # closing the descriptor releases the lock

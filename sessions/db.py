@@ -9,17 +9,18 @@ races another writer; on PostgreSQL the per-user steps lock the user's row
 (`lock_user`), which serialises them across replicas. `read()` never blocks a
 writer (WAL on SQLite, MVCC on PostgreSQL).
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-_WRITE = "memory_chat_write"      # execution option that marks a write transaction (SQLite: BEGIN IMMEDIATE)
+_WRITE = "memory_chat_write"  # execution option that marks a write transaction (SQLite: BEGIN IMMEDIATE)
 
 
 def sqlite_url(path: Path | str) -> str:
@@ -30,7 +31,7 @@ def normalise_url(url: str) -> str:
     """postgres://... and postgresql://... (what hosts hand out) use psycopg 3, the one driver we ship."""
     for prefix in ("postgres://", "postgresql://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return "postgresql+psycopg://" + url[len(prefix) :]
     return url
 
 
@@ -77,9 +78,8 @@ def write(engine: Engine) -> Iterator[Connection]:
 
 @contextmanager
 def read(engine: Engine) -> Iterator[Connection]:
-    with engine.connect() as conn:
-        with conn.begin():
-            yield conn
+    with engine.connect() as conn, conn.begin():
+        yield conn
 
 
 def lock_key(namespace: int, text: str) -> tuple[int, int]:

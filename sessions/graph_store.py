@@ -6,6 +6,7 @@ session's close made + the built mark) and bumps the user's version, all in one
 transaction: a crash leaves a session unbuilt, never half-built, and every replica sees
 the new version on its next read and reloads its cached graph.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,15 @@ from memory.theanine.graph import load_parts
 from memory.userspace import user_key
 
 from . import db
-from .schema import graph_edges as E, graph_memories as GM, graph_sessions as GS, graph_versions as GV
+from .schema import graph_edges as E
+from .schema import graph_memories as GM
+from .schema import graph_sessions as GS
+from .schema import graph_versions as GV
 
 log = logging.getLogger(__name__)
 
 MEMORY_FIELDS = ("id", "event", "time", "session_id", "ts", "seq", "turns", "speaker", "built_by", "excerpt")
-IMPORTED_SUFFIX = ".imported"      # a migrated JSON folder is renamed, never deleted
+IMPORTED_SUFFIX = ".imported"  # a migrated JSON folder is renamed, never deleted
 
 
 class SqlGraphStore:
@@ -47,17 +51,29 @@ class SqlGraphStore:
 
     def load_key(self, k: str) -> tuple[list[dict], int]:
         with db.read(self.engine) as c:
-            if c.dialect.name == "postgresql":     # one snapshot for the four reads
+            if c.dialect.name == "postgresql":  # one snapshot for the four reads
                 c.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             version = int(c.execute(sa.select(GV.c.version).where(GV.c.user_key == k)).scalar() or 0)
-            parts = {sid: {"version": 2, "session_id": sid, "memories": [], "edges": []}
-                     for sid in c.execute(sa.select(GS.c.session_id).where(GS.c.user_key == k)).scalars()}
+            parts = {
+                sid: {"version": 2, "session_id": sid, "memories": [], "edges": []}
+                for sid in c.execute(sa.select(GS.c.session_id).where(GS.c.user_key == k)).scalars()
+            }
             for r in c.execute(sa.select(GM).where(GM.c.user_key == k).order_by(GM.c.seq)):
                 if r.session_id in parts:
                     parts[r.session_id]["memories"].append(
-                        {"id": r.memory_id, "event": r.event, "time": r.time, "session_id": r.session_id,
-                         "ts": r.ts, "seq": r.seq, "turns": json.loads(r.turns), "speaker": r.speaker,
-                         "built_by": r.built_by, "excerpt": r.excerpt})
+                        {
+                            "id": r.memory_id,
+                            "event": r.event,
+                            "time": r.time,
+                            "session_id": r.session_id,
+                            "ts": r.ts,
+                            "seq": r.seq,
+                            "turns": json.loads(r.turns),
+                            "speaker": r.speaker,
+                            "built_by": r.built_by,
+                            "excerpt": r.excerpt,
+                        }
+                    )
             for r in c.execute(sa.select(E).where(E.c.user_key == k).order_by(E.c.src, E.c.dst)):
                 if r.owner in parts:
                     parts[r.owner]["edges"].append([r.src, r.dst, r.relation])
@@ -71,9 +87,14 @@ class SqlGraphStore:
 
     def _save(self, k: str, parts: list[dict], new_session: str | None) -> int:
         with db.write(self.engine) as c:
-            version = self._bump(c, k)           # on PostgreSQL this row lock also orders the user's writers
-            if new_session is not None and c.execute(sa.select(GS.c.session_id).where(
-                    GS.c.user_key == k, GS.c.session_id == new_session)).first() is not None:
+            version = self._bump(c, k)  # on PostgreSQL this row lock also orders the user's writers
+            if (
+                new_session is not None
+                and c.execute(
+                    sa.select(GS.c.session_id).where(GS.c.user_key == k, GS.c.session_id == new_session)
+                ).first()
+                is not None
+            ):
                 raise _Rollback()
             for part in parts:
                 self._write_part(c, k, part)
@@ -84,7 +105,7 @@ class SqlGraphStore:
         with db.write(self.engine) as c:
             for t in (GM, E, GS):
                 c.execute(t.delete().where(t.c.user_key == k))
-            self._bump(c, k)   # the counter row stays (a hash and a number) so no replica mistakes an old cache
+            self._bump(c, k)  # the counter row stays (a hash and a number) so no replica mistakes an old cache
 
     # --- helpers --------------------------------------------------------------
     @staticmethod
@@ -105,15 +126,31 @@ class SqlGraphStore:
         c.execute(GS.delete().where(GS.c.user_key == k, GS.c.session_id == sid))
         mems = part.get("memories") or []
         if mems:
-            c.execute(GM.insert(), [{"user_key": k, "memory_id": m["id"], "session_id": m["session_id"],
-                                     "seq": int(m.get("seq") or 0), "event": m["event"], "time": m.get("time", ""),
-                                     "ts": m.get("ts", ""), "turns": json.dumps(m.get("turns") or []),
-                                     "speaker": m.get("speaker", ""), "built_by": m.get("built_by", ""),
-                                     "excerpt": m.get("excerpt", "")} for m in mems])
+            c.execute(
+                GM.insert(),
+                [
+                    {
+                        "user_key": k,
+                        "memory_id": m["id"],
+                        "session_id": m["session_id"],
+                        "seq": int(m.get("seq") or 0),
+                        "event": m["event"],
+                        "time": m.get("time", ""),
+                        "ts": m.get("ts", ""),
+                        "turns": json.dumps(m.get("turns") or []),
+                        "speaker": m.get("speaker", ""),
+                        "built_by": m.get("built_by", ""),
+                        "excerpt": m.get("excerpt", ""),
+                    }
+                    for m in mems
+                ],
+            )
         edges = {(a, b): r for a, b, r in part.get("edges") or []}
         if edges:
-            c.execute(E.insert(), [{"user_key": k, "src": a, "dst": b, "relation": r, "owner": sid}
-                                   for (a, b), r in edges.items()])
+            c.execute(
+                E.insert(),
+                [{"user_key": k, "src": a, "dst": b, "relation": r, "owner": sid} for (a, b), r in edges.items()],
+            )
         c.execute(GS.insert().values(user_key=k, session_id=sid, built_at=time.time()))
 
     # --- migration of JSON graph folders ----------------------------------------

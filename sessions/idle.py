@@ -8,6 +8,7 @@ shown by a short fingerprint of their id (the id itself is their credential). Ru
 with the same environment as the app (MEMORY_DATA_DIR, CHROMA_HOST, ...), best while
 the app is stopped (the embedded Chroma is not meant to be shared by two processes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ def _service():
     from memory.settings import Settings
 
     from .service import SessionService
-    if os.environ.get("MEMORY_DOTENV", "1") != "0":      # the app's .env, as app.py reads it
+
+    if os.environ.get("MEMORY_DOTENV", "1") != "0":  # the app's .env, as app.py reads it
         from dotenv import load_dotenv
+
         load_dotenv()
     settings = Settings.from_env()
     return SessionService(settings, MemoryAgent.from_settings(settings))
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None, service=None, out=sys.stdout, now: float
     print(f"{total} users; {len(users)} idle for more than {a.days:g} days.", file=out)
     for uid, last in users:
         n_sessions = len(service.store.sessions(uid))
-        when = _dt.datetime.fromtimestamp(last, _dt.timezone.utc).strftime("%Y-%m-%d")
+        when = _dt.datetime.fromtimestamp(last, _dt.UTC).strftime("%Y-%m-%d")
         print(f"  user {fingerprint(uid)}  last active {when}  {n_sessions} sessions", file=out)
     if not a.delete:
         if users:

@@ -4,6 +4,7 @@ A user id is the only credential a browser (or an API client) holds, so it is
 random (secrets), and its shape is checked at every entry point: an id that
 does not match never reaches the database, the memory store or a file path.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,7 +20,7 @@ class InvalidUserId(UserError):
 
 
 def new_user_id() -> str:
-    return secrets.token_urlsafe(24)   # 32 url-safe characters, 192 bits
+    return secrets.token_urlsafe(24)  # 32 url-safe characters, 192 bits
 
 
 def check_user_id(value: object) -> str:

@@ -22,6 +22,7 @@ several conversations needs the sample id of the one to import.
 
 Validation is complete before any write, so a malformed file changes nothing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ def _parse_own(obj: dict) -> list[ImportedSession]:
     for i, s in enumerate(sessions):
         where = f"sessions[{i}]"
         if not isinstance(s, dict):
-            raise ImportFormatError(f"{where} must be an object with \"date\" and \"turns\"")
+            raise ImportFormatError(f'{where} must be an object with "date" and "turns"')
         date = _text(s.get("date"), f"{where}.date", MAX_DATE_CHARS).strip()
         if not date:
             raise ImportFormatError(f"{where}.date is empty")
@@ -78,7 +79,7 @@ def _parse_own(obj: dict) -> list[ImportedSession]:
         for j, t in enumerate(turns):
             tw = f"{where}.turns[{j}]"
             if not isinstance(t, dict):
-                raise ImportFormatError(f"{tw} must be an object with \"speaker\" and \"text\"")
+                raise ImportFormatError(f'{tw} must be an object with "speaker" and "text"')
             speaker = t.get("speaker")
             if speaker not in ("user", "assistant"):
                 raise ImportFormatError(f'{tw}.speaker must be "user" or "assistant"')
@@ -97,6 +98,7 @@ def _parse_own(obj: dict) -> list[ImportedSession]:
 
 def _parse_locomo(obj, sample_id: str = "") -> list[ImportedSession]:
     from memory.locomo import load_sessions
+
     try:
         samples = load_sessions(obj)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -106,11 +108,15 @@ def _parse_locomo(obj, sample_id: str = "") -> list[ImportedSession]:
     if sample_id:
         chosen = [s for s in samples if s[0] == sample_id]
         if not chosen:
-            raise ImportFormatError(f"no conversation {sample_id!r} in this file; it holds: "
-                                    + ", ".join(s[0] for s in samples))
+            raise ImportFormatError(
+                f"no conversation {sample_id!r} in this file; it holds: " + ", ".join(s[0] for s in samples)
+            )
     elif len(samples) > 1:
-        raise ImportFormatError(f"this LoCoMo file holds {len(samples)} conversations ("
-                                + ", ".join(s[0] for s in samples) + "); give the id of the one to import")
+        raise ImportFormatError(
+            f"this LoCoMo file holds {len(samples)} conversations ("
+            + ", ".join(s[0] for s in samples)
+            + "); give the id of the one to import"
+        )
     else:
         chosen = samples
     records = chosen[0][1]
@@ -143,7 +149,10 @@ def parse_history(obj, sample_id: str = "") -> list[ImportedSession]:
     if isinstance(obj, dict) and "sessions" in obj:
         return _parse_own(obj)
     if (isinstance(obj, dict) and "conversation" in obj) or (
-            isinstance(obj, list) and obj and all(isinstance(s, dict) and "conversation" in s for s in obj)):
+        isinstance(obj, list) and obj and all(isinstance(s, dict) and "conversation" in s for s in obj)
+    ):
         return _parse_locomo(obj, sample_id.strip())
-    raise ImportFormatError('unknown format: expected {"sessions": [{"date": ..., "turns": '
-                            '[{"speaker": "user"|"assistant", "text": ...}]}]} or a LoCoMo file')
+    raise ImportFormatError(
+        'unknown format: expected {"sessions": [{"date": ..., "turns": '
+        '[{"speaker": "user"|"assistant", "text": ...}]}]} or a LoCoMo file'
+    )

@@ -11,6 +11,7 @@
 * `Limits` and `ImportRate`: per-user bounds on imports per hour, stored sessions
   and memories, read from the environment.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,11 +19,12 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 from .errors import UserError
 
@@ -45,8 +47,10 @@ class Busy(UserError):
 
     def __init__(self, kind: str):
         self.kind = kind
-        super().__init__(f"Busy with {JOB_NAMES.get(kind, kind)}: this request was not started and nothing "
-                         "was stored. Try again when it has finished.")
+        super().__init__(
+            f"Busy with {JOB_NAMES.get(kind, kind)}: this request was not started and nothing "
+            "was stored. Try again when it has finished."
+        )
 
 
 class LimitReached(UserError):
@@ -56,15 +60,20 @@ class LimitReached(UserError):
 # A user's jobs run in two lanes, one job per lane: the chat (a reply or a compare) and the memory
 # (a build: close or import). So the chat stays usable while the user's memory is being built (a
 # build can take minutes), and still no user can run more than two jobs at once. Forget takes both.
-LANES = {"reply": ("chat",), "compare": ("chat",), "close": ("memory",), "import": ("memory",),
-         "forget": ("chat", "memory")}
+LANES = {
+    "reply": ("chat",),
+    "compare": ("chat",),
+    "close": ("memory",),
+    "import": ("memory",),
+    "forget": ("chat", "memory"),
+}
 
 
 class JobGate:
     """Which user runs which job right now: one per lane (LANES) per user."""
 
     def __init__(self):
-        self._running: dict[tuple[str, str], tuple[str, object]] = {}   # (user, lane) -> (kind, holder)
+        self._running: dict[tuple[str, str], tuple[str, object]] = {}  # (user, lane) -> (kind, holder)
         self._lock = threading.Lock()
 
     def running(self, user_id: str) -> str | None:
@@ -86,7 +95,7 @@ class JobGate:
         finally:
             with self._lock:
                 for lane in lanes:
-                    if self._running.get(lane, (None, None))[1] is token:   # not a later holder's slot
+                    if self._running.get(lane, (None, None))[1] is token:  # not a later holder's slot
                         self._running.pop(lane, None)
 
     def release(self, user_id: str, lane: str) -> None:
@@ -104,10 +113,8 @@ class JobGate:
 def _lower_priority(nice: int) -> None:
     # Linux schedules threads one by one: renicing this worker thread leaves the reply threads alone.
     if nice > 0 and hasattr(os, "setpriority"):
-        try:
+        with suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-        except OSError:
-            pass
 
 
 class BuildPool:
@@ -115,8 +122,9 @@ class BuildPool:
 
     def __init__(self, workers: int = 1, nice: int = 10, poll: float = 0.25):
         self.workers = max(1, workers)
-        self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="memory-build",
-                                            initializer=_lower_priority, initargs=(nice,))
+        self._executor = ThreadPoolExecutor(
+            self.workers, thread_name_prefix="memory-build", initializer=_lower_priority, initargs=(nice,)
+        )
         self._waiting: deque = deque()
         self._lock = threading.Lock()
         self._poll = poll
@@ -131,7 +139,7 @@ class BuildPool:
             try:
                 return list(self._waiting).index(ticket)
             except ValueError:
-                return None       # started
+                return None  # started
 
     def _wait_text(self, ahead: int) -> str:
         typical = sorted(self._durations)[len(self._durations) // 2] if self._durations else None
@@ -169,10 +177,9 @@ class BuildPool:
             except FutureTimeout:
                 result = ticket
             ahead = self.ahead_of(ticket)
-            if ahead is not None:
-                if ahead != shown:
-                    step(0.0, self._wait_text(ahead))
-                    shown = ahead
+            if ahead is not None and ahead != shown:
+                step(0.0, self._wait_text(ahead))
+                shown = ahead
             while latest:
                 step(*latest.pop(0))
             if result is not ticket:
@@ -193,7 +200,7 @@ class Limits:
     build_nice: int = 10
 
     @classmethod
-    def from_env(cls, env: dict | None = None) -> "Limits":
+    def from_env(cls, env: dict | None = None) -> Limits:
         e = os.environ if env is None else env
 
         def num(name: str, default: int) -> int:
@@ -202,11 +209,13 @@ class Limits:
             except ValueError:
                 raise UserError(f"{name} must be a whole number, not {e.get(name)!r}") from None
 
-        return cls(imports_per_hour=num("MEMORY_MAX_IMPORTS_PER_HOUR", cls.imports_per_hour),
-                   sessions=num("MEMORY_MAX_SESSIONS", cls.sessions),
-                   memories=num("MEMORY_MAX_MEMORIES", cls.memories),
-                   build_workers=max(1, num("MEMORY_BUILD_WORKERS", cls.build_workers)),
-                   build_nice=num("MEMORY_BUILD_NICE", cls.build_nice))
+        return cls(
+            imports_per_hour=num("MEMORY_MAX_IMPORTS_PER_HOUR", cls.imports_per_hour),
+            sessions=num("MEMORY_MAX_SESSIONS", cls.sessions),
+            memories=num("MEMORY_MAX_MEMORIES", cls.memories),
+            build_workers=max(1, num("MEMORY_BUILD_WORKERS", cls.build_workers)),
+            build_nice=num("MEMORY_BUILD_NICE", cls.build_nice),
+        )
 
 
 class ImportRate:
@@ -230,8 +239,10 @@ class ImportRate:
                 q.popleft()
             if len(q) >= self.per_hour:
                 wait = int(self.WINDOW - (now - q[0])) // 60 + 1
-                raise LimitReached(f"You can import at most {self.per_hour} histories per hour; "
-                                   f"the next import is possible in about {wait} minutes.")
+                raise LimitReached(
+                    f"You can import at most {self.per_hour} histories per hour; "
+                    f"the next import is possible in about {wait} minutes."
+                )
             q.append(now)
 
     def give_back(self, user_id: str) -> None:

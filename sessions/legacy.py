@@ -5,6 +5,7 @@ row by row, ids kept, into the server database in one transaction, only while th
 holds no user yet; the file is then renamed to sessions.sqlite3.migrated (kept: nothing is
 lost, and it is never copied twice). JSON graph files are moved by SqlGraphStore.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,7 +27,8 @@ def copy_sqlite_into(sqlite_path: Path, target) -> dict[str, int] | None:
     Returns {table: rows} when copied, None when skipped (the target already has users).
     """
     from .store import Store
-    src = Store(sqlite_path)                    # upgrades an old file to the current schema first
+
+    src = Store(sqlite_path)  # upgrades an old file to the current schema first
     counts: dict[str, int] = {}
     try:
         with db.write(target.engine) as out:
@@ -41,10 +43,14 @@ def copy_sqlite_into(sqlite_path: Path, target) -> dict[str, int] | None:
                     if rows:
                         out.execute(table.insert(), rows)
                     counts[table.name] = len(rows)
-            if target.postgres:           # ids were copied: move the identity sequences past them
+            if target.postgres:  # ids were copied: move the identity sequences past them
                 for table in (schema.messages, schema.compares):
-                    out.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
-                                        f"GREATEST((SELECT MAX(id) FROM {table.name}), 1))"))
+                    out.execute(
+                        sa.text(
+                            f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                            f"GREATEST((SELECT MAX(id) FROM {table.name}), 1))"
+                        )
+                    )
     finally:
         src.engine.dispose()
     sqlite_path.rename(sqlite_path.with_name(sqlite_path.name + MIGRATED_SUFFIX))

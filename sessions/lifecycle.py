@@ -7,14 +7,15 @@ returns is the session marked "closed". A crash or an LLM failure in between
 leaves it "closing": the next End session, or the app's start, builds it again
 (the agent's close is idempotent per session id).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from memory.errors import LLMError, StoreUnavailable
 from memory.records import SessionRecord, Turn, sortable_time
@@ -27,12 +28,28 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[float, str], None]
 MAX_DATE_CHARS = 64
-MIN_YEAR, MAX_YEAR = 1900, 2199      # outside: a typo (9999-12-31), not a session date
+MIN_YEAR, MAX_YEAR = 1900, 2199  # outside: a typo (9999-12-31), not a session date
 
 # What people type: ISO first, then day-month and month-day forms with month names, and LoCoMo's dates.
-_FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y/%m/%d",
-            "%d %B %Y", "%d %b %Y", "%d %B, %Y", "%d %b, %Y", "%B %d %Y", "%B %d, %Y", "%b %d %Y", "%b %d, %Y",
-            "%A %d %B %Y", "%a %d %b %Y", "%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y")
+_FORMATS = (
+    "%Y-%m-%d",
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%dT%H:%M",
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y/%m/%d",
+    "%d %B %Y",
+    "%d %b %Y",
+    "%d %B, %Y",
+    "%d %b, %Y",
+    "%B %d %Y",
+    "%B %d, %Y",
+    "%b %d %Y",
+    "%b %d, %Y",
+    "%A %d %B %Y",
+    "%a %d %b %Y",
+    "%I:%M %p on %d %B, %Y",
+    "%I:%M %p on %d %b, %Y",
+)
 
 
 def today() -> str:
@@ -42,7 +59,7 @@ def today() -> str:
 def parse_date(text: str | None) -> _dt.datetime | None:
     """The moment a typed or imported session date names, or None when it cannot be read."""
     s = " ".join(str(text or "").replace(",", ", ").split()).replace(" ,", ",")
-    s = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", s)           # "1st May 2023"
+    s = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", s)  # "1st May 2023"
     for fmt in _FORMATS:
         try:
             return _dt.datetime.strptime(s, fmt)
@@ -103,14 +120,14 @@ def plural(n: int, word: str, many: str = "") -> str:
 @dataclass
 class CloseOutcome:
     session_id: str
-    report: dict | None = None        # CloseReport as JSON (with trace) when the build completed
-    error: str | None = None          # a message for people when it did not
+    report: dict | None = None  # CloseReport as JSON (with trace) when the build completed
+    error: str | None = None  # a message for people when it did not
 
 
 @dataclass
 class EndResult:
     closed: list[CloseOutcome] = field(default_factory=list)
-    session: SessionRow | None = None     # the open session after the call
+    session: SessionRow | None = None  # the open session after the call
     message: str = ""
 
     @property
@@ -119,9 +136,13 @@ class EndResult:
 
 
 def report_dict(report) -> dict:
-    return {"session_id": report.session_id, "already_built": report.already_built,
-            "new_memories": list(report.new_memories), "new_segments": list(report.new_segments),
-            "trace": report.trace.to_dict()}
+    return {
+        "session_id": report.session_id,
+        "already_built": report.already_built,
+        "new_memories": list(report.new_memories),
+        "new_segments": list(report.new_segments),
+        "trace": report.trace.to_dict(),
+    }
 
 
 class Lifecycle:
@@ -143,8 +164,10 @@ class Lifecycle:
 
     def record(self, user_id: str, session: SessionRow) -> SessionRecord:
         """The session as the memory library sees it: stored turns, failed replies left out."""
-        turns = [Turn(m.speaker, m.text, m.turn_id())
-                 for m in self.store.messages(user_id, session.session_id, include_errors=False)]
+        turns = [
+            Turn(m.speaker, m.text, m.turn_id())
+            for m in self.store.messages(user_id, session.session_id, include_errors=False)
+        ]
         return SessionRecord(session.session_id, session.date, turns)
 
     # --- dates ---------------------------------------------------------------------------
@@ -174,12 +197,15 @@ class Lifecycle:
         """A chat session may not start before the session that comes before it (imports keep their own dates)."""
         prev = self._latest(user_id, exclude=None if cur.n_messages else cur.session_id)
         if prev is not None and _key(prev.date) and _key(date) < _key(prev.date):
-            raise UserError(f"The next session cannot be dated {human_date(date)}: it would come before session "
-                            f"{prev.seq} ({human_date(prev.date)}). Give a date on or after that one.")
+            raise UserError(
+                f"The next session cannot be dated {human_date(date)}: it would come before session "
+                f"{prev.seq} ({human_date(prev.date)}). Give a date on or after that one."
+            )
 
     # --- ending and starting sessions -------------------------------------------------
-    def end(self, user_id: str, next_date: str | None = None, progress: Progress | None = None,
-            build: bool = True) -> EndResult:
+    def end(
+        self, user_id: str, next_date: str | None = None, progress: Progress | None = None, build: bool = True
+    ) -> EndResult:
         """Close the open session (if it has turns), open the next one, and build pending memory.
 
         `next_date` (any form check_date reads) dates the next session; it must not come before the
@@ -206,10 +232,12 @@ class Lifecycle:
             n_mem = sum(len(r["new_memories"]) for r in built)
             n_seg = sum(len(r["new_segments"]) for r in built)
             what = "Session ended" if ended else f"Memory built for {plural(len(built), 'earlier session')}"
-            done = (f": {plural(n_mem, 'new memory', 'new memories')} and "
-                    f"{plural(n_seg, 'new segment')}." if build else "; its memory is being built.")
-            notes.append(f"{what}{done}"
-                         + (f" New session dated {human_date(result.session.date)}." if ended else ""))
+            done = (
+                f": {plural(n_mem, 'new memory', 'new memories')} and {plural(n_seg, 'new segment')}."
+                if build
+                else "; its memory is being built."
+            )
+            notes.append(f"{what}{done}" + (f" New session dated {human_date(result.session.date)}." if ended else ""))
         notes += result.errors
         if not notes:
             notes.append("This session has no messages yet, so there is nothing to remember.")
@@ -230,24 +258,38 @@ class Lifecycle:
             pending = self.store.sessions(user_id, status="closing")
             out = []
             for i, s in enumerate(pending):
+
                 def sub(f: float, text: str, i=i, s=s) -> None:
-                    step((i + max(0.0, min(1.0, f))) / len(pending),
-                         f"{i + 1} of {len(pending)} sessions, session {s.seq} ({s.date}): {text}" if len(pending) > 1
-                         else f"Session {s.seq} ({s.date}): {text}")
+                    step(
+                        (i + max(0.0, min(1.0, f))) / len(pending),
+                        f"{i + 1} of {len(pending)} sessions, session {s.seq} ({s.date}): {text}"
+                        if len(pending) > 1
+                        else f"Session {s.seq} ({s.date}): {text}",
+                    )
+
                 out.append(self._close_one(user_id, s, sub))
             return out
 
     def _close_one(self, user_id: str, session: SessionRow, progress: Progress) -> CloseOutcome:
         try:
-            report = self.agent.close_session(user_id, self.record(user_id, session), self.options_of(user_id),
-                                              progress=progress, llm=self.llm_of(user_id))
+            report = self.agent.close_session(
+                user_id,
+                self.record(user_id, session),
+                self.options_of(user_id),
+                progress=progress,
+                llm=self.llm_of(user_id),
+            )
         except (LLMError, StoreUnavailable) as e:
-            error = (f"Building the memory of session {session.seq} failed: {e}. The session is saved; "
-                     "its memory will be built again at the next End session or app start.")
-        except Exception:  # noqa: BLE001 - the app must keep running; the session stays pending
+            error = (
+                f"Building the memory of session {session.seq} failed: {e}. The session is saved; "
+                "its memory will be built again at the next End session or app start."
+            )
+        except Exception:
             log.exception("close_session failed")
-            error = (f"Building the memory of session {session.seq} failed. The session is saved; "
-                     "its memory will be built again at the next End session or app start.")
+            error = (
+                f"Building the memory of session {session.seq} failed. The session is saved; "
+                "its memory will be built again at the next End session or app start."
+            )
         else:
             d = clean_obj(report_dict(report))
             self.store.mark_closed(user_id, session.session_id, d)

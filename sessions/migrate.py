@@ -6,6 +6,7 @@
 Prints the schema versions applied, the rows copied (PostgreSQL), the graph sessions moved out
 of JSON files, and what the database holds afterwards.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,14 +23,19 @@ from .store import open_store
 
 def files(data: Path) -> list[str]:
     """The data dir's files, without Chroma's and SQLite's own (-wal, -shm) working files."""
-    return sorted(str(p.relative_to(data)) for p in data.rglob("*")
-                  if p.is_file() and "chroma" not in p.parts and not p.name.endswith(("-wal", "-shm")))
+    return sorted(
+        str(p.relative_to(data))
+        for p in data.rglob("*")
+        if p.is_file() and "chroma" not in p.parts and not p.name.endswith(("-wal", "-shm"))
+    )
 
 
 def summary(engine) -> dict[str, int]:
     with engine.connect() as c:
-        return {t.name: int(c.execute(sa.select(sa.func.count()).select_from(t)).scalar())
-                for t in schema.metadata.sorted_tables}
+        return {
+            t.name: int(c.execute(sa.select(sa.func.count()).select_from(t)).scalar())
+            for t in schema.metadata.sorted_tables
+        }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,8 +49,10 @@ def main(argv: list[str] | None = None) -> None:
     for p in before:
         print("  ", p)
     store = open_store(data)
-    print(f"database: {store.engine.url.render_as_string(hide_password=True)}, "
-          f"schema version {migrations.version(store.engine)}")
+    print(
+        f"database: {store.engine.url.render_as_string(hide_password=True)}, "
+        f"schema version {migrations.version(store.engine)}"
+    )
     moved = SqlGraphStore(store.engine).import_json_folders(data)
     for k, n in moved.items():
         print(f"graph of user {k[:12]}...: {n} session part(s) moved from JSON into the database")

@@ -9,6 +9,7 @@ Two replicas starting at once: on PostgreSQL the whole upgrade runs under a tran
 advisory lock (DDL is transactional there); on SQLite under BEGIN IMMEDIATE. The loser waits,
 then finds nothing left to do.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,7 +22,7 @@ from . import db
 
 log = logging.getLogger(__name__)
 
-MIGRATION_LOCK = 7301          # advisory lock namespace of the schema upgrade
+MIGRATION_LOCK = 7301  # advisory lock namespace of the schema upgrade
 
 
 def _types(conn: Connection) -> dict:
@@ -144,8 +145,10 @@ LATEST = MIGRATIONS[-1][0]
 def _applied(conn: Connection) -> set[int]:
     insp = sa.inspect(conn)
     if not insp.has_table("schema_version"):
-        conn.exec_driver_sql(f"CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-                             f"applied_at {_types(conn)['float']} NOT NULL)")
+        conn.exec_driver_sql(
+            f"CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+            f"applied_at {_types(conn)['float']} NOT NULL)"
+        )
         if insp.has_table("sessions") and insp.has_table("messages"):
             # A data dir from before versioning: its tables are version 1 exactly.
             _record(conn, 1, MIGRATIONS[0][1] + " (adopted)")
@@ -154,8 +157,10 @@ def _applied(conn: Connection) -> set[int]:
 
 
 def _record(conn: Connection, version: int, name: str) -> None:
-    conn.execute(sa.text("INSERT INTO schema_version (version, name, applied_at) VALUES (:v, :n, :t)"),
-                 {"v": version, "n": name, "t": time.time()})
+    conn.execute(
+        sa.text("INSERT INTO schema_version (version, name, applied_at) VALUES (:v, :n, :t)"),
+        {"v": version, "n": name, "t": time.time()},
+    )
 
 
 def upgrade(engine: Engine) -> list[int]:

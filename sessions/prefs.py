@@ -12,6 +12,7 @@ base URL other than the deployer's is checked by memory.url_guard: one that is o
 resolves to a loopback, private, link-local (metadata) or otherwise non-public
 address is refused when saved, and every request to it is checked again.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -33,7 +34,7 @@ def options_for(defaults: Options, prefs: dict, strategy: str | None = None) -> 
     try:
         opts = defaults.with_(**saved)
     except InvalidOptions:
-        opts = defaults     # saved values from an older version that no longer validate
+        opts = defaults  # saved values from an older version that no longer validate
     strategy = strategy or prefs.get("strategy") or opts.strategy
     return opts.with_(strategy=strategy)
 
@@ -48,23 +49,24 @@ def validated_options(defaults: Options, values: dict) -> dict:
         if k in INT_FIELDS and isinstance(v, float) and v == int(v):
             v = int(v)
         clean[k] = v
-    defaults.with_(**clean)   # raises InvalidOptions with a readable message
+    defaults.with_(**clean)  # raises InvalidOptions with a readable message
     return clean
 
 
-LOCKED = ("The LLM backend, model and URL are fixed by this deployment; "
-          "only the memory settings can be changed here.")
+LOCKED = "The LLM backend, model and URL are fixed by this deployment; only the memory settings can be changed here."
 
 
-def validated_llm(values: dict, default: LLMConfig | None = None, allow_change: bool = True,
-                  url_check=check_url) -> dict | None:
+def validated_llm(
+    values: dict, default: LLMConfig | None = None, allow_change: bool = True, url_check=check_url
+) -> dict | None:
     """The LLM choice of a settings form, validated. `default` is the deployer's LLM: its URL is
     trusted; any other URL must pass `url_check` (memory.url_guard.check_url).
 
     Locked: None (nothing to save) when the form shows the deployer's LLM, else InvalidOptions."""
     if not allow_change:
-        same = default is not None and all(str(values.get(k) or "").strip() == str(getattr(default, k) or "")
-                                           for k in ("backend", "model", "base_url"))
+        same = default is not None and all(
+            str(values.get(k) or "").strip() == str(getattr(default, k) or "") for k in ("backend", "model", "base_url")
+        )
         if not same:
             raise InvalidOptions(LOCKED)
         return None
@@ -97,23 +99,33 @@ def _llm_fields(values: dict) -> dict:
 
 def llm_for(default: LLMConfig, prefs: dict, allow_change: bool = True) -> LLMConfig | None:
     """The LLM of one call: None (the process default) unless the user picked another one."""
-    chosen = prefs.get("llm") if allow_change else None     # locked: a choice saved earlier is ignored
+    chosen = prefs.get("llm") if allow_change else None  # locked: a choice saved earlier is ignored
     if not chosen:
         return None
     backend, model, base_url = chosen.get("backend"), chosen.get("model", ""), chosen.get("base_url", "")
-    if backend == default.backend and (backend == "embedded" or (model == default.model and base_url == default.base_url)):
+    if backend == default.backend and (
+        backend == "embedded" or (model == default.model and base_url == default.base_url)
+    ):
         return None
     if backend == "embedded":
         return replace(default, backend="embedded", api_key="")
     deployers = default.backend == "openai" and base_url == default.base_url
     # The key goes only to the deployer's endpoint; any other URL is checked at every request.
-    return replace(default, backend="openai", model=model, base_url=base_url,
-                   api_key=default.api_key if deployers else "", guard_url=not deployers)
+    return replace(
+        default,
+        backend="openai",
+        model=model,
+        base_url=base_url,
+        api_key=default.api_key if deployers else "",
+        guard_url=not deployers,
+    )
 
 
 def llm_public(default: LLMConfig, prefs: dict, allow_change: bool = True) -> dict:
     """What the settings form shows: backend, model, base URL; never a key."""
     chosen = (prefs.get("llm") if allow_change else None) or {}
-    return {"backend": chosen.get("backend", default.backend),
-            "model": chosen.get("model", default.model),
-            "base_url": chosen.get("base_url", default.base_url)}
+    return {
+        "backend": chosen.get("backend", default.backend),
+        "model": chosen.get("model", default.model),
+        "base_url": chosen.get("base_url", default.base_url),
+    }

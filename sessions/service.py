@@ -3,10 +3,11 @@
 It joins the store (what was said), the lifecycle (when memory is built), the
 chat (replies) and the agent (what is remembered).
 """
+
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 from memory.errors import InvalidOptions, MemoryLibError
 from memory.settings import LLMConfig, Options, Settings
@@ -15,35 +16,36 @@ from memory.url_guard import check_url
 from . import prefs as _prefs
 from .chat import Chat, ChatUpdate
 from .errors import UserError
+from .graph_store import SqlGraphStore
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
-from .graph_store import SqlGraphStore
 from .jobs import BuildPool, ImportRate, JobGate, LimitReached, Limits
 from .lifecycle import EndResult, Lifecycle, Progress, check_date, plural
 from .store import MessageRow, SessionRow, Store, open_store
-from .versions import MemoryVersions
 from .text import clean_text, register_secret
+from .versions import MemoryVersions
 
 EXPORT_FORMAT = "memory-chat-export/1"
 REDACTED = "(removed at the user's request)"
 MAX_MEMORY_ID_CHARS = 200
 
-__all__ = ["SessionService", "UserError", "ChatUpdate", "EndResult"]
+__all__ = ["ChatUpdate", "EndResult", "SessionService", "UserError"]
 
 
 class SessionService:
-    def __init__(self, settings: Settings, agent, store: Store | None = None, limits: Limits | None = None,
-                 url_check=check_url):
+    def __init__(
+        self, settings: Settings, agent, store: Store | None = None, limits: Limits | None = None, url_check=check_url
+    ):
         self.settings, self.agent = settings, agent
-        register_secret(settings.llm.api_key)      # never stored or shown (sessions.text)
+        register_secret(settings.llm.api_key)  # never stored or shown (sessions.text)
         self.store = store or open_store(settings.data_dir)
-        if hasattr(agent, "use_graph_store"):      # the graph lives next to the sessions, shared by replicas
+        if hasattr(agent, "use_graph_store"):  # the graph lives next to the sessions, shared by replicas
             graphs = SqlGraphStore(self.store.engine)
-            graphs.import_json_folders(settings.data_dir)      # a data dir from before: JSON graph files
+            graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
             agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
         self.limits = limits or Limits()
-        self.url_check = url_check                 # verdict on a user-supplied base URL (memory.url_guard)
-        self.jobs = JobGate()                      # one chat job and one memory job per user (sessions.jobs)
+        self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)
+        self.jobs = JobGate()  # one chat job and one memory job per user (sessions.jobs)
         self.builds = BuildPool(self.limits.build_workers, self.limits.build_nice)
         self.import_rate = ImportRate(self.limits.imports_per_hour)
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm, build_runner=self.builds.run)
@@ -78,7 +80,7 @@ class SessionService:
         return self.options(user_id)
 
     def set_strategy(self, user_id: str, strategy: str) -> Options:
-        opts = self.options(user_id, strategy)        # raises InvalidOptions on an unknown strategy
+        opts = self.options(user_id, strategy)  # raises InvalidOptions on an unknown strategy
         self.store.set_prefs(user_id, dict(self.prefs(user_id), strategy=strategy))
         return opts
 
@@ -122,8 +124,9 @@ class SessionService:
         return self.store.last_reply(check_user_id(user_id))
 
     # --- sessions -----------------------------------------------------------------------------
-    def end_session(self, user_id: str, next_date: str | None = None, progress: Progress | None = None,
-                    build: bool = True) -> EndResult:
+    def end_session(
+        self, user_id: str, next_date: str | None = None, progress: Progress | None = None, build: bool = True
+    ) -> EndResult:
         """End the open session; the next one is dated `next_date` (not before this one). With
         build=False the memory is left for `build_pending` (the page runs it in the background)."""
         return self._end(check_user_id(user_id), next_date, progress, build)
@@ -134,7 +137,7 @@ class SessionService:
 
     def _end(self, user_id: str, next_date: str | None, progress: Progress | None, build: bool) -> EndResult:
         self._check_room(user_id, new_sessions=1)
-        if not build:       # only the session's status changes here; build_pending holds the build slot
+        if not build:  # only the session's status changes here; build_pending holds the build slot
             return self.lifecycle.end(user_id, next_date, progress, build=False)
         with self.jobs.hold(user_id, "close"):
             return self.lifecycle.end(user_id, next_date, progress)
@@ -148,9 +151,12 @@ class SessionService:
         built = [c.report for c in result.closed if c.report]
         n_mem = sum(len(r["new_memories"]) for r in built)
         n_seg = sum(len(r["new_segments"]) for r in built)
-        result.message = (f"Memory built for {plural(len(built), 'session')} of {len(result.closed)}: "
-                          f"{plural(n_mem, 'new memory', 'new memories')} and {plural(n_seg, 'new segment')}."
-                          if result.closed else "No session was waiting for its memory.")
+        result.message = (
+            f"Memory built for {plural(len(built), 'session')} of {len(result.closed)}: "
+            f"{plural(n_mem, 'new memory', 'new memories')} and {plural(n_seg, 'new segment')}."
+            if result.closed
+            else "No session was waiting for its memory."
+        )
         if result.errors:
             result.message += " " + result.errors[0]
         return result
@@ -165,13 +171,17 @@ class SessionService:
         if lim.sessions:
             n = len(self.store.sessions(user_id))
             if n + new_sessions > lim.sessions:
-                raise LimitReached(f"You have {n} stored sessions; this server keeps at most {lim.sessions} per "
-                                   "user. Export your memory and use Forget me to start again.")
+                raise LimitReached(
+                    f"You have {n} stored sessions; this server keeps at most {lim.sessions} per "
+                    "user. Export your memory and use Forget me to start again."
+                )
         if lim.memories:
             n = len(self.agent.graph_view(user_id).get("nodes") or [])
             if n >= lim.memories:
-                raise LimitReached(f"Your memory holds {n} memories; this server keeps at most {lim.memories} per "
-                                   "user. Delete some memories, or export and use Forget me, to add more.")
+                raise LimitReached(
+                    f"Your memory holds {n} memories; this server keeps at most {lim.memories} per "
+                    "user. Delete some memories, or export and use Forget me, to add more."
+                )
 
     def sessions(self, user_id: str) -> list[SessionRow]:
         """The user's sessions in time order (by date, then number)."""
@@ -227,11 +237,11 @@ class SessionService:
             return records[session_id][0]
 
         forget = getattr(self.agent, "forget_memory", None)
-        if forget is None:                       # an agent without SeCom
+        if forget is None:  # an agent without SeCom
             with self.store.close_claim(user_id):
                 deleted = self.agent.delete_memory(user_id, memory_id.strip())
             return {"message": "Memory deleted."} if deleted else None
-        with self.store.close_claim(user_id):      # not while a replica links new memories to it
+        with self.store.close_claim(user_id):  # not while a replica links new memories to it
             gone = forget(user_id, memory_id.strip(), session_of)
         if gone is None:
             return None
@@ -240,7 +250,9 @@ class SessionService:
             session_of(gone["session_id"])
             rec, msgs = records.get(gone["session_id"], (None, []))
             # record() lists the session's ok messages in order, one turn each: map turn ids back to rows.
-            ids = [m.id for t, m in zip(rec.turns if rec else [], msgs) if t.turn_id in set(gone["turns"])]
+            ids = [
+                m.id for t, m in zip(rec.turns if rec else [], msgs, strict=False) if t.turn_id in set(gone["turns"])
+            ]
             redacted = self.store.redact_messages(user_id, ids, REDACTED)
         gone["redacted"] = redacted
         gone["message"] = forget_message(gone)
@@ -255,14 +267,24 @@ class SessionService:
         sessions = []
         for s in self.store.sessions(user_id):
             msgs = self.store.messages(user_id, s.session_id, include_errors=False)
-            sessions.append({"date": s.date, "status": s.status, "source": s.source,
-                             "turns": [{"speaker": m.role, "name": m.speaker, "text": m.text, "id": m.turn_id()}
-                                       for m in msgs]})
-        return {"format": EXPORT_FORMAT, "sessions": [s for s in sessions if s["turns"]],
-                "memory": self.agent.export_user(user_id), "settings": self.prefs(user_id)}
+            sessions.append(
+                {
+                    "date": s.date,
+                    "status": s.status,
+                    "source": s.source,
+                    "turns": [{"speaker": m.role, "name": m.speaker, "text": m.text, "id": m.turn_id()} for m in msgs],
+                }
+            )
+        return {
+            "format": EXPORT_FORMAT,
+            "sessions": [s for s in sessions if s["turns"]],
+            "memory": self.agent.export_user(user_id),
+            "settings": self.prefs(user_id),
+        }
 
-    def import_history(self, user_id: str, data: bytes | str, sample_id: str = "",
-                       progress: Progress | None = None, build: bool = True) -> EndResult:
+    def import_history(
+        self, user_id: str, data: bytes | str, sample_id: str = "", progress: Progress | None = None, build: bool = True
+    ) -> EndResult:
         """Store a history (see sessions.importer) as closed sessions and build their memory at once
         (build=False: stored only; `build_pending` builds it, e.g. in the background)."""
         user_id = check_user_id(user_id)
@@ -272,7 +294,7 @@ class SessionService:
                 parsed = self._parse_import(data, sample_id)
                 self._check_room(user_id, new_sessions=len(parsed))
             except Exception:
-                self.import_rate.give_back(user_id)    # refused before anything was stored: not counted
+                self.import_rate.give_back(user_id)  # refused before anything was stored: not counted
                 raise
             return self._import(user_id, parsed, progress, build)
 
@@ -301,14 +323,17 @@ class SessionService:
         n_turns = sum(len(s.turns) for s in parsed)
         if not build:
             result = EndResult(session=self.lifecycle.current(user_id))
-            result.message = (f"Imported {plural(len(parsed), 'session')} ({plural(n_turns, 'turn')}); "
-                              "building their memory.")
+            result.message = (
+                f"Imported {plural(len(parsed), 'session')} ({plural(n_turns, 'turn')}); building their memory."
+            )
             return result
         result = EndResult(closed=self.lifecycle.close_pending(user_id, progress))
         result.session = self.lifecycle.current(user_id)
         built = [c for c in result.closed if c.report]
-        result.message = (f"Imported {plural(len(parsed), 'session')} ({plural(n_turns, 'turn')}); memory built "
-                          f"for {len(built)} of {len(result.closed)}.")
+        result.message = (
+            f"Imported {plural(len(parsed), 'session')} ({plural(n_turns, 'turn')}); memory built "
+            f"for {len(built)} of {len(result.closed)}."
+        )
         if result.errors:
             result.message += " " + result.errors[0]
         return result
@@ -327,15 +352,19 @@ def forget_message(gone: dict) -> str:
     n_turns, rebuilt, removed = len(gone["turns"]), len(gone["segments_rebuilt"]), len(gone["segments_removed"])
     parts = [f"Deleted the memory “{gone['event']}” from THEANINE (graph and vector store)."]
     if n_turns:
-        parts.append(f"SeCom: its {plural(n_turns, 'source turn')} taken out of "
-                     f"{plural(rebuilt + removed, 'segment')} ({rebuilt} rebuilt without them, {removed} removed).")
+        parts.append(
+            f"SeCom: its {plural(n_turns, 'source turn')} taken out of "
+            f"{plural(rebuilt + removed, 'segment')} ({rebuilt} rebuilt without them, {removed} removed)."
+        )
     else:
         parts.append("It has no recorded source turns, so SeCom's segments are unchanged.")
     if gone.get("redacted"):
         parts.append(f"Transcript: {plural(gone['redacted'], 'turn')} redacted.")
     else:
-        parts.append("Kept: the session's transcript (tick “also redact” to blank those turns) "
-                     "and the traces of earlier replies.")
+        parts.append(
+            "Kept: the session's transcript (tick “also redact” to blank those turns) "
+            "and the traces of earlier replies."
+        )
     return " ".join(parts)
 
 

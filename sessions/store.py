@@ -10,15 +10,16 @@ Session status: "open" (the user is chatting in it; at most one per user),
 "closing" (ended, memory not yet built: a restart re-runs the build) and
 "closed" (memory built; `report` holds the close report).
 """
+
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -26,7 +27,10 @@ from sqlalchemy.engine import Connection
 from . import db, migrations
 from .claims import close_claim
 from .ids import check_user_id
-from .schema import compares as C, messages as M, sessions as S, users as U
+from .schema import compares as C
+from .schema import messages as M
+from .schema import sessions as S
+from .schema import users as U
 from .text import clean_obj, clean_text
 
 
@@ -48,16 +52,16 @@ class SessionRow:
 class MessageRow:
     id: int
     session_id: str
-    role: str          # user | assistant
-    speaker: str       # "user"/"assistant" in chats; the person's name in imported LoCoMo sessions
+    role: str  # user | assistant
+    speaker: str  # "user"/"assistant" in chats; the person's name in imported LoCoMo sessions
     text: str
-    status: str        # ok | error
+    status: str  # ok | error
     error: str | None
     strategy: str | None
     reply_to: int | None
     trace: dict | None
     created_at: float
-    source_turn_id: str | None = None   # the turn's id in an imported history (LoCoMo "D3:7")
+    source_turn_id: str | None = None  # the turn's id in an imported history (LoCoMo "D3:7")
 
     def turn_id(self) -> str:
         """The id memory provenance uses: the source's id for imported turns, else session:message."""
@@ -68,9 +72,14 @@ def _loads(s: str | None):
     return json.loads(s) if s else None
 
 
-_N_OK = (sa.select(sa.func.count()).select_from(M)
-         .where(M.c.user_id == S.c.user_id, M.c.session_id == S.c.session_id, M.c.status == "ok")
-         .correlate(S).scalar_subquery().label("n_messages"))
+_N_OK = (
+    sa.select(sa.func.count())
+    .select_from(M)
+    .where(M.c.user_id == S.c.user_id, M.c.session_id == S.c.session_id, M.c.status == "ok")
+    .correlate(S)
+    .scalar_subquery()
+    .label("n_messages")
+)
 
 
 class Store:
@@ -88,7 +97,7 @@ class Store:
         migrations.upgrade(self.engine)
 
     @classmethod
-    def for_data_dir(cls, data_dir: Path | str, database_url: str = "") -> "Store":
+    def for_data_dir(cls, data_dir: Path | str, database_url: str = "") -> Store:
         """The app's store: PostgreSQL (or any URL) when `database_url` is set, else data_dir/sessions.sqlite3."""
         if database_url:
             return cls(url=database_url, lock_dir=Path(data_dir) / "locks")
@@ -142,22 +151,43 @@ class Store:
     # --- sessions ----------------------------------------------------------------------
     @staticmethod
     def _next_seq(c: Connection, user_id: str) -> int:
-        return int(c.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.seq), 0)).where(S.c.user_id == user_id))
-                   .scalar()) + 1
+        return (
+            int(c.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.seq), 0)).where(S.c.user_id == user_id)).scalar())
+            + 1
+        )
 
     @staticmethod
     def _insert_session(c: Connection, user_id: str, date: str, status: str, source: str) -> str:
         seq = Store._next_seq(c, user_id)
         sid = f"s{seq}"
-        c.execute(S.insert().values(user_id=user_id, session_id=sid, seq=seq, date=clean_text(date), status=status,
-                                    source=source, created_at=time.time()))
+        c.execute(
+            S.insert().values(
+                user_id=user_id,
+                session_id=sid,
+                seq=seq,
+                date=clean_text(date),
+                status=status,
+                source=source,
+                created_at=time.time(),
+            )
+        )
         return sid
 
     @staticmethod
     def _session_row(r) -> SessionRow:
         m = r._mapping
-        return SessionRow(m["session_id"], m["seq"], m["date"], m["status"], m["source"], m["created_at"],
-                          m["closed_at"], m["close_error"], _loads(m["report"]), m.get("n_messages") or 0)
+        return SessionRow(
+            m["session_id"],
+            m["seq"],
+            m["date"],
+            m["status"],
+            m["source"],
+            m["created_at"],
+            m["closed_at"],
+            m["close_error"],
+            _loads(m["report"]),
+            m.get("n_messages") or 0,
+        )
 
     def open_session(self, user_id: str, default_date: str) -> SessionRow:
         """The user's open session, created (with `default_date`) if there is none."""
@@ -182,8 +212,11 @@ class Store:
 
     def set_session_date(self, user_id: str, session_id: str, date: str) -> None:
         with self._write() as c:
-            c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "open")
-                      .values(date=clean_text(date)))
+            c.execute(
+                S.update()
+                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "open")
+                .values(date=clean_text(date))
+            )
 
     def end_open_session(self, user_id: str, session_id: str, next_date: str) -> str | None:
         """Mark the open session "closing" and open a new one, in one transaction.
@@ -193,31 +226,43 @@ class Store:
         """
         with self._write() as c:
             self._lock_user(c, user_id)
-            cur = c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id,
-                                             S.c.status == "open")
-                            .values(status="closing", closed_at=time.time(), close_error=None))
+            cur = c.execute(
+                S.update()
+                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "open")
+                .values(status="closing", closed_at=time.time(), close_error=None)
+            )
             if cur.rowcount != 1:
                 return None
             return self._insert_session(c, user_id, next_date, "open", "chat")
 
     def mark_closed(self, user_id: str, session_id: str, report: dict) -> None:
         with self._write() as c:
-            c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "closing")
-                      .values(status="closed", close_error=None, report=json.dumps(clean_obj(report))))
+            c.execute(
+                S.update()
+                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "closing")
+                .values(status="closed", close_error=None, report=json.dumps(clean_obj(report)))
+            )
 
     def mark_close_failed(self, user_id: str, session_id: str, error: str) -> None:
         with self._write() as c:
-            c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "closing")
-                      .values(close_error=clean_text(error)))
+            c.execute(
+                S.update()
+                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "closing")
+                .values(close_error=clean_text(error))
+            )
 
     def users_with_pending_closes(self) -> list[str]:
         """Across all users: who has sessions whose memory build did not complete (startup recovery)."""
         with self._connect() as c:
-            return list(c.execute(sa.select(S.c.user_id).where(S.c.status == "closing").distinct()
-                                  .order_by(S.c.user_id)).scalars())
+            return list(
+                c.execute(
+                    sa.select(S.c.user_id).where(S.c.status == "closing").distinct().order_by(S.c.user_id)
+                ).scalars()
+            )
 
-    def add_imported_sessions(self, user_id: str,
-                              sessions: list[tuple[str, list[tuple[str, str, str, str | None]]]]) -> list[str]:
+    def add_imported_sessions(
+        self, user_id: str, sessions: list[tuple[str, list[tuple[str, str, str, str | None]]]]
+    ) -> list[str]:
         """Store whole sessions [(date, [(role, speaker, text, source_turn_id)])] as "closing", all or nothing.
 
         Imported sessions are earlier history: an open session without messages is moved after
@@ -228,28 +273,46 @@ class Store:
         self.ensure_user(user_id)
         ids = []
         now = time.time()
-        sessions = [(date, [(*t, None)[:4] for t in turns]) for date, turns in sessions]   # turn id optional
+        sessions = [(date, [(*t, None)[:4] for t in turns]) for date, turns in sessions]  # turn id optional
         with self._write() as c:
             self._lock_user(c, user_id)
-            taken = {r[0] for r in c.execute(sa.select(M.c.source_turn_id).where(
-                M.c.user_id == user_id, M.c.source_turn_id.is_not(None)))}
+            taken = {
+                r[0]
+                for r in c.execute(
+                    sa.select(M.c.source_turn_id).where(M.c.user_id == user_id, M.c.source_turn_id.is_not(None))
+                )
+            }
             prefix = ""
             if taken.intersection(t[3] for _, turns in sessions for t in turns if t[3]):
-                n = c.execute(sa.select(sa.func.count()).select_from(S).where(
-                    S.c.user_id == user_id, S.c.source == "import")).scalar()
+                n = c.execute(
+                    sa.select(sa.func.count()).select_from(S).where(S.c.user_id == user_id, S.c.source == "import")
+                ).scalar()
                 prefix = f"i{n + 1}/"
             has_msgs = sa.exists().where(M.c.user_id == S.c.user_id, M.c.session_id == S.c.session_id)
-            empty_open = c.execute(sa.select(S.c.session_id, S.c.date).where(
-                S.c.user_id == user_id, S.c.status == "open", ~has_msgs)).first()
+            empty_open = c.execute(
+                sa.select(S.c.session_id, S.c.date).where(S.c.user_id == user_id, S.c.status == "open", ~has_msgs)
+            ).first()
             if empty_open:
                 c.execute(S.delete().where(S.c.user_id == user_id, S.c.session_id == empty_open.session_id))
             for date, turns in sessions:
                 sid = self._insert_session(c, user_id, date, "closing", "import")
                 if turns:
-                    c.execute(M.insert(), [{"user_id": user_id, "session_id": sid, "role": r, "speaker": clean_text(s),
-                                            "text": clean_text(t), "status": "ok", "created_at": now,
-                                            "source_turn_id": prefix + tid if tid else None}
-                                           for r, s, t, tid in turns])
+                    c.execute(
+                        M.insert(),
+                        [
+                            {
+                                "user_id": user_id,
+                                "session_id": sid,
+                                "role": r,
+                                "speaker": clean_text(s),
+                                "text": clean_text(t),
+                                "status": "ok",
+                                "created_at": now,
+                                "source_turn_id": prefix + tid if tid else None,
+                            }
+                            for r, s, t, tid in turns
+                        ],
+                    )
                 ids.append(sid)
             if empty_open:
                 self._insert_session(c, user_id, empty_open.date, "open", "chat")
@@ -259,32 +322,79 @@ class Store:
     @staticmethod
     def _message_row(r) -> MessageRow:
         m = r._mapping
-        return MessageRow(m["id"], m["session_id"], m["role"], m["speaker"], m["text"], m["status"], m["error"],
-                          m["strategy"], m["reply_to"], _loads(m["trace"]), m["created_at"], m["source_turn_id"])
+        return MessageRow(
+            m["id"],
+            m["session_id"],
+            m["role"],
+            m["speaker"],
+            m["text"],
+            m["status"],
+            m["error"],
+            m["strategy"],
+            m["reply_to"],
+            _loads(m["trace"]),
+            m["created_at"],
+            m["source_turn_id"],
+        )
 
     def add_user_message(self, user_id: str, session_id: str, text: str) -> int | None:
         """Store a user message in `session_id` if it is still the open session, else return None
         (another tab ended it a moment ago: the caller sends into the new one)."""
         with self._write() as c:
             # FOR UPDATE (PostgreSQL): an end_open_session of another replica waits for this insert, or wins first.
-            is_open = c.execute(sa.select(S.c.session_id).where(S.c.user_id == user_id, S.c.session_id == session_id,
-                                                                S.c.status == "open")
-                                .with_for_update(read=True)).first()
+            is_open = c.execute(
+                sa.select(S.c.session_id)
+                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "open")
+                .with_for_update(read=True)
+            ).first()
             if is_open is None:
                 return None
-            return int(c.execute(M.insert().values(user_id=user_id, session_id=session_id, role="user",
-                                                   speaker="user", text=clean_text(text), created_at=time.time())
-                                 .returning(M.c.id)).scalar())
+            return int(
+                c.execute(
+                    M.insert()
+                    .values(
+                        user_id=user_id,
+                        session_id=session_id,
+                        role="user",
+                        speaker="user",
+                        text=clean_text(text),
+                        created_at=time.time(),
+                    )
+                    .returning(M.c.id)
+                ).scalar()
+            )
 
-    def add_reply(self, user_id: str, session_id: str, reply_to: int, text: str, strategy: str,
-                  trace: dict | None, error: str | None = None) -> int:
+    def add_reply(
+        self,
+        user_id: str,
+        session_id: str,
+        reply_to: int,
+        text: str,
+        strategy: str,
+        trace: dict | None,
+        error: str | None = None,
+    ) -> int:
         """The assistant's reply to message `reply_to`, or (error set) the record of a failed one."""
         with self._write() as c:
-            return int(c.execute(M.insert().values(
-                user_id=user_id, session_id=session_id, role="assistant", speaker="assistant", text=clean_text(text),
-                status="error" if error else "ok", error=clean_text(error) if error else None, strategy=strategy,
-                reply_to=reply_to, trace=json.dumps(clean_obj(trace)) if trace is not None else None,
-                created_at=time.time()).returning(M.c.id)).scalar())
+            return int(
+                c.execute(
+                    M.insert()
+                    .values(
+                        user_id=user_id,
+                        session_id=session_id,
+                        role="assistant",
+                        speaker="assistant",
+                        text=clean_text(text),
+                        status="error" if error else "ok",
+                        error=clean_text(error) if error else None,
+                        strategy=strategy,
+                        reply_to=reply_to,
+                        trace=json.dumps(clean_obj(trace)) if trace is not None else None,
+                        created_at=time.time(),
+                    )
+                    .returning(M.c.id)
+                ).scalar()
+            )
 
     def messages(self, user_id: str, session_id: str, include_errors: bool = True) -> list[MessageRow]:
         q = sa.select(M).where(M.c.user_id == user_id, M.c.session_id == session_id)
@@ -296,8 +406,12 @@ class Store:
     def redact_messages(self, user_id: str, message_ids: list[int], text: str) -> int:
         """Replace the text of some messages (the user asked to forget them); returns how many changed."""
         with self._write() as c:
-            return sum(c.execute(M.update().where(M.c.user_id == user_id, M.c.id == int(i))
-                                 .values(text=clean_text(text))).rowcount for i in message_ids)
+            return sum(
+                c.execute(
+                    M.update().where(M.c.user_id == user_id, M.c.id == int(i)).values(text=clean_text(text))
+                ).rowcount
+                for i in message_ids
+            )
 
     def message(self, user_id: str, message_id: int) -> MessageRow | None:
         with self._connect() as c:
@@ -307,36 +421,63 @@ class Store:
     def reply_to(self, user_id: str, message_id: int) -> MessageRow | None:
         """The latest reply (ok or error) to a user message."""
         with self._connect() as c:
-            r = c.execute(sa.select(M).where(M.c.user_id == user_id, M.c.reply_to == message_id)
-                          .order_by(M.c.id.desc()).limit(1)).first()
+            r = c.execute(
+                sa.select(M).where(M.c.user_id == user_id, M.c.reply_to == message_id).order_by(M.c.id.desc()).limit(1)
+            ).first()
         return self._message_row(r) if r else None
 
     def last_reply(self, user_id: str) -> MessageRow | None:
         """The user's most recent assistant message with a trace, in any session."""
         with self._connect() as c:
-            r = c.execute(sa.select(M).where(M.c.user_id == user_id, M.c.role == "assistant", M.c.trace.is_not(None))
-                          .order_by(M.c.id.desc()).limit(1)).first()
+            r = c.execute(
+                sa.select(M)
+                .where(M.c.user_id == user_id, M.c.role == "assistant", M.c.trace.is_not(None))
+                .order_by(M.c.id.desc())
+                .limit(1)
+            ).first()
         return self._message_row(r) if r else None
 
     # --- compare runs --------------------------------------------------------------------
     def add_compare(self, user_id: str, session_id: str, message: str, results: dict) -> int:
         with self._write() as c:
-            return int(c.execute(C.insert().values(user_id=user_id, session_id=session_id, message=clean_text(message),
-                                                   results=json.dumps(clean_obj(results)), created_at=time.time())
-                                 .returning(C.c.id)).scalar())
+            return int(
+                c.execute(
+                    C.insert()
+                    .values(
+                        user_id=user_id,
+                        session_id=session_id,
+                        message=clean_text(message),
+                        results=json.dumps(clean_obj(results)),
+                        created_at=time.time(),
+                    )
+                    .returning(C.c.id)
+                ).scalar()
+            )
 
     def compares(self, user_id: str) -> list[dict]:
         with self._connect() as c:
-            return [{"id": r.id, "session_id": r.session_id, "message": r.message,
-                     "results": json.loads(r.results), "created_at": r.created_at}
-                    for r in c.execute(sa.select(C).where(C.c.user_id == user_id).order_by(C.c.id))]
+            return [
+                {
+                    "id": r.id,
+                    "session_id": r.session_id,
+                    "message": r.message,
+                    "results": json.loads(r.results),
+                    "created_at": r.created_at,
+                }
+                for r in c.execute(sa.select(C).where(C.c.user_id == user_id).order_by(C.c.id))
+            ]
 
     # --- activity (sessions.idle) ----------------------------------------------------------
     def last_activity(self) -> list[tuple[str, float]]:
         """Every user with the time of their latest account, session, message or compare row, oldest first."""
+
         def latest(t):
-            return sa.select(sa.func.coalesce(sa.func.max(t.c.created_at), 0)).where(
-                t.c.user_id == U.c.user_id).scalar_subquery()
+            return (
+                sa.select(sa.func.coalesce(sa.func.max(t.c.created_at), 0))
+                .where(t.c.user_id == U.c.user_id)
+                .scalar_subquery()
+            )
+
         with self._connect() as c:
             rows = c.execute(sa.select(U.c.user_id, U.c.created_at, latest(S), latest(M), latest(C)))
             out = [(r[0], max(float(x or 0) for x in r[1:])) for r in rows]
@@ -346,12 +487,14 @@ class Store:
 def open_store(data_dir: Path | str, env: dict | None = None) -> Store:
     """The app's store: DATABASE_URL (e.g. postgresql://user:pw@host/db) when set, else the data dir's SQLite."""
     from .text import register_secret
+
     url = (os.environ if env is None else env).get("DATABASE_URL", "").strip()
     if url:
-        register_secret(sa.engine.make_url(db.normalise_url(url)).password or "")   # never in logs or pages
+        register_secret(sa.engine.make_url(db.normalise_url(url)).password or "")  # never in logs or pages
     store = Store.for_data_dir(data_dir, url)
     old = Path(data_dir) / "sessions.sqlite3"
-    if url and old.exists():      # first start of a single-process data dir on the shared database
+    if url and old.exists():  # first start of a single-process data dir on the shared database
         from .legacy import copy_sqlite_into
+
         copy_sqlite_into(old, store)
     return store

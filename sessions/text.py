@@ -10,6 +10,7 @@ Secrets registered with `register_secret` (the API key of the process settings) 
 "[redacted]" in everything cleaned here, so a server that echoes the key in an error message
 cannot put it in a trace, a stored message, an export or the page.
 """
+
 from __future__ import annotations
 
 import re

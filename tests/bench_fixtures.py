@@ -1,36 +1,57 @@
 """A tiny LoCoMo-format conversation for the benchmark tests, with answers known by construction."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 TURNS = {
-    1: [("Alice", "Hi Bob, how was your week?"),
+    1: [
+        ("Alice", "Hi Bob, how was your week?"),
         ("Bob", "Busy! I adopted a beagle puppy named Biscuit from the Portland shelter."),
         ("Alice", "Lovely. I started pottery lessons at the community studio downtown."),
-        ("Bob", "Pottery sounds relaxing, enjoy it.")],
-    2: [("Alice", "Bob, is Biscuit settling in?"),
+        ("Bob", "Pottery sounds relaxing, enjoy it."),
+    ],
+    2: [
+        ("Alice", "Bob, is Biscuit settling in?"),
         ("Bob", "Biscuit chewed my red running shoes yesterday."),
         ("Alice", "My pottery teacher said my first bowl was lopsided."),
-        ("Bob", "Keep practising, bowls get easier.")],
+        ("Bob", "Keep practising, bowls get easier."),
+    ],
 }
 
 OBSERVATIONS = {
-    1: {"Bob": [["Bob adopted a beagle puppy named Biscuit from the Portland shelter.", "D1:2"]],
-        "Alice": [["Alice started pottery lessons at the community studio downtown.", "D1:3"]]},
-    2: {"Bob": [["Biscuit the puppy chewed Bob's red running shoes.", "D2:2"]],
-        "Alice": [["Alice's pottery teacher said her first bowl was lopsided.", "D2:3"]]},
+    1: {
+        "Bob": [["Bob adopted a beagle puppy named Biscuit from the Portland shelter.", "D1:2"]],
+        "Alice": [["Alice started pottery lessons at the community studio downtown.", "D1:3"]],
+    },
+    2: {
+        "Bob": [["Biscuit the puppy chewed Bob's red running shoes.", "D2:2"]],
+        "Alice": [["Alice's pottery teacher said her first bowl was lopsided.", "D2:3"]],
+    },
 }
 
 QA = [
-    {"question": "Where did Bob adopt Biscuit the beagle?", "answer": "Portland shelter", "evidence": ["D1:2"],
-     "category": 4},
+    {
+        "question": "Where did Bob adopt Biscuit the beagle?",
+        "answer": "Portland shelter",
+        "evidence": ["D1:2"],
+        "category": 4,
+    },
     # two evidence turns, malformed as in LoCoMo ("D1:3; D2:3"), one mentions the bowl only
-    {"question": "What did Alice make in her pottery lessons?", "answer": "a lopsided bowl",
-     "evidence": ["D1:3; D2:3"], "category": 1},
-    {"question": "Adversarial: what did Biscuit eat?", "adversarial_answer": "shoes", "evidence": ["D2:2"],
-     "category": 5},                                       # skipped (category 5)
-    {"question": "No evidence here?", "answer": "none", "evidence": [], "category": 2},   # skipped
+    {
+        "question": "What did Alice make in her pottery lessons?",
+        "answer": "a lopsided bowl",
+        "evidence": ["D1:3; D2:3"],
+        "category": 1,
+    },
+    {
+        "question": "Adversarial: what did Biscuit eat?",
+        "adversarial_answer": "shoes",
+        "evidence": ["D2:2"],
+        "category": 5,
+    },  # skipped (category 5)
+    {"question": "No evidence here?", "answer": "none", "evidence": [], "category": 2},  # skipped
 ]
 
 
@@ -38,11 +59,17 @@ def tiny_locomo(sample_id: str = "conv-t") -> dict:
     conv = {"speaker_a": "Alice", "speaker_b": "Bob"}
     for n, turns in TURNS.items():
         conv[f"session_{n}_date_time"] = f"1:00 pm on {n} May, 2023"
-        conv[f"session_{n}"] = [{"speaker": sp, "dia_id": f"D{n}:{i + 1}", "text": t} for i, (sp, t) in enumerate(turns)]
-    return {"sample_id": sample_id, "conversation": conv, "qa": QA,
-            "observation": {f"session_{n}_observation": o for n, o in OBSERVATIONS.items()},
-            "session_summary": {f"session_{n}_summary": " ".join(t for _, t in TURNS[n]) for n in TURNS},
-            "event_summary": {}}
+        conv[f"session_{n}"] = [
+            {"speaker": sp, "dia_id": f"D{n}:{i + 1}", "text": t} for i, (sp, t) in enumerate(turns)
+        ]
+    return {
+        "sample_id": sample_id,
+        "conversation": conv,
+        "qa": QA,
+        "observation": {f"session_{n}_observation": o for n, o in OBSERVATIONS.items()},
+        "session_summary": {f"session_{n}_summary": " ".join(t for _, t in TURNS[n]) for n in TURNS},
+        "event_summary": {},
+    }
 
 
 def write_tiny(path: Path, n_samples: int = 1) -> Path:

@@ -1,4 +1,5 @@
 """Shared test parts: deterministic fakes written by hand (no mock patching) and real local parts."""
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memory.llm import Completion  # noqa: E402
 from memory.errors import TransientLLMError  # noqa: E402
+from memory.llm import Completion  # noqa: E402
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+# The browser and running-app fixtures live in ui_fixtures; registering it here shares them with every test.
+pytest_plugins = ["ui_fixtures"]
 
 
 class ScriptedLLM:
@@ -43,7 +47,7 @@ class ScriptedLLM:
     def stream(self, messages, *, temperature, max_tokens, seed=None):
         text = self._next(messages)
         for i in range(0, len(text), 4):
-            yield text[i:i + 4]
+            yield text[i : i + 4]
 
 
 class HashEmbedder:
@@ -75,12 +79,14 @@ def fake_embedder():
 @pytest.fixture
 def chroma_store(tmp_path):
     from memory.store import VectorStore
+
     return VectorStore(path=tmp_path / "chroma")
 
 
 @pytest.fixture(scope="session")
 def minilm():
     from memory.embeddings import make_embedder
+
     return make_embedder("minilm")
 
 

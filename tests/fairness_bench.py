@@ -10,6 +10,7 @@ nothing else running (after one warm-up reply), then user A starts the import th
 and B sends `replies` more while it runs. Prints each latency, both medians, their ratio (target
 <= 2x), whether the import was still running at B's last reply, and the import's own duration.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,15 @@ for p in (HERE, HERE.parent):
         sys.path.insert(0, str(p))
 
 LOCOMO = HERE.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
-QUESTIONS = ["I went hiking with my sister last weekend.", "What should I cook tonight?",
-             "My cat knocked over a plant again.", "I start a new job on Monday.", "Any tips for sleeping better?",
-             "I finished reading a long novel.", "The weather turned cold today."]
+QUESTIONS = [
+    "I went hiking with my sister last weekend.",
+    "What should I cook tonight?",
+    "My cat knocked over a plant again.",
+    "I start a new job on Monday.",
+    "Any tips for sleeping better?",
+    "I finished reading a long novel.",
+    "The weather turned cold today.",
+]
 
 
 def timed_reply(client, uid: str, text: str, strategy: str) -> float:
@@ -55,11 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     from gradio_client import Client
 
     data = Path(tempfile.mkdtemp(prefix="fairness-"))
-    print(f"starting the app (embedded model, MEMORY_LLM_STEPS={a.llm_steps}, "
-          f"LLM_MAX_REPLY_TOKENS={a.reply_tokens}) in {data}", flush=True)
+    print(
+        f"starting the app (embedded model, MEMORY_LLM_STEPS={a.llm_steps}, "
+        f"LLM_MAX_REPLY_TOKENS={a.reply_tokens}) in {data}",
+        flush=True,
+    )
     from ui_fixtures import RunningApp
-    app = RunningApp(data, data / "app.log", timeout=900, MEMORY_LLM_STEPS=a.llm_steps,
-                     LLM_MAX_REPLY_TOKENS=a.reply_tokens)
+
+    app = RunningApp(
+        data, data / "app.log", timeout=900, MEMORY_LLM_STEPS=a.llm_steps, LLM_MAX_REPLY_TOKENS=a.reply_tokens
+    )
     try:
         url = app.url
         ca, cb = Client(url, verbose=False), Client(url, verbose=False)
@@ -68,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             print("this app has no /import_history endpoint (it comes with the offline-mode change)")
             return 2
         ua, ub = ca.predict(api_name="/new_user"), cb.predict(api_name="/new_user")
-        timed_reply(cb, ub, "Hello! Nice to meet you.", a.strategy)               # warm-up, not counted
+        timed_reply(cb, ub, "Hello! Nice to meet you.", a.strategy)  # warm-up, not counted
         alone = []
         for i in range(a.replies):
             alone.append(timed_reply(cb, ub, QUESTIONS[i % len(QUESTIONS)], a.strategy))
@@ -83,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             try:
                 result["out"] = ca.predict(ua, text, a.sample, api_name="/import_history")
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 result["error"] = str(e)
             result["seconds"] = time.perf_counter() - t0
 
@@ -95,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(a.replies):
             during.append(timed_reply(cb, ub, QUESTIONS[(i + 2) % len(QUESTIONS)], a.strategy))
             overlapped.append(importer.is_alive())
-            print(f"  B during A's import, reply {i + 1}: {during[-1]:.2f} s"
-                  f"{'' if overlapped[-1] else ' (import had finished)'}", flush=True)
+            print(
+                f"  B during A's import, reply {i + 1}: {during[-1]:.2f} s"
+                f"{'' if overlapped[-1] else ' (import had finished)'}",
+                flush=True,
+            )
         still_running = importer.is_alive()
         importer.join(3600)
         m0, m1 = statistics.median(alone), statistics.median(during)
@@ -105,18 +120,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  B reply median, no import:     {m0:.2f} s   ({', '.join(f'{x:.2f}' for x in alone)})")
         print(f"  B reply median, during import: {m1:.2f} s   ({', '.join(f'{x:.2f}' for x in during)})")
         print(f"  ratio: {m1 / m0:.2f}x (target <= 2x): {'met' if m1 <= 2 * m0 else 'NOT met'}")
-        print(f"  replies that overlapped the import: {sum(overlapped)}/{len(overlapped)}; "
-              f"import still running after B's last reply: {still_running}")
+        print(
+            f"  replies that overlapped the import: {sum(overlapped)}/{len(overlapped)}; "
+            f"import still running after B's last reply: {still_running}"
+        )
         if "error" in result:
             print(f"  A's import failed: {result['error']}")
         else:
             out = result.get("out") or {}
-            print(f"  A's import: {result.get('seconds', 0):.1f} s, {len(out.get('closed', []))} sessions built, "
-                  f"errors: {len(out.get('errors', []))}")
+            print(
+                f"  A's import: {result.get('seconds', 0):.1f} s, {len(out.get('closed', []))} sessions built, "
+                f"errors: {len(out.get('errors', []))}"
+            )
     finally:
         app.stop()
         if not a.keep:
             import shutil
+
             shutil.rmtree(data, ignore_errors=True)
     return 0
 

@@ -8,6 +8,7 @@ Each request to /v1/chat/completions takes the next entry of `script`:
   ("empty", None)  a 200 with no choices
 When the script runs out the last entry repeats.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,14 +37,24 @@ class FaultServer:
                     time.sleep(arg)
                     kind, arg = "ok", "late"
                 if kind == "empty":
-                    return self._json(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                                            "choices": []})
+                    return self._json(
+                        200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}
+                    )
                 if body.get("stream"):
                     return self._stream(arg, cut=(kind == "cut"))
-                self._json(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                                 "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant", "content": arg}}],
-                                 "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}})
+                self._json(
+                    200,
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": arg}}
+                        ],
+                        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+                    },
+                )
 
             def _json(self, code, obj):
                 data = json.dumps(obj).encode()
@@ -57,16 +68,21 @@ class FaultServer:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                pieces = [text[i:i + 5] for i in range(0, len(text), 5)]
+                pieces = [text[i : i + 5] for i in range(0, len(text), 5)]
                 if cut:
                     pieces = pieces[: max(1, len(pieces) // 2)]
                 for p in pieces:
-                    chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                             "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+                    chunk = {
+                        "id": "x",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}],
+                    }
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
                 if cut:
-                    self.wfile.write(b"data: {\"id\": \"x\", \"choi")   # torn JSON, then the connection drops
+                    self.wfile.write(b'data: {"id": "x", "choi')  # torn JSON, then the connection drops
                     self.wfile.flush()
                     self.close_connection = True
                     return

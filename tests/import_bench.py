@@ -8,6 +8,7 @@ wall time of each import (and the median), the memories and segments built, the 
 that are questions, and the recall of LoCoMo's observation facts: the share of facts for which some
 memory names one of the fact's dia_ids as its source turn.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory.locomo import observations  # noqa: E402
-from ui_fixtures import RunningApp  # noqa: E402
+from ui_fixtures import RunningApp
+
+from memory.locomo import observations
 
 
 def measure(client, text: str, sample: dict) -> dict:
@@ -35,11 +37,16 @@ def measure(client, text: str, sample: dict) -> dict:
     covered = {t for m in memories for t in m["turns"]}
     obs = observations(sample)
     questions = sum(1 for m in memories if m["event"].rstrip().endswith("?"))
-    return {"seconds": round(seconds, 2), "sessions": len(built["closed"]), "errors": built["errors"],
-            "memories": len(memories), "segments": built["segments"],
-            "question_share": questions / max(1, len(memories)),
-            "observation_recall": sum(1 for o in obs if set(o.dia_ids) & covered) / max(1, len(obs)),
-            "built_by": sorted({m.get("built_by", "") for m in memories})}
+    return {
+        "seconds": round(seconds, 2),
+        "sessions": len(built["closed"]),
+        "errors": built["errors"],
+        "memories": len(memories),
+        "segments": built["segments"],
+        "question_share": questions / max(1, len(memories)),
+        "observation_recall": sum(1 for o in obs if set(o.dia_ids) & covered) / max(1, len(obs)),
+        "built_by": sorted({m.get("built_by", "") for m in memories}),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -52,6 +59,7 @@ def main(argv: list[str]) -> int:
     sample = next(s for s in json.loads(Path(a.data).read_text()) if s["sample_id"] == a.sample)
     text = json.dumps(sample)
     from gradio_client import Client
+
     with tempfile.TemporaryDirectory() as tmp:
         app = RunningApp(Path(tmp) / "data", Path(tmp) / "app.log")
         try:
@@ -66,8 +74,10 @@ def main(argv: list[str]) -> int:
     r0 = runs[0]
     print(f"\n{a.sample}: {r0['sessions']} sessions imported through /import_history (embedded defaults)")
     print(f"wall time median {med:.1f} s over {len(runs)} runs ({', '.join(str(r['seconds']) for r in runs)})")
-    print(f"memories {r0['memories']}, segments {r0['segments']}, questions {r0['question_share']:.1%}, "
-          f"observation recall {r0['observation_recall']:.1%}, built by {r0['built_by']}")
+    print(
+        f"memories {r0['memories']}, segments {r0['segments']}, questions {r0['question_share']:.1%}, "
+        f"observation recall {r0['observation_recall']:.1%}, built by {r0['built_by']}"
+    )
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"sample": a.sample, "median_seconds": med, "runs": runs}, indent=2))

@@ -10,6 +10,7 @@ then sends one more message with SeCom memory. Every reply must arrive, and no o
 may appear in the user's replies, traces or history. Prints users, messages, errors, p50/p95 reply
 time, close times, and whether replies completed while other users' closes were running.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,28 @@ for p in (HERE, HERE.parent):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-TOPICS = ["hiking", "baking", "chess", "sailing", "pottery", "cycling", "painting", "fishing", "climbing", "knitting",
-          "surfing", "archery", "gardening", "juggling", "skating", "rowing", "singing", "dancing", "fencing", "origami"]
+TOPICS = [
+    "hiking",
+    "baking",
+    "chess",
+    "sailing",
+    "pottery",
+    "cycling",
+    "painting",
+    "fishing",
+    "climbing",
+    "knitting",
+    "surfing",
+    "archery",
+    "gardening",
+    "juggling",
+    "skating",
+    "rowing",
+    "singing",
+    "dancing",
+    "fencing",
+    "origami",
+]
 
 
 @dataclass
@@ -36,16 +57,17 @@ class UserRun:
     index: int
     token: str = ""
     uid: str = ""
-    replies: list[tuple[float, float]] = field(default_factory=list)   # (start, end) of each reply
+    replies: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of each reply
     closes: list[tuple[float, float]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)                    # JSON of everything the user got back
+    outputs: list[str] = field(default_factory=list)  # JSON of everything the user got back
     closed_sessions: int = 0
-    busy_refusals: int = 0          # the doubled close answered "Busy with ..." (one job per user)
+    busy_refusals: int = 0  # the doubled close answered "Busy with ..." (one job per user)
 
 
 def _user(url: str, run: UserRun, messages: int, double_close: bool, start: threading.Barrier) -> None:
     from gradio_client import Client
+
     try:
         c = Client(url, verbose=False)
         run.uid = c.predict(api_name="/new_user")
@@ -68,7 +90,7 @@ def _user(url: str, run: UserRun, messages: int, double_close: bool, start: thre
         for j in jobs:
             try:
                 results.append(j.result(timeout=1800))
-            except Exception as e:  # noqa: BLE001 - the doubled close: the second is refused while the first runs
+            except Exception as e:
                 if "Busy with" not in str(e):
                     raise
                 run.busy_refusals += 1
@@ -78,15 +100,14 @@ def _user(url: str, run: UserRun, messages: int, double_close: bool, start: thre
         run.errors += [f"close: {e}" for r in results for e in r["errors"]]
         send("What is my code word and which hobby do I love?", "secom")
         run.outputs.append(json.dumps(c.predict(run.uid, api_name="/history")))
-    except Exception as e:  # noqa: BLE001 - counted and reported
+    except Exception as e:
         run.errors.append(f"{type(e).__name__}: {e}")
 
 
 def run_load(url: str, users: int = 20, messages: int = 2) -> dict:
     runs = [UserRun(i, token=f"tok{i:02d}x{int(time.time() * 1000) % 100000:05d}q") for i in range(users)]
     start = threading.Barrier(users)
-    threads = [threading.Thread(target=_user, args=(url, r, messages, r.index == 0, start), daemon=True)
-               for r in runs]
+    threads = [threading.Thread(target=_user, args=(url, r, messages, r.index == 0, start), daemon=True) for r in runs]
     t0 = time.time()
     for t in threads:
         t.start()
@@ -104,22 +125,29 @@ def run_load(url: str, users: int = 20, messages: int = 2) -> dict:
     closes = sorted(e - s for r in runs for s, e in r.closes)
     close_spans = [(r.index, s, e) for r in runs for s, e in r.closes]
     # Replies that arrived while another user's session close was running: closes do not block chats.
-    during_close = sum(1 for r in runs for s, e in r.replies
-                       if any(i != r.index and cs < e < ce for i, cs, ce in close_spans))
+    during_close = sum(
+        1 for r in runs for s, e in r.replies if any(i != r.index and cs < e < ce for i, cs, ce in close_spans)
+    )
 
     def pct(xs, q):
         return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2) if xs else None
 
     return {
-        "users": users, "messages": sum(len(r.replies) for r in runs),
-        "expected_messages": users * (messages + 1), "errors": sum(len(r.errors) for r in runs),
+        "users": users,
+        "messages": sum(len(r.replies) for r in runs),
+        "expected_messages": users * (messages + 1),
+        "errors": sum(len(r.errors) for r in runs),
         "error_samples": [e for r in runs for e in r.errors][:5],
-        "reply_p50_s": pct(times, 0.5), "reply_p95_s": pct(times, 0.95),
+        "reply_p50_s": pct(times, 0.5),
+        "reply_p95_s": pct(times, 0.95),
         "reply_mean_s": round(statistics.mean(times), 2) if times else None,
-        "close_p50_s": pct(closes, 0.5), "close_max_s": round(max(closes), 2) if closes else None,
+        "close_p50_s": pct(closes, 0.5),
+        "close_max_s": round(max(closes), 2) if closes else None,
         "replies_done_during_another_users_close": during_close,
-        "closes_run": sum(r.closed_sessions for r in runs), "busy_refusals": sum(r.busy_refusals for r in runs),
-        "crossed_users": crossed, "wall_s": round(wall, 1),
+        "closes_run": sum(r.closed_sessions for r in runs),
+        "busy_refusals": sum(r.busy_refusals for r in runs),
+        "crossed_users": crossed,
+        "wall_s": round(wall, 1),
     }
 
 
@@ -134,6 +162,7 @@ def main(argv=None) -> None:
         out = run_load(args.url, args.users, args.messages)
     else:
         from ui_fixtures import RunningApp
+
         data = Path(tempfile.mkdtemp(prefix="memory-load-"))
         app = RunningApp(data / "data", data / "app.log", LLM_MAX_REPLY_TOKENS=args.reply_tokens)
         try:

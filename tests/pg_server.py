@@ -4,6 +4,7 @@ PostgreSQL refuses to run as root, and CI runs as root: then the cluster directo
 for, and the server run as, the `postgres` (or `nobody`) user through runuser. Trust
 authentication on 127.0.0.1 only; the directory is removed on exit.
 """
+
 from __future__ import annotations
 
 import glob

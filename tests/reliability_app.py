@@ -4,25 +4,65 @@ browser, and app.py in a subprocess that can be killed with SIGKILL.
 In-process, everything is real except the LLM server (tests/reliability_llm.py): the real
 MemoryAgent with MiniLM and embedded Chroma, the real `openai` client, the real SQLite store.
 """
+
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
+from reliability_llm import LLMServer, app_llm_env
+
 from memory.agent import MemoryAgent
 from memory.settings import Settings
 from sessions import SessionService
 
-from reliability_llm import LLMServer, app_llm_env
-
-COMPONENTS = ("uid", "msg_ids", "session_header", "chatbot", "msg", "send", "strategy", "compare", "retry", "status",
-              "date", "new", "end", "sessions", "graph", "why", "compare_row", "backend", "model", "base_url",
-              "temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens", "save_settings",
-              "settings_status", "import_file", "sample_id", "import_btn", "export_btn", "export_file", "memory",
-              "delete_btn", "forget_confirm", "forget_btn", "data_status", "timer", "job", "stop", "redact")
+COMPONENTS = (
+    "uid",
+    "msg_ids",
+    "session_header",
+    "chatbot",
+    "msg",
+    "send",
+    "strategy",
+    "compare",
+    "retry",
+    "status",
+    "date",
+    "new",
+    "end",
+    "sessions",
+    "graph",
+    "why",
+    "compare_row",
+    "backend",
+    "model",
+    "base_url",
+    "temperature",
+    "j",
+    "k",
+    "n",
+    "compression_rate",
+    "retriever",
+    "max_reply_tokens",
+    "save_settings",
+    "settings_status",
+    "import_file",
+    "sample_id",
+    "import_btn",
+    "export_btn",
+    "export_file",
+    "memory",
+    "delete_btn",
+    "forget_confirm",
+    "forget_btn",
+    "data_status",
+    "timer",
+    "job",
+    "stop",
+    "redact",
+)
 
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+")
 
@@ -42,6 +82,7 @@ def make_service(data_dir: Path, server: LLMServer, **env) -> SessionService:
 
 def handlers(service: SessionService):
     from ui.handlers import Handlers
+
     return Handlers(service, components())
 
 
@@ -61,6 +102,7 @@ def visible(update) -> bool:
 
 # --- checks on the files an app left behind -------------------------------------------------
 
+
 def sqlite_ok(path: Path) -> None:
     db = sqlite3.connect(path)
     try:
@@ -77,8 +119,10 @@ def graphs_ok(data_dir: Path) -> list[dict]:
     """Every user's graph as stored in the data dir's database (one part per built session);
     no JSON graph folder or temporary file is left behind."""
     import sqlalchemy as sa
+
     from memory.theanine.graph import MemoryGraph
     from sessions.graph_store import SqlGraphStore
+
     engine = sa.create_engine(f"sqlite:///{Path(data_dir) / 'sessions.sqlite3'}")
     try:
         gs = SqlGraphStore(engine)

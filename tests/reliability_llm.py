@@ -19,6 +19,7 @@ Entries:
 The server lives in the test process; the app under test runs in a subprocess
 and is pointed at it with OPENAI_BASE_URL=server.url.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,16 +60,27 @@ def default_answer(purpose: str, body: dict) -> str:
             i, speaker, text = int(m.group(1)), m.group(2), m.group(3)
             if speaker != "assistant":
                 mems.append({"speaker": speaker, "event": f"The user mentioned that {text}", "turns": [i]})
-        return json.dumps({"memories": mems or [{"speaker": "user", "event": "The user said nothing much today",
-                                                  "turns": [0]}]})
+        return json.dumps(
+            {"memories": mems or [{"speaker": "user", "event": "The user said nothing much today", "turns": [0]}]}
+        )
     if purpose == "relation":
         n = len(re.findall(r"^Pair \d+:", prompt, re.M))
         return json.dumps({"relations": [{"pair": i, "relation": "SameTopic"} for i in range(n)]})
     if purpose == "segment":
         n = len(re.findall(r"^\[Exchange \d+\]:", prompt, re.M))
-        return json.dumps({"segments": [{"segment_id": 0, "start_exchange_number": 0,
-                                         "end_exchange_number": max(n - 1, 0), "num_exchanges": n,
-                                         "summary": "the whole session"}]})
+        return json.dumps(
+            {
+                "segments": [
+                    {
+                        "segment_id": 0,
+                        "start_exchange_number": 0,
+                        "end_exchange_number": max(n - 1, 0),
+                        "num_exchanges": n,
+                        "summary": "the whole session",
+                    }
+                ]
+            }
+        )
     if purpose == "refine":
         return json.dumps({"timelines": re.findall(r"^Timeline \d+: (.*)$", prompt, re.M)})
     if purpose == "reply":
@@ -91,7 +103,7 @@ class LLMServer:
             def log_message(self, *args):
                 pass
 
-            def do_GET(self):     # /v1/models, health checks
+            def do_GET(self):  # /v1/models, health checks
                 self._json(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
 
             def do_POST(self):
@@ -107,22 +119,32 @@ class LLMServer:
                     kind, arg = "ok", None
                 if kind == "status":
                     msg = f"scripted {arg}"
-                    if arg == 401:   # like a careless server: the key it got, echoed in the error
+                    if arg == 401:  # like a careless server: the key it got, echoed in the error
                         msg = f"Incorrect API key provided: {self.headers.get('Authorization', '')}"
                     return self._json(arg, {"error": {"message": msg, "type": "server_error"}})
                 if kind == "hang":
                     time.sleep(arg)
                     kind, arg = "ok", "late"
                 if kind == "empty":
-                    return self._json(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                                            "choices": []})
+                    return self._json(
+                        200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}
+                    )
                 text = default_answer(purpose, body) if arg is None else arg
                 if body.get("stream"):
                     return self._stream(text, cut=(kind == "cut"))
-                self._json(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                                 "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant", "content": text}}],
-                                 "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}})
+                self._json(
+                    200,
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                        ],
+                        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+                    },
+                )
 
             def _json(self, code, obj):
                 data = json.dumps(obj).encode()
@@ -133,7 +155,7 @@ class LLMServer:
                     self.end_headers()
                     self.wfile.write(data)
                 except OSError:
-                    pass       # the client gave up (timeout): nothing to answer
+                    pass  # the client gave up (timeout): nothing to answer
 
             def _stream(self, text, cut):
                 try:
@@ -141,20 +163,30 @@ class LLMServer:
                     self.send_header("Content-Type", "text/event-stream")
                     self.send_header("Connection", "close")
                     self.end_headers()
-                    pieces = [text[i:i + 5] for i in range(0, len(text), 5)] or [""]
+                    pieces = [text[i : i + 5] for i in range(0, len(text), 5)] or [""]
                     if cut:
                         pieces = pieces[: max(1, len(pieces) // 2)]
                     for p in pieces:
-                        chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                                 "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+                        chunk = {
+                            "id": "x",
+                            "object": "chat.completion.chunk",
+                            "created": 0,
+                            "model": "m",
+                            "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}],
+                        }
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
                     if cut:
-                        self.wfile.write(b"data: {\"id\": \"x\", \"choi")   # torn JSON, then the connection drops
+                        self.wfile.write(b'data: {"id": "x", "choi')  # torn JSON, then the connection drops
                         self.wfile.flush()
                     else:
-                        end = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                               "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                        end = {
+                            "id": "x",
+                            "object": "chat.completion.chunk",
+                            "created": 0,
+                            "model": "m",
+                            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        }
                         self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                     self.close_connection = True
                 except OSError:
@@ -199,8 +231,15 @@ class LLMServer:
 
 def app_llm_env(server: LLMServer, **extra) -> dict:
     """Environment for app.py (or Settings.from_env) talking to `server`."""
-    env = {"OPENAI_BASE_URL": server.url, "LLM_MODEL": "m", "OPENAI_API_KEY": SECRET_KEY, "EMBEDDER": "minilm",
-           "LLM_TIMEOUT": "2", "LLM_MAX_RETRIES": "1", "COMPRESSOR_MODEL": ""}
+    env = {
+        "OPENAI_BASE_URL": server.url,
+        "LLM_MODEL": "m",
+        "OPENAI_API_KEY": SECRET_KEY,
+        "EMBEDDER": "minilm",
+        "LLM_TIMEOUT": "2",
+        "LLM_MAX_RETRIES": "1",
+        "COMPRESSOR_MODEL": "",
+    }
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

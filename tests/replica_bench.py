@@ -14,6 +14,7 @@ with synchronous=NORMAL, as the app uses it. The two backends run interleaved, s
 session. Printed: each latency and the part of it spent in database transactions; a replica's
 graph reload (what it does when another replica wrote); one store write (a message and its reply).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,16 @@ for p in (HERE, HERE.parent):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-TOPICS = ["a puppy named Rex", "a trip to Lisbon", "learning the violin", "a new job at the bakery",
-          "my sister's wedding", "a broken bicycle", "the garden tomatoes", "a chess tournament"]
+TOPICS = [
+    "a puppy named Rex",
+    "a trip to Lisbon",
+    "learning the violin",
+    "a new job at the bakery",
+    "my sister's wedding",
+    "a broken bicycle",
+    "the garden tomatoes",
+    "a chess tournament",
+]
 
 
 def ms(xs: list[float]) -> str:
@@ -42,7 +51,9 @@ class DbClock:
 
     def __init__(self):
         from contextlib import contextmanager
+
         from sessions import db
+
         self.spent = 0.0
         clock = self
 
@@ -55,7 +66,9 @@ class DbClock:
                         yield conn
                 finally:
                     clock.spent += time.perf_counter() - t0
+
             return wrapper
+
         db.read, db.write = timed(db.read), timed(db.write)
 
 
@@ -63,17 +76,20 @@ class Replica:
     """One user's service on one backend; `run()` is one session: `history` replies and a close."""
 
     def __init__(self, backend: str, url: str | None, data: Path, server, clock: DbClock):
+        from reliability_llm import app_llm_env
+
         from memory.agent import MemoryAgent
         from memory.settings import Settings
-        from reliability_llm import app_llm_env
         from sessions import SessionService
         from sessions.store import open_store
+
         settings = Settings.from_env({"MEMORY_DATA_DIR": str(data), **app_llm_env(server, LLM_TIMEOUT=60)})
         self.store = open_store(data, env={"DATABASE_URL": url} if url else {})
         self.svc = SessionService(settings, MemoryAgent.from_settings(settings), self.store)
         self.uid, self.clock = f"bench_{backend}_" + "u" * 16, clock
-        self.out: dict[str, list[float]] = {k: [] for k in ("reply", "reply db", "close", "close db",
-                                                            "graph reload", "store write")}
+        self.out: dict[str, list[float]] = {
+            k: [] for k in ("reply", "reply db", "close", "close db", "graph reload", "store write")
+        }
         list(self.svc.send(self.uid, "warm up the embedder and the connection pool", "theanine"))
         self.svc.end_session(self.uid)
 
@@ -88,7 +104,7 @@ class Replica:
         svc, uid = self.svc, self.uid
         for i in range(history):
             text = f"Let me tell you about {TOPICS[(r + i) % len(TOPICS)]} (run {r}, {i})."
-            ups = self.timed("reply", lambda: list(svc.send(uid, text, "theanine")))
+            ups = self.timed("reply", lambda text=text: list(svc.send(uid, text, "theanine")))
             assert not ups[-1].error, ups[-1]
         res = self.timed("close", lambda: svc.end_session(uid))
         assert not res.errors and res.closed and res.closed[0].report, res.message
@@ -109,20 +125,25 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from pg_server import postgres, unavailable_reason
     from reliability_llm import LLMServer
+
     reason = unavailable_reason()
     if reason:
         sys.exit(reason)
     clock = DbClock()
     with LLMServer() as server, postgres(fsync=True) as url, tempfile.TemporaryDirectory() as tmp:
-        reps = {"sqlite": Replica("sqlite", None, Path(tmp) / "sqlite", server, clock),
-                "postgres": Replica("postgres", url, Path(tmp) / "pg", server, clock)}
-        for r in range(args.runs):            # interleaved, so a change in the machine's load hits both
+        reps = {
+            "sqlite": Replica("sqlite", None, Path(tmp) / "sqlite", server, clock),
+            "postgres": Replica("postgres", url, Path(tmp) / "pg", server, clock),
+        }
+        for r in range(args.runs):  # interleaved, so a change in the machine's load hits both
             for rep in reps.values():
                 rep.run(r, args.history)
         for rep in reps.values():
             rep.store.engine.dispose()
-    print(f"\nmedian ms: {args.runs} sessions, {args.runs * args.history} replies per backend "
-          "(scripted LLM, MiniLM, embedded Chroma; 'db' = time inside database transactions)")
+    print(
+        f"\nmedian ms: {args.runs} sessions, {args.runs * args.history} replies per backend "
+        "(scripted LLM, MiniLM, embedded Chroma; 'db' = time inside database transactions)"
+    )
     cols = ["reply", "reply db", "close", "close db", "graph reload", "store write"]
     print(f"{'':10}" + "".join(f"{c:>14}" for c in cols))
     for name, rep in reps.items():

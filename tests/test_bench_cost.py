@@ -1,5 +1,6 @@
 """`python -m memory.bench cost`: the calls counted from the agent's traces match the engine's design
 (THEANINE: refine + reply; SeCom: reply) and the official patterns are derived from the same run."""
+
 import json
 
 from memory.bench import cost
@@ -16,7 +17,7 @@ def test_calls_per_reply_and_close_match_the_design(tmp_path, fake_embedder):
     assert r["secom"]["calls_per_op"] == 1 and r["secom"]["by_purpose"] == {"reply": 1.0}
     assert r["none"]["calls_per_op"] == 1
     assert all(x["errors"] == 0 for x in r.values())
-    assert r["theanine"]["tokens_per_op"] > r["none"]["tokens_per_op"] > 0     # memory in the prompt costs tokens
+    assert r["theanine"]["tokens_per_op"] > r["none"]["tokens_per_op"] > 0  # memory in the prompt costs tokens
     # closes: summarise + segment, plus one batched relation call once earlier memories exist
     purposes = [c["by_purpose"] for c in out["close_each"]]
     assert purposes[0] == {"summarise": 1, "segment": 1}

@@ -1,15 +1,15 @@
 """`python -m memory.bench locomo`: packing, evidence recall on answers known by construction,
 and the command's JSON and plot."""
+
 import json
 
 import pytest
+from bench_fixtures import write_tiny
 
 from memory.bench import common, locomo
 from memory.bench.common import Piece, Unit
 from memory.settings import Options
 from memory.tokens import count_tokens
-
-from bench_fixtures import write_tiny
 
 
 def unit(uid, *texts, anchor=0, covers=None):
@@ -24,7 +24,7 @@ def test_pack_takes_whole_units_then_cuts_the_next_around_its_anchor():
     # room for a, the separator and three pieces of b (3 tokens + 2 newlines)
     p = common.pack([a, b], cost_a + sep + 5)
     assert p.units == ["a", "b"]
-    assert p.covered == {"a:0", "b:1", "b:2", "b:3"}          # around the anchor "three"
+    assert p.covered == {"a:0", "b:1", "b:2", "b:3"}  # around the anchor "three"
     assert p.tokens <= cost_a + sep + 5 and count_tokens(p.text) <= p.tokens
     # a unit whose anchor does not fit adds nothing, and the context ends there
     c = unit("c", "x")
@@ -42,15 +42,23 @@ def test_evidence_recall_counts_whole_turns():
 def test_recall_on_known_answers(tmp_path, fake_embedder, chroma_store):
     path = write_tiny(tmp_path / "tiny.json")
     convs = locomo.load(path)
-    assert [len(c.questions) for c in convs] == [2]           # category 5 and no-evidence questions skipped
+    assert [len(c.questions) for c in convs] == [2]  # category 5 and no-evidence questions skipped
     q2 = convs[0].questions[1]
-    assert q2.evidence == ["D1:3", "D2:3"]                    # malformed "D1:3; D2:3" cleaned
+    assert q2.evidence == ["D1:3", "D2:3"]  # malformed "D1:3; D2:3" cleaned
     d12 = "(1:00 pm on 1 May, 2023) Bob: Busy! I adopted a beagle puppy named Biscuit from the Portland shelter."
     d13 = "(1:00 pm on 1 May, 2023) Alice: Lovely. I started pottery lessons at the community studio downtown."
-    one = max(count_tokens(d12), count_tokens(d13)) + 1       # room for exactly one turn
+    one = max(count_tokens(d12), count_tokens(d13)) + 1  # room for exactly one turn
     assert one < count_tokens(d12) + count_tokens(d13)
-    out = locomo.evaluate(convs, ["turn", "session", "theanine-topk", "theanine-timeline"], ["bm25"], [one, 2000],
-                          embedder=fake_embedder, store=chroma_store, data_dir=tmp_path, options=Options())
+    out = locomo.evaluate(
+        convs,
+        ["turn", "session", "theanine-topk", "theanine-timeline"],
+        ["bm25"],
+        [one, 2000],
+        embedder=fake_embedder,
+        store=chroma_store,
+        data_dir=tmp_path,
+        options=Options(),
+    )
     res = {(r["method"], r["budget"]): r for r in out["results"]}
     small = res[("turn", one)]
     # BM25 puts D1:2 first for q1 (recall 1) and D1:3 first for q2 (one of two evidence turns: 0.5)
@@ -67,8 +75,10 @@ def test_recall_on_known_answers(tmp_path, fake_embedder, chroma_store):
 def test_command_writes_results_config_and_plot(tmp_path):
     path = write_tiny(tmp_path / "tiny.json")
     out = tmp_path / "res" / "locomo.json"
-    assert locomo.main(["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3",
-                        "--path", "units"]) == 0
+    assert (
+        locomo.main(["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3", "--path", "units"])
+        == 0
+    )
     d = json.loads(out.read_text())
     methods = {r["method"] for r in d["results"]}
     assert methods == set(locomo.METHODS)
@@ -76,7 +86,7 @@ def test_command_writes_results_config_and_plot(tmp_path):
     for r in d["results"]:
         assert set(r) >= {"method", "retriever", "budget", "recall", "by_category", "n_questions"}
         assert set(r["by_category"]) == {"1", "2", "3", "4"} and r["n_questions"] == 2
-        if r["budget"] == 1000:                               # the whole conversation fits
+        if r["budget"] == 1000:  # the whole conversation fits
             assert r["recall"] == 1.0, r
     assert d["config"]["seed"] == 3 and d["config"]["budgets"] == [40, 1000]
     assert d["config"]["tokenizer"] == "tiktoken cl100k_base"
@@ -85,10 +95,11 @@ def test_command_writes_results_config_and_plot(tmp_path):
 
 def test_timeline_units_read_as_the_engine_renders_them(tmp_path, fake_embedder, chroma_store):
     from memory.theanine import timelines
+
     conv = locomo.load(write_tiny(tmp_path / "tiny.json"))[0]
     tu = locomo.TheanineUnits(conv, chroma_store, fake_embedder, tmp_path, None, Options(), True, 3, 0)
     assert tu.stats()["memories"] == 4
-    if not tu.graph.g.number_of_edges():                      # the hashed embedder may link nothing
+    if not tu.graph.g.number_of_edges():  # the hashed embedder may link nothing
         tu.graph.link("D1:o0", "D2:o0", "Cause")
     for a, b in tu.graph.g.edges:
         u = tu.timeline_unit([a, b], b)
@@ -104,8 +115,23 @@ def test_agent_path_closes_sessions_through_the_agent_with_each_summariser(tmp_p
     monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
     path = write_tiny(tmp_path / "tiny.json")
     out = tmp_path / "agent.json"
-    assert locomo.main(["--data", str(path), "--out", str(out), "--budgets", "50,1000", "--retrievers", "bm25",
-                        "--summariser", "offline,reference"]) == 0
+    assert (
+        locomo.main(
+            [
+                "--data",
+                str(path),
+                "--out",
+                str(out),
+                "--budgets",
+                "50,1000",
+                "--retrievers",
+                "bm25",
+                "--summariser",
+                "offline,reference",
+            ]
+        )
+        == 0
+    )
     d = json.loads(out.read_text())
     assert d["config"]["path"] == "agent" and d["config"]["summarisers"] == ["offline", "reference"]
     rows = {(r["summariser"], r["method"], r["budget"]): r for r in d["results"]}
@@ -118,5 +144,5 @@ def test_agent_path_closes_sessions_through_the_agent_with_each_summariser(tmp_p
     assert rows[("-", "turn", 1000)]["recall"] == 1.0
     assert set(rows[("reference", "secom", 50)]["by_category"]) == {"1", "2", "3", "4"}
     ref = d["close"]["reference"]["conv-t0"]
-    assert ref["memories"] == 4 and ref["llm_calls"] > 0           # went through the engine's summary step
-    assert d["close"]["offline"]["conv-t0"]["llm_calls"] == 0       # llm_steps=False: no LLM call at all
+    assert ref["memories"] == 4 and ref["llm_calls"] > 0  # went through the engine's summary step
+    assert d["close"]["offline"]["conv-t0"]["llm_calls"] == 0  # llm_steps=False: no LLM call at all

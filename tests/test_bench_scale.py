@@ -1,5 +1,6 @@
 """`python -m memory.bench scale` on tiny synthetic users: the fields, the plot, and that the timed
 operations really retrieve something."""
+
 import json
 
 from memory.bench import scale
@@ -8,7 +9,7 @@ from memory.bench import scale
 def test_synthetic_user_is_structured():
     u = scale.SyntheticUser(200, seed=1)
     assert len(u.texts) == len(u.topics) == u.vectors.shape[0] == 200
-    assert abs(float((u.vectors ** 2).sum(axis=1).mean()) - 1.0) < 1e-4
+    assert abs(float((u.vectors**2).sum(axis=1).mean()) - 1.0) < 1e-4
     same = [i for i in range(1, 200) if u.topics[i] == u.topics[0]]
     other = [i for i in range(1, 200) if u.topics[i] != u.topics[0]]
     assert (u.vectors[same] @ u.vectors[0]).mean() > (u.vectors[other] @ u.vectors[0]).mean() + 0.3
@@ -17,12 +18,20 @@ def test_synthetic_user_is_structured():
 
 def test_one_size_runs_the_engine_operations():
     r = scale.run_one(150, seed=0, reps=4, secom_retriever="hybrid")
-    for k in ("n", "link_ms_p50", "link_ms_p95", "timeline_ms_p50", "timeline_ms_p95", "secom_ms_p50",
-              "secom_ms_p95", "peak_mb"):
+    for k in (
+        "n",
+        "link_ms_p50",
+        "link_ms_p95",
+        "timeline_ms_p50",
+        "timeline_ms_p95",
+        "secom_ms_p50",
+        "secom_ms_p95",
+        "peak_mb",
+    ):
         assert r[k] is not None and r[k] >= 0, k
     assert r["n"] == 150 and r["edges"] > 0 and r["segments"] > 0
-    assert r["timelines_per_retrieve"] > 0                    # retrieve + untangle found timelines
-    assert r["link_llm_pairs"] == 3                           # j candidates an LLM would label
+    assert r["timelines_per_retrieve"] > 0  # retrieve + untangle found timelines
+    assert r["link_llm_pairs"] == 3  # j candidates an LLM would label
 
 
 def test_command_writes_sizes_and_loglog_plot(tmp_path):
@@ -31,6 +40,14 @@ def test_command_writes_sizes_and_loglog_plot(tmp_path):
     d = json.loads(out.read_text())
     assert [s["n"] for s in d["sizes"]] == [60, 120]
     for s in d["sizes"]:
-        assert set(s) >= {"n", "link_ms_p50", "link_ms_p95", "timeline_ms_p50", "timeline_ms_p95",
-                          "secom_ms_p50", "secom_ms_p95", "peak_mb"}
+        assert set(s) >= {
+            "n",
+            "link_ms_p50",
+            "link_ms_p95",
+            "timeline_ms_p50",
+            "timeline_ms_p95",
+            "secom_ms_p50",
+            "secom_ms_p95",
+            "peak_mb",
+        }
     assert (tmp_path / "scale_scale.png").stat().st_size > 5000

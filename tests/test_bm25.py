@@ -35,7 +35,7 @@ def test_ranking_and_incremental_add():
     assert idx.top("Where did they go hiking?", 2)[0][0] == 1
     idx.add(["Hiking again, this time in Norway, more hiking"])
     top = idx.top("hiking", 5)
-    assert [i for i, _ in top] == [3, 1]          # only matching documents, best first
+    assert [i for i, _ in top] == [3, 1]  # only matching documents, best first
     assert len(idx) == 4 and idx.score("nothing-matches").sum() == 0
     assert idx.top("", 3) == [] and BM25Index().score("x").shape == (0,)
 

@@ -1,5 +1,6 @@
 """The relational store on SQLite and on a real PostgreSQL: sessions, migrations, the graph store,
 the cross-process close claim and the migration of an existing data directory."""
+
 from __future__ import annotations
 
 import json
@@ -9,6 +10,8 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
+from conftest import ScriptedLLM
+from pg_server import postgres, unavailable_reason
 
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
@@ -21,9 +24,6 @@ from sessions import migrations
 from sessions.graph_store import SqlGraphStore
 from sessions.legacy import copy_sqlite_into
 from sessions.store import Store, open_store
-
-from conftest import ScriptedLLM
-from pg_server import postgres, unavailable_reason
 
 UID = "user_" + "a" * 24
 OTHER = "user_" + "b" * 24
@@ -62,13 +62,15 @@ def test_sessions_messages_and_isolation(store):
     rid = store.add_reply(UID, "s1", mid, "Congratulations!", "theanine", {"tokens": 3})
     assert rid > mid and store.reply_to(UID, mid).trace == {"tokens": 3}
     assert store.end_open_session(UID, "s1", "2023-05-15") == "s2"
-    assert store.end_open_session(UID, "s1", "2023-05-15") is None        # a second end: no-op
-    assert store.add_user_message(UID, "s1", "late") is None                # not the open session any more
-    assert [(r.session_id, r.status, r.n_messages) for r in store.sessions(UID)] == [("s1", "closing", 2),
-                                                                                    ("s2", "open", 0)]
+    assert store.end_open_session(UID, "s1", "2023-05-15") is None  # a second end: no-op
+    assert store.add_user_message(UID, "s1", "late") is None  # not the open session any more
+    assert [(r.session_id, r.status, r.n_messages) for r in store.sessions(UID)] == [
+        ("s1", "closing", 2),
+        ("s2", "open", 0),
+    ]
     assert store.users_with_pending_closes() == [UID]
     ids = store.add_imported_sessions(UID, [("2023-01-01", [("user", "Caroline", "Hi"), ("assistant", "Mel", "Yo")])])
-    assert ids == ["s2"] and store.open_session(UID, "x").session_id == "s3"   # the empty open one moved after
+    assert ids == ["s2"] and store.open_session(UID, "x").session_id == "s3"  # the empty open one moved after
     store.mark_closed(UID, "s1", {"new_memories": ["s1:m0"]})
     assert store.session(UID, "s1").report == {"new_memories": ["s1:m0"]}
     store.set_prefs(UID, {"strategy": "secom"})
@@ -86,7 +88,7 @@ def test_concurrent_writers_number_sessions_without_gaps_or_duplicates(store):
     def end_and_import(i):
         try:
             store.add_imported_sessions(UID, [(f"2023-01-{i + 1:02d}", [("user", "u", f"turn {i}")])])
-        except Exception as e:  # noqa: BLE001 - collected and asserted below
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=end_and_import, args=(i,)) for i in range(8)]
@@ -101,7 +103,7 @@ def test_concurrent_writers_number_sessions_without_gaps_or_duplicates(store):
 
 def test_migrations_are_numbered_and_run_once(store):
     assert migrations.version(store.engine) == migrations.LATEST
-    assert migrations.upgrade(store.engine) == []                   # a second start: nothing to do
+    assert migrations.upgrade(store.engine) == []  # a second start: nothing to do
     with store.engine.connect() as c:
         rows = c.exec_driver_sql("SELECT version FROM schema_version ORDER BY version").scalars().all()
     assert rows == [v for v, _, _ in migrations.MIGRATIONS]
@@ -127,20 +129,34 @@ def test_close_claim_serialises_two_holders(store):
     a, b = threading.Thread(target=first), threading.Thread(target=second)
     a.start(), b.start()
     first_in.wait(30)
-    b.join(0.5)                      # the second cannot get in while the first holds the claim
+    b.join(0.5)  # the second cannot get in while the first holds the claim
     assert order == ["first in"]
     release.set()
     a.join(30), b.join(30)
     assert order == ["first in", "first out", "second in"]
-    with store.close_claim(OTHER):   # another user's claim is independent
+    with store.close_claim(OTHER):  # another user's claim is independent
         pass
 
 
 def part(sid, *events, edges=()):
-    return {"version": 2, "session_id": sid, "edges": [list(e) for e in edges],
-            "memories": [{"id": f"{sid}:m{i}", "event": e, "time": "2023-05-08", "session_id": sid,
-                          "ts": "2023-05-08", "seq": int(sid[1:]) * 10 + i, "turns": [f"{sid}:{i}"], "speaker": "user"}
-                         for i, e in enumerate(events)]}
+    return {
+        "version": 2,
+        "session_id": sid,
+        "edges": [list(e) for e in edges],
+        "memories": [
+            {
+                "id": f"{sid}:m{i}",
+                "event": e,
+                "time": "2023-05-08",
+                "session_id": sid,
+                "ts": "2023-05-08",
+                "seq": int(sid[1:]) * 10 + i,
+                "turns": [f"{sid}:{i}"],
+                "speaker": "user",
+            }
+            for i, e in enumerate(events)
+        ],
+    }
 
 
 def test_graph_store_saves_parts_atomically_and_versions(store):
@@ -148,7 +164,7 @@ def test_graph_store_saves_parts_atomically_and_versions(store):
     assert gs.load(UID) == ([], 0)
     v1 = gs.save(UID, [part("s1", "adopted a puppy", "named it Rex")], new_session="s1")
     assert v1 == 1 and gs.version(UID) == 1
-    assert gs.save(UID, [part("s1", "a second build")], new_session="s1") is None   # already built: unchanged
+    assert gs.save(UID, [part("s1", "a second build")], new_session="s1") is None  # already built: unchanged
     v2 = gs.save(UID, [part("s2", "Rex chewed shoes", edges=[("s1:m1", "s2:m0", "Cause")])], new_session="s2")
     parts, version = gs.load(UID)
     g = MemoryGraph.from_sessions(parts)
@@ -156,7 +172,7 @@ def test_graph_store_saves_parts_atomically_and_versions(store):
     assert g.g.edges["s1:m1", "s2:m0"]["relation"] == "Cause"
     assert gs.load(OTHER) == ([], 0)
     gs.drop(UID)
-    assert gs.load(UID)[0] == [] and gs.version(UID) > v2            # never back to an old version number
+    assert gs.load(UID)[0] == [] and gs.version(UID) > v2  # never back to an old version number
 
 
 def sess(sid, date, *texts):
@@ -167,7 +183,7 @@ def summaries(messages):
     prompt = messages[-1]["content"]
     if "For every pair" in prompt:
         return json.dumps({"relations": [{"pair": i, "relation": "Cause"} for i in range(prompt.count("Pair "))]})
-    first = [l for l in prompt.splitlines() if l.startswith("[0] ")][0]
+    first = next(line for line in prompt.splitlines() if line.startswith("[0] "))
     return json.dumps({"memories": [{"speaker": "user", "event": first[9:], "turns": [0]}]})
 
 
@@ -177,12 +193,12 @@ def test_a_replica_sees_the_graph_another_wrote(store, chroma_store, fake_embedd
     b = TheanineMemory(chroma_store, fake_embedder, tmp_path / "b", graphs=SqlGraphStore(store.engine))
     opts, llm = Options(), LLMSession(ScriptedLLM(summaries), Trace("close"))
     assert a.build(UID, sess("s1", "2023-05-01", "I adopted a puppy named Biscuit"), llm, opts, Trace("close"))
-    assert len(b.graph(UID)) == 1                                   # B caches the graph now
+    assert len(b.graph(UID)) == 1  # B caches the graph now
     assert a.build(UID, sess("s2", "2023-05-08", "My puppy Biscuit chewed my shoes"), llm, opts, Trace("close"))
-    assert b.graph(UID).built_sessions == {"s1", "s2"}              # reloaded: the version changed
-    assert b.build(UID, sess("s2", "2023-05-08", "x"), llm, opts, Trace("close")) is None   # built once
+    assert b.graph(UID).built_sessions == {"s1", "s2"}  # reloaded: the version changed
+    assert b.build(UID, sess("s2", "2023-05-08", "x"), llm, opts, Trace("close")) is None  # built once
     assert b.delete_memory(UID, "s1:m0") and "s1:m0" not in a.graph(UID)
-    assert not list(tmp_path.glob("*/users/*/theanine_graph"))    # no JSON files with a database store
+    assert not list(tmp_path.glob("*/users/*/theanine_graph"))  # no JSON files with a database store
 
 
 # --- migration of an existing data directory ------------------------------------------------
@@ -195,13 +211,21 @@ def legacy_data_dir(root):
     db = sqlite3.connect(root / "sessions.sqlite3")
     db.executescript(LEGACY_SCHEMA.replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS "))
     db.execute("INSERT INTO users VALUES (?, 1.0, ?)", (UID, json.dumps({"strategy": "secom"})))
-    db.execute("INSERT INTO sessions (user_id, session_id, seq, date, status, source, created_at, report) "
-               "VALUES (?, 's1', 1, '2023-05-08', 'closed', 'chat', 1.0, '{}')", (UID,))
-    db.execute("INSERT INTO sessions (user_id, session_id, seq, date, status, source, created_at) "
-               "VALUES (?, 's2', 2, '2023-05-15', 'open', 'chat', 2.0)", (UID,))
+    db.execute(
+        "INSERT INTO sessions (user_id, session_id, seq, date, status, source, created_at, report) "
+        "VALUES (?, 's1', 1, '2023-05-08', 'closed', 'chat', 1.0, '{}')",
+        (UID,),
+    )
+    db.execute(
+        "INSERT INTO sessions (user_id, session_id, seq, date, status, source, created_at) "
+        "VALUES (?, 's2', 2, '2023-05-15', 'open', 'chat', 2.0)",
+        (UID,),
+    )
     for i, (role, text) in enumerate([("user", "I adopted a puppy named Rex."), ("assistant", "Lovely!")]):
-        db.execute("INSERT INTO messages (user_id, session_id, role, speaker, text, created_at) "
-                   "VALUES (?, 's1', ?, ?, ?, ?)", (UID, role, role, text, float(i)))
+        db.execute(
+            "INSERT INTO messages (user_id, session_id, role, speaker, text, created_at) VALUES (?, 's1', ?, ?, ?, ?)",
+            (UID, role, role, text, float(i)),
+        )
     db.commit()
     db.close()
     g = MemoryGraph()
@@ -225,7 +249,7 @@ def test_existing_data_dir_is_migrated_on_first_start_nothing_lost(tmp_path):
     assert store.get_prefs(UID) == {"strategy": "secom"} and store.open_session(UID, "x").session_id == "s2"
     parts, _ = SqlGraphStore(store.engine).load(UID)
     assert MemoryGraph.from_sessions(parts).to_dict() == before
-    assert list(data.glob("users/*/theanine_graph.imported/*.json"))      # the files are kept, renamed
+    assert list(data.glob("users/*/theanine_graph.imported/*.json"))  # the files are kept, renamed
     assert SqlGraphStore(store.engine).import_json_folders(data) == {}  # a second start: nothing to move
     assert store.add_user_message(UID, "s2", "still works") > 2
 
@@ -237,11 +261,11 @@ def test_existing_data_dir_is_copied_into_postgres(tmp_path, pg_url):
     url = fresh_pg_db(pg_url)
     store = open_store(data, env={"DATABASE_URL": url})
     SqlGraphStore(store.engine).import_json_folders(data)
-    assert store.postgres and [m.text for m in store.messages(UID, "s1")][0] == "I adopted a puppy named Rex."
+    assert store.postgres and next(m.text for m in store.messages(UID, "s1")) == "I adopted a puppy named Rex."
     assert (data / "sessions.sqlite3.migrated").exists() and not (data / "sessions.sqlite3").exists()
     assert MemoryGraph.from_sessions(SqlGraphStore(store.engine).load(UID)[0]).to_dict() == before
-    assert store.add_user_message(UID, "s2", "new") > 2              # identity moved past the copied ids
-    assert copy_sqlite_into(data / "sessions.sqlite3.migrated", Store(url=url)) is None   # never twice
+    assert store.add_user_message(UID, "s2", "new") > 2  # identity moved past the copied ids
+    assert copy_sqlite_into(data / "sessions.sqlite3.migrated", Store(url=url)) is None  # never twice
 
 
 def test_secom_bm25_of_a_replica_is_rebuilt_when_another_wrote(store, chroma_store, fake_embedder):
@@ -250,17 +274,27 @@ def test_secom_bm25_of_a_replica_is_rebuilt_when_another_wrote(store, chroma_sto
     from memory.secom.segmentation import EmbeddingSegmenter
     from memory.secom.strategy import SecomMemory
     from sessions.versions import MemoryVersions
+
     a, b = (SecomMemory(chroma_store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)) for _ in "ab")
     for m in (a, b):
         m.use_versions(MemoryVersions(store.engine))
     opts = Options(strategy="secom", retriever="bm25")
-    one = SessionRecord("s1", "2023-05-01", [Turn("user", "I planted tomatoes in the garden", "s1:0"),
-                                             Turn("assistant", "Nice, tomatoes need sun", "s1:1")])
-    two = SessionRecord("s2", "2023-05-08", [Turn("user", "My violin lesson moved to Tuesday", "s2:0"),
-                                             Turn("assistant", "Practice the scales", "s2:1")])
+    one = SessionRecord(
+        "s1",
+        "2023-05-01",
+        [
+            Turn("user", "I planted tomatoes in the garden", "s1:0"),
+            Turn("assistant", "Nice, tomatoes need sun", "s1:1"),
+        ],
+    )
+    two = SessionRecord(
+        "s2",
+        "2023-05-08",
+        [Turn("user", "My violin lesson moved to Tuesday", "s2:0"), Turn("assistant", "Practice the scales", "s2:1")],
+    )
     a.build(UID, one, None, opts, Trace("close"))
     assert {s["session_id"] for s in b.retrieve(UID, "tomatoes in the garden", opts, Trace("secom"))} == {"s1"}
-    assert b.retrieve(UID, "violin lesson Tuesday", opts, Trace("secom")) == []      # B's index is cached now
+    assert b.retrieve(UID, "violin lesson Tuesday", opts, Trace("secom")) == []  # B's index is cached now
     a.build(UID, two, None, opts, Trace("close"))
     assert "s2" in {s["session_id"] for s in b.retrieve(UID, "violin lesson Tuesday", opts, Trace("secom"))}
 
@@ -268,13 +302,21 @@ def test_secom_bm25_of_a_replica_is_rebuilt_when_another_wrote(store, chroma_sto
 def test_migrate_command_prints_what_moved(tmp_path):
     import subprocess
     import sys
+
     from conftest import ROOT
+
     data = tmp_path / "data"
     data.mkdir()
     legacy_data_dir(data)
     env = {k: v for k, v in __import__("os").environ.items() if k != "DATABASE_URL"}
-    out = subprocess.run([sys.executable, "-m", "sessions.migrate", str(data)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "sessions.migrate", str(data)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     print(out.stdout)
     assert f"schema version {migrations.LATEST}" in out.stdout

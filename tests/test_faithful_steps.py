@@ -2,12 +2,13 @@
 
 Each test names the defect it guards; each failed before its fix.
 """
+
 import json
 import re
 
-import pytest
-
 from conftest import ScriptedLLM
+from test_secom_strategy import S1, S2, MemoryStore, UpperCompressor
+
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
 from memory.reply_prompts import reply_messages
@@ -15,12 +16,11 @@ from memory.secom.compression import force_tokens
 from memory.secom.segmentation import EmbeddingSegmenter
 from memory.secom.strategy import SecomMemory
 from memory.settings import Options
-from memory.theanine import linking, prompts
+from memory.theanine import linking
 from memory.theanine.graph import Memory, MemoryGraph
 from memory.theanine.strategy import TheanineMemory
 from memory.tokens import count_tokens
 from memory.trace import Trace
-from test_secom_strategy import S1, S2, MemoryStore, UpperCompressor
 
 
 class OneSegment(EmbeddingSegmenter):
@@ -30,14 +30,22 @@ class OneSegment(EmbeddingSegmenter):
         return [(0, len(groups) - 1, "everything")]
 
 
-LONG = SessionRecord("s9", "2023-07-01", [
-    Turn("Alice" if i % 2 == 0 else "Bot", text, f"s9:{i}") for i, text in enumerate(
-        [f"Filler chat number {i} about the weather, the news and nothing in particular today." for i in range(14)]
-        + ["I finally visited the Zeppelin museum in Friedrichshafen.", "The Zeppelin museum is worth it!"]
-        + [f"More filler chat number {i} about the weather and nothing else." for i in range(10)])])
+LONG = SessionRecord(
+    "s9",
+    "2023-07-01",
+    [
+        Turn("Alice" if i % 2 == 0 else "Bot", text, f"s9:{i}")
+        for i, text in enumerate(
+            [f"Filler chat number {i} about the weather, the news and nothing in particular today." for i in range(14)]
+            + ["I finally visited the Zeppelin museum in Friedrichshafen.", "The Zeppelin museum is worth it!"]
+            + [f"More filler chat number {i} about the weather and nothing else." for i in range(10)]
+        )
+    ],
+)
 
 
 # --- SeCom ------------------------------------------------------------------------------
+
 
 def test_secom_best_segment_too_long_is_cut_around_its_best_exchange_not_skipped(fake_embedder):
     mem = SecomMemory(MemoryStore(), fake_embedder, None, segmenter=OneSegment(fake_embedder))
@@ -45,10 +53,10 @@ def test_secom_best_segment_too_long_is_cut_around_its_best_exchange_not_skipped
     assert count_tokens(mem.export("u")[0]["text"]) > 200
     trace = Trace("secom")
     segs = mem.retrieve("u", "user: Zeppelin museum Friedrichshafen", Options(budget=60, retriever="bm25"), trace)
-    assert len(segs) == 1 and segs[0]["cut"]                  # before: skipped, nothing given to the reply
+    assert len(segs) == 1 and segs[0]["cut"]  # before: skipped, nothing given to the reply
     assert "Zeppelin museum in Friedrichshafen" in segs[0]["context"]
     assert "s9:14" in segs[0]["covers"] and "s9:0" not in segs[0]["covers"]
-    assert segs[0]["context"].startswith("(2023-07-01)")      # the date line stays with a cut segment
+    assert segs[0]["context"].startswith("(2023-07-01)")  # the date line stays with a cut segment
     assert segs[0]["tokens"] <= 60
 
 
@@ -58,7 +66,7 @@ def test_secom_k_is_the_number_of_segments_retrieved(fake_embedder):
         mem.build("u", s, None, Options(), Trace("c"))
     assert mem.count("u") >= 3
     segs = mem.retrieve("u", "puppy hiking tax wedding", Options(k=2, budget=32000), Trace("s"))
-    assert len(segs) == 2                                      # before: 2 * k
+    assert len(segs) == 2  # before: 2 * k
 
 
 def test_secom_trace_says_when_keys_are_not_compressed(fake_embedder):
@@ -78,10 +86,11 @@ def test_secom_trace_says_when_keys_are_not_compressed(fake_embedder):
 def test_force_tokens_name_the_speakers_the_text_really_has():
     toks = force_tokens("Caroline: I went hiking.\nMelanie: Nice!\nCaroline: Yes.")
     assert "Caroline:" in toks and "Melanie:" in toks and "\n" in toks
-    assert "[human]" not in toks and "[bot]" not in toks      # markers this project's lines never contain
+    assert "[human]" not in toks and "[bot]" not in toks  # markers this project's lines never contain
 
 
 # --- THEANINE: summarisation -------------------------------------------------------------
+
 
 class Recording(ScriptedLLM):
     def __init__(self, *script):
@@ -95,39 +104,52 @@ class Recording(ScriptedLLM):
 
 def one_memory_per_turn(messages):
     turns = re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", messages[-1]["content"], re.M)
-    return {"memories": [{"speaker": sp, "event": f"{sp} mentioned fact number {i} today", "turns": [int(i)]}
-                         for i, sp, _ in turns]}
+    return {
+        "memories": [
+            {"speaker": sp, "event": f"{sp} mentioned fact number {i} today", "turns": [int(i)]} for i, sp, _ in turns
+        ]
+    }
 
 
 def test_summarise_keeps_every_memory_and_sizes_the_answer_to_the_session():
-    s = SessionRecord("s1", "2023-01-01", [Turn("Ann", f"Fact {i} about my life and my many hobbies.", f"t{i}")
-                                           for i in range(20)])
+    s = SessionRecord(
+        "s1", "2023-01-01", [Turn("Ann", f"Fact {i} about my life and my many hobbies.", f"t{i}") for i in range(20)]
+    )
     llm = Recording(one_memory_per_turn)
     mems = linking.summarise(s, LLMSession(llm, Trace("c")))
-    assert len(mems) == 20                                     # before: cut to 12
-    assert llm.max_tokens[0] >= 20 * 40                        # before: 400 for any session
+    assert len(mems) == 20  # before: cut to 12
+    assert llm.max_tokens[0] >= 20 * 40  # before: 400 for any session
     assert mems[7].turns == ["t7"] and "fact number 7" in mems[7].event
     assert "Ann said" not in mems[0].event and mems[0].excerpt.startswith("Ann: Fact 0")
 
 
 def test_a_long_session_is_summarised_in_parts_with_global_turn_numbers():
     long_text = "I talked at length about my garden, my tomatoes, my neighbours and the weather " * 6
-    s = SessionRecord("s1", "2023-01-01", [Turn("Ann" if i % 2 else "Bo", f"{i}: {long_text}", f"t{i}")
-                                           for i in range(60)])
+    s = SessionRecord(
+        "s1", "2023-01-01", [Turn("Ann" if i % 2 else "Bo", f"{i}: {long_text}", f"t{i}") for i in range(60)]
+    )
     llm = Recording(one_memory_per_turn)
     trace = Trace("c")
     mems = linking.summarise(s, LLMSession(llm, trace))
-    assert len(llm.prompts) >= 2                               # in parts
+    assert len(llm.prompts) >= 2  # in parts
     assert all(count_tokens(p[-1]["content"]) < linking.PART_TOKENS + 600 for p in llm.prompts)
-    assert [m.turns[0] for m in mems] == [f"t{i}" for i in range(60)]   # nothing lost, numbers global
+    assert [m.turns[0] for m in mems] == [f"t{i}" for i in range(60)]  # nothing lost, numbers global
     assert "part 1 of" in llm.prompts[0][-1]["content"] and "Ann" in llm.prompts[0][-1]["content"]
 
 
 # --- THEANINE: relations -------------------------------------------------------------------
 
+
 def mem(mid, event, date, speaker="Ann", excerpt=""):
-    return Memory(id=mid, event=event, time=date, session_id=mid.split(":")[0], ts=date, speaker=speaker,
-                  excerpt=excerpt or f"{speaker}: {event}")
+    return Memory(
+        id=mid,
+        event=event,
+        time=date,
+        session_id=mid.split(":")[0],
+        ts=date,
+        speaker=speaker,
+        excerpt=excerpt or f"{speaker}: {event}",
+    )
 
 
 def test_relation_prompt_has_the_official_definitions_excerpts_and_speakers():
@@ -136,10 +158,12 @@ def test_relation_prompt_has_the_official_definitions_excerpts_and_speakers():
     g.add_memory(old)
     new = mem("s2:m0", "Ann feels relieved and rested", "2023-02-01")
     llm = ScriptedLLM({"relations": [{"pair": 0, "relation": "React"}]})
-    labels = linking.classify(g, [linking.Candidate("s2:m0", "s1:m0", 0.4)], {"s2:m0": new}, LLMSession(llm, Trace("c")))
+    labels = linking.classify(
+        g, [linking.Candidate("s2:m0", "s1:m0", 0.4)], {"s2:m0": new}, LLMSession(llm, Trace("c"))
+    )
     assert labels == {("s1:m0", "s2:m0"): "React"}
     p = llm.prompts[0][-1]["content"]
-    assert "Reason: A is due to B" in p                        # before: "A is the reason for B" (reversed)
+    assert "Reason: A is due to B" in p  # before: "A is the reason for B" (reversed)
     assert "dialogue: Ann: I quit the bank, so stressful." in p  # the source dialogue excerpt
     assert "[about Ann]" in p and "clear evidence" in p and "otherwise answer None" in p
 
@@ -150,12 +174,14 @@ def test_pairs_left_out_are_asked_again_then_labelled_offline_and_the_trace_says
         g.add_memory(mem(f"s1:m{i}", f"Ann event number {i} happened", "2023-01-01"))
     new = {"s2:m0": mem("s2:m0", "Ann later event", "2023-02-01")}
     cands = [linking.Candidate("s2:m0", f"s1:m{i}", sim) for i, sim in enumerate((0.9, 0.9, 0.1))]
-    llm = ScriptedLLM({"relations": [{"pair": 0, "relation": "Cause"}]},   # pairs 1 and 2 left out
-                      {"relations": [{"pair": 1, "relation": "Changed"}]})  # asked again: 1 answered, 2 not
+    llm = ScriptedLLM(
+        {"relations": [{"pair": 0, "relation": "Cause"}]},  # pairs 1 and 2 left out
+        {"relations": [{"pair": 1, "relation": "Changed"}]},
+    )  # asked again: 1 answered, 2 not
     trace = Trace("c")
     labels = linking.classify(g, cands, new, LLMSession(llm, trace))
     assert labels[("s1:m0", "s2:m0")] == "Cause" and labels[("s1:m1", "s2:m0")] == "Changed"
-    assert labels[("s1:m2", "s2:m0")] == "None"                # offline rule (similarity 0.1)
+    assert labels[("s1:m2", "s2:m0")] == "None"  # offline rule (similarity 0.1)
     assert "Pair 1:" in llm.prompts[1][-1]["content"] and "Pair 0:" not in llm.prompts[1][-1]["content"]
     assert any("1 of 3 pairs" in n and "s1:m2->s2:m0" in n for n in trace.notices)
 
@@ -163,12 +189,12 @@ def test_pairs_left_out_are_asked_again_then_labelled_offline_and_the_trace_says
 def test_a_new_memory_dated_before_its_candidate_is_asked_in_true_time_order():
     g = MemoryGraph()
     g.add_memory(mem("s5:m0", "Ann adopted a second cat", "2023-06-01"))
-    early = mem("s1:m0", "Ann adopted her first cat", "2023-01-01")   # an import of an older session
+    early = mem("s1:m0", "Ann adopted her first cat", "2023-01-01")  # an import of an older session
     llm = ScriptedLLM({"relations": [{"pair": 0, "relation": "Cause"}]})
     linking.classify(g, [linking.Candidate("s1:m0", "s5:m0", 0.8)], {"s1:m0": early}, LLMSession(llm, Trace("c")))
     p = llm.prompts[0][-1]["content"]
     a_line = re.search(r"^  A \(.*$", p, re.M).group(0)
-    assert "2023-01-01" in a_line and "first cat" in a_line    # before: the later memory was A
+    assert "2023-01-01" in a_line and "first cat" in a_line  # before: the later memory was A
 
 
 def test_components_are_those_of_the_graph_before_the_session():
@@ -181,41 +207,45 @@ def test_components_are_those_of_the_graph_before_the_session():
     for m in (m1, m2):
         g.add_memory(m)
     rel = [("s1:m0", "SameTopic"), ("s2:m0", "SameTopic")]
-    linking.link(g, m1, rel, g_t)                              # joins the two components
+    linking.link(g, m1, rel, g_t)  # joins the two components
     edges = linking.link(g, m2, rel, g_t)
-    assert len(edges) == 2                                     # before: 1 (the merged component's newest)
+    assert len(edges) == 2  # before: 1 (the merged component's newest)
 
 
 # --- THEANINE: refinement --------------------------------------------------------------------
+
 
 def test_refine_prompt_has_relation_definitions_and_the_dialogue_one_text_per_timeline(tmp_path, fake_embedder):
     tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
     raw = [{"text": "[2023: Ann quit] -(Cause)- [2023: Ann rested]"}, {"text": "[2023: Ann hiked]"}]
     llm = ScriptedLLM({"timelines": ["only one"]}, {"timelines": ["still one"]})
     out = tm.refine(LLMSession(llm, Trace("r")), "user: how was the hike?", raw, Trace("r"))
-    assert out == [t["text"] for t in raw]                     # a wrong count is not mapped onto timelines
+    assert out == [t["text"] for t in raw]  # a wrong count is not mapped onto timelines
     p = llm.prompts[0][-1]["content"]
     assert "Reason: A is due to B" in p and "user: how was the hike?" in p and "exactly 2 entries" in p
 
 
 # --- both --------------------------------------------------------------------------------------
 
+
 def test_reply_system_prompt_is_the_same_neutral_prompt_for_every_strategy():
     systems = {s: reply_messages(s, [], [], "hi", "2024-01-01")[0]["content"] for s in ("theanine", "secom", "none")}
     assert len(set(systems.values())) == 1
-    assert "false premise" not in systems["none"].lower()      # before: aimed at TeaFarm, for every strategy
+    assert "false premise" not in systems["none"].lower()  # before: aimed at TeaFarm, for every strategy
     assert "correct a false premise" in reply_messages("none", [], [], "hi", "", hint=prompts_hint())[0]["content"]
 
 
 def prompts_hint():
     from memory.reply_prompts import FALSE_PREMISE_HINT
+
     return FALSE_PREMISE_HINT
 
 
 def test_timelines_are_packed_into_the_budget_and_carry_their_turns(tmp_path, fake_embedder):
     tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
-    s1 = [mem(f"s1:m{i}", f"Ann went sailing on the lake, trip number {i}, with friends", "2023-01-01")
-          for i in range(6)]
+    s1 = [
+        mem(f"s1:m{i}", f"Ann went sailing on the lake, trip number {i}, with friends", "2023-01-01") for i in range(6)
+    ]
     for m in s1:
         m.turns = [f"D1:{i}" for i in range(int(m.id[-1]) + 1)][-1:]
     tm.add_memories("u", "s1", s1, None, Options(), Trace("c"))
@@ -224,18 +254,25 @@ def test_timelines_are_packed_into_the_budget_and_carry_their_turns(tmp_path, fa
     assert raw and sum(count_tokens(r["text"]) for r in raw) <= 60 + 5
     assert all(r["covers"] for r in raw)
     assert {c for r in raw for c in r["covers"]} <= {f"D1:{i}" for i in range(6)}
-    assert json.dumps(t.timelines_raw)                          # the trace stays serialisable
+    assert json.dumps(t.timelines_raw)  # the trace stays serialisable
 
 
 # --- the agent: one memory function for reply and benchmark; the LLM injected -------------------
 
+
 def make_agent(tmp_path, fake_embedder, llm):
     from memory.agent import MemoryAgent
     from memory.settings import Settings
+
     store = MemoryStore()
-    return MemoryAgent(Settings(data_dir=tmp_path), store, fake_embedder,
-                       TheanineMemory(store, fake_embedder, tmp_path), SecomMemory(store, fake_embedder, None),
-                       llm_factory=lambda cfg: llm)
+    return MemoryAgent(
+        Settings(data_dir=tmp_path),
+        store,
+        fake_embedder,
+        TheanineMemory(store, fake_embedder, tmp_path),
+        SecomMemory(store, fake_embedder, None),
+        llm_factory=lambda cfg: llm,
+    )
 
 
 def test_reply_prompt_holds_exactly_the_memory_context_the_benchmark_scores(tmp_path, fake_embedder):
@@ -248,19 +285,21 @@ def test_reply_prompt_holds_exactly_the_memory_context_the_benchmark_scores(tmp_
         if '"relations"' in text:
             return {"relations": []}
         return "A reply."
+
     llm = ScriptedLLM(answer)
     agent = make_agent(tmp_path, fake_embedder, llm)
     for s in (S1, S2):
         agent.close_session("u", s)
     for strategy in ("theanine", "secom"):
         opts = Options(strategy=strategy, budget=200)
-        ctx = agent.memory_context("u", [], "Tell me about the puppy Biscuit", opts,
-                                   session=LLMSession(llm, Trace("b")))
+        ctx = agent.memory_context(
+            "u", [], "Tell me about the puppy Biscuit", opts, session=LLMSession(llm, Trace("b"))
+        )
         assert ctx.lines and ctx.covers and len(ctx.lines) == len(ctx.covers)
         n = len(llm.prompts)
         events = list(agent.reply("u", [], "Tell me about the puppy Biscuit", "2024-01-01", opts))
         assert events[-1].trace.error is None
-        system = llm.prompts[-1][0]["content"]                 # the reply call is the last prompt
+        system = llm.prompts[-1][0]["content"]  # the reply call is the last prompt
         assert len(llm.prompts) > n and system.endswith(ctx.text)
 
 

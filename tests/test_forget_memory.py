@@ -4,16 +4,17 @@ Real parts: MemoryAgent with MiniLM and embedded Chroma, the real SQLite store, 
 against the scripted server (tests/reliability_llm.py: one memory per user turn, one segment per
 session), so the outcome is deterministic. Plus SecomMemory.forget_turns alone on a fake store.
 """
+
 from __future__ import annotations
 
 import pytest
+from reliability_app import make_service
+from reliability_llm import LLMServer
 
 from memory.records import SessionRecord, Turn
 from memory.secom.strategy import KIND, SecomMemory
 from memory.settings import Options
 from memory.trace import Trace
-from reliability_app import make_service
-from reliability_llm import LLMServer
 from sessions import new_user_id
 from sessions.service import REDACTED
 
@@ -39,22 +40,22 @@ def test_deleting_a_memory_rebuilds_the_secom_segment_without_its_turns(tmp_path
     _say(svc, uid, "I also like swimming in the morning before work.")
     svc.end_session(uid, "2023-05-09")
     done = _say(svc, uid, "What is my locker code at the gym?")
-    assert any("4417" in s["text"] for s in done.trace["segments"])           # SeCom retrieves the fact
+    assert any("4417" in s["text"] for s in done.trace["segments"])  # SeCom retrieves the fact
     mem = next(n for n in svc.graph(uid)["nodes"] if "4417" in n["event"])
 
     gone = svc.delete_memory(uid, mem["id"], redact=redact)
     assert gone["segments_rebuilt"] and "4417" in gone["event"]
     assert "SeCom" in gone["message"] and ("redacted" in gone["message"]) == redact
-    assert all("4417" not in n["event"] for n in svc.graph(uid)["nodes"])     # THEANINE
+    assert all("4417" not in n["event"] for n in svc.graph(uid)["nodes"])  # THEANINE
     segments = svc.agent.secom.export(uid)
     assert segments and all("4417" not in s["text"] + s["key"] + s["summary"] for s in segments)
-    assert any("swimming" in s["text"] for s in segments)                     # the rest of the segment stays
+    assert any("swimming" in s["text"] for s in segments)  # the rest of the segment stays
     done = _say(svc, uid, "What is my locker code at the gym?")
     assert all("4417" not in s["text"] + s["key"] for s in done.trace["segments"])
     first = svc.sessions(uid)[0]
     texts = [m.text for m in svc.messages(uid, first.session_id)]
-    assert (FACT in texts) != redact and (REDACTED in texts) == redact       # transcript kept unless redacted
-    assert svc.delete_memory(uid, mem["id"]) is None                          # already gone
+    assert (FACT in texts) != redact and (REDACTED in texts) == redact  # transcript kept unless redacted
+    assert svc.delete_memory(uid, mem["id"]) is None  # already gone
 
 
 class _Store:
@@ -65,6 +66,7 @@ class _Store:
 
     def get(self, user_id, kind, ids=None, where=None):
         from memory.store import Hit
+
         return [Hit(i, 0.0, d, m) for i, (d, m) in sorted(self.rows.items())]
 
     def delete(self, user_id, kind, ids=None, where=None):
@@ -72,20 +74,46 @@ class _Store:
             self.rows.pop(i, None)
 
     def add(self, user_id, kind, ids, docs, vecs, metas):
-        for i, d, m in zip(ids, docs, metas):
+        for i, d, m in zip(ids, docs, metas, strict=False):
             self.rows[i] = (d, m)
 
 
 def test_forget_turns_removes_a_segment_left_empty_and_keeps_others(fake_embedder):
     store = _Store()
     sec = SecomMemory(store, fake_embedder, None)
-    rec = SessionRecord("s1", "2023-05-08", [Turn("user", "secret one", "s1:1"), Turn("bot", "ok", "s1:2"),
-                                             Turn("user", "other topic", "s1:3"), Turn("bot", "fine", "s1:4")])
-    store.add("u", KIND, ["s1:seg0", "s1:seg1"], ["secret one ok", "other topic fine"], None, [
-        {"session_id": "s1", "text": "user: secret one\nbot: ok", "turn_ids": "s1:1,s1:2", "summary": "secret",
-         "compression_rate": 1.0},
-        {"session_id": "s1", "text": "user: other topic\nbot: fine", "turn_ids": "s1:3,s1:4", "summary": "other",
-         "compression_rate": 1.0}])
+    rec = SessionRecord(
+        "s1",
+        "2023-05-08",
+        [
+            Turn("user", "secret one", "s1:1"),
+            Turn("bot", "ok", "s1:2"),
+            Turn("user", "other topic", "s1:3"),
+            Turn("bot", "fine", "s1:4"),
+        ],
+    )
+    store.add(
+        "u",
+        KIND,
+        ["s1:seg0", "s1:seg1"],
+        ["secret one ok", "other topic fine"],
+        None,
+        [
+            {
+                "session_id": "s1",
+                "text": "user: secret one\nbot: ok",
+                "turn_ids": "s1:1,s1:2",
+                "summary": "secret",
+                "compression_rate": 1.0,
+            },
+            {
+                "session_id": "s1",
+                "text": "user: other topic\nbot: fine",
+                "turn_ids": "s1:3,s1:4",
+                "summary": "other",
+                "compression_rate": 1.0,
+            },
+        ],
+    )
     out = sec.forget_turns("u", ["s1:1", "s1:2"], lambda sid: rec, Options(), Trace("forget"))
     assert out == {"rebuilt": [], "removed": ["s1:seg0"], "turns": ["s1:1", "s1:2"]}
     assert list(store.rows) == ["s1:seg1"]

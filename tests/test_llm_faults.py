@@ -1,15 +1,15 @@
 """The real `openai` client against a scripted misbehaving server: retries, timeouts, cut streams."""
+
 import json
 
 import pytest
+from fault_server import FaultServer
 
 from memory.errors import LLMError
 from memory.llm import LLMSession, OpenAIChat
 from memory.settings import LLMConfig
 from memory.theanine import prompts
 from memory.trace import Trace
-
-from fault_server import FaultServer
 
 MSG = [{"role": "user", "content": "hi"}]
 
@@ -53,8 +53,13 @@ def test_bad_structured_answers_fall_back(answer):
     with FaultServer(("ok", answer)) as srv:
         s = session(srv)
         pairs = [({"time": "t1", "event": "a"}, {"time": "t2", "event": "b"})]
-        out = s.json("relation", prompts.relation_messages(pairs), prompts.RELATION_SCHEMA,
-                     lambda raw: prompts.validate_relations(raw, 1), lambda: {0: "None"})
+        out = s.json(
+            "relation",
+            prompts.relation_messages(pairs),
+            prompts.RELATION_SCHEMA,
+            lambda raw: prompts.validate_relations(raw, 1),
+            lambda: {0: "None"},
+        )
         assert out == {0: "None"} and s.trace.llm_calls[0].status == "fallback"
 
 

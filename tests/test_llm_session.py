@@ -1,10 +1,9 @@
+import pytest
+from conftest import ScriptedLLM
+
 from memory.errors import LLMError, TransientLLMError
 from memory.llm import LLMSession, extract_json
 from memory.trace import Trace
-
-from conftest import ScriptedLLM
-
-import pytest
 
 
 def session(llm):
@@ -19,10 +18,12 @@ def test_transient_errors_are_retried_then_succeed():
 
 def test_json_is_repaired_validated_and_falls_back():
     schema = {"type": "object"}
+
     def validate(raw):
         if not isinstance(raw.get("n"), int):
             raise ValueError("n must be an int")
         return raw["n"]
+
     s = session(ScriptedLLM('Sure! ```json\n{"n": 3}\n``` hope it helps'))
     assert s.json("p", [], schema, validate, lambda: -1) == 3
     assert s.trace.llm_calls[-1].status == "repaired"
@@ -39,6 +40,7 @@ def test_stream_cut_midway_raises_a_clear_error():
         def stream(self, messages, *, temperature, max_tokens):
             yield "Hel"
             raise TransientLLMError("connection reset")
+
     s = session(Cut())
     got = []
     with pytest.raises(LLMError, match="cut off"):
@@ -60,8 +62,9 @@ def test_an_empty_stream_is_asked_again_with_another_seed_then_left_to_the_calle
         def stream(self, messages, *, temperature, max_tokens, seed=None):
             seeds.append(seed)
             yield from (["  ", "\n"] if len(seeds) < 3 else ["Hi", " there"])
+
     s = session(Empty())
-    assert "".join(s.stream("reply", [{"role": "user", "content": "hi"}])) == ""      # empty twice: nothing
+    assert "".join(s.stream("reply", [{"role": "user", "content": "hi"}])) == ""  # empty twice: nothing
     assert seeds[0] is None and seeds[1] is not None and s.trace.llm_calls[0].detail == "empty answer"
     # Leading whitespace is held back, so a retried answer does not start with the empty one's blanks.
     assert "".join(s.stream("reply", [{"role": "user", "content": "hi"}])) == "Hi there"
@@ -70,13 +73,14 @@ def test_an_empty_stream_is_asked_again_with_another_seed_then_left_to_the_calle
 def test_bundled_models_and_llm_steps_from_the_environment():
     from memory.errors import InvalidOptions
     from memory.settings import Settings
+
     s = Settings.from_env({})
     assert s.llm.bundled_model == "smollm2" and s.llm.is_bundled and not s.llm_steps_for()
     assert s.segmenter == "embedding"
     assert Settings.from_env({"LLM_EMBEDDED_MODEL": "gemma3"}).llm.bundled_model == "gemma3"
     on = Settings.from_env({"MEMORY_LLM_STEPS": "on"})
     assert on.llm_steps_for() and on.segmenter == "llm"
-    assert Settings.from_env({"LLM_GGUF_PATH": "/models/mine.gguf"}).llm_steps_for()        # a user's GGUF
+    assert Settings.from_env({"LLM_GGUF_PATH": "/models/mine.gguf"}).llm_steps_for()  # a user's GGUF
     assert Settings.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}).llm_steps_for()  # any endpoint
     assert not Settings.from_env({"OPENAI_API_KEY": "k", "MEMORY_LLM_STEPS": "off"}).llm_steps_for()
     for bad in ({"LLM_EMBEDDED_MODEL": "gpt5"}, {"MEMORY_LLM_STEPS": "maybe"}):

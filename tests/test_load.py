@@ -5,12 +5,12 @@ asks once more with SeCom memory: every reply arrives, no token crosses users, t
 runs once, and replies keep arriving while other users' sessions are being closed.
 The same run as a benchmark: python -m tests.load_bench
 """
+
 from __future__ import annotations
 
 import json
 
 import pytest
-
 from load_bench import run_load
 from ui_fixtures import RunningApp
 
@@ -27,7 +27,7 @@ def test_twenty_users_at_once(tmp_path):
     assert out["errors"] == 0, out["error_samples"]
     assert out["messages"] == out["expected_messages"] == 60
     assert out["crossed_users"] == []
-    assert out["closes_run"] == 20                      # 21 close requests, the doubled one ran once
+    assert out["closes_run"] == 20  # 21 close requests, the doubled one ran once
     # Whether a reply happens to finish during another user's close is timing (offline closes take
     # under a second now); that replies never wait behind builds is tested deterministically in
     # tests/test_public_jobs.py::test_other_users_reply_while_a_build_runs.

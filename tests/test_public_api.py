@@ -1,20 +1,21 @@
 """Through the real Gradio API: ten sends of one user at once give one reply and nine "busy" refusals."""
+
 from __future__ import annotations
 
 import time
 
 import pytest
+from test_public_jobs import WAIT, GatedAgent
+from ui_fixtures import free_port
 
 from memory.settings import Settings
 from sessions import SessionService
-
-from test_public_jobs import WAIT, GatedAgent
-from ui_fixtures import free_port
 
 
 @pytest.fixture
 def gated_app(tmp_path):
     from ui import build_demo
+
     agent = GatedAgent()
     settings = Settings(data_dir=tmp_path)
     svc = SessionService(settings, agent)
@@ -30,14 +31,15 @@ def gated_app(tmp_path):
 
 def test_ten_api_sends_at_once_one_answer_nine_refusals(gated_app):
     from gradio_client import Client
+
     url, svc, agent = gated_app
     c = Client(url, verbose=False)
     uid = c.predict(api_name="/new_user")
     jobs = [c.submit(uid, f"message {i}", "theanine", api_name="/send_message") for i in range(10)]
-    assert agent.in_reply.wait(WAIT)           # one send holds the reply (its gate is closed)
+    assert agent.in_reply.wait(WAIT)  # one send holds the reply (its gate is closed)
     deadline = time.monotonic() + WAIT
     while sum(j.done() for j in jobs) < 9 and time.monotonic() < deadline:
-        time.sleep(0.05)                        # the nine others are answered while it is held
+        time.sleep(0.05)  # the nine others are answered while it is held
     done = [j for j in jobs if j.done()]
     assert len(done) == 9
     refusals = [str(j.exception()) for j in done]

@@ -1,14 +1,15 @@
 """python -m sessions.idle: reports idle users; deletes them only with --delete, and says so."""
+
 from __future__ import annotations
 
 import io
 import time
 
+from ui_fixtures import ScriptedAgent
+
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
 from sessions.idle import fingerprint, main
-
-from ui_fixtures import ScriptedAgent
 
 DAY = 86400
 
@@ -26,6 +27,7 @@ def test_idle_users_reported_then_deleted_on_request_only(tmp_path):
     # "recent" was active now; pretend 40 days pass for everyone but them by moving the clock and
     # touching "recent" again at that time.
     from sessions.schema import messages
+
     with svc.store._write() as db:
         db.execute(messages.update().where(messages.c.user_id == recent).values(created_at=now))
 
@@ -33,9 +35,9 @@ def test_idle_users_reported_then_deleted_on_request_only(tmp_path):
     assert main(["--days", "30"], service=svc, out=out, now=now) == 0
     report = out.getvalue()
     assert "1 idle" in report and fingerprint(old) in report and fingerprint(recent) not in report
-    assert old not in report                                   # ids are credentials: never printed
+    assert old not in report  # ids are credentials: never printed
     assert "Nothing deleted" in report
-    assert svc.store.user_exists(old) and svc.sessions(old)    # a report changes nothing
+    assert svc.store.user_exists(old) and svc.sessions(old)  # a report changes nothing
 
     out = io.StringIO()
     main(["--days", "30", "--delete"], service=svc, out=out, now=now)

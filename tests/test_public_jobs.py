@@ -1,18 +1,18 @@
 """Fair sharing: one running job per user, memory builds in their own pool, per-user bounds."""
+
 from __future__ import annotations
 
 import json
 import threading
 
 import pytest
+from ui_fixtures import ScriptedAgent
 
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
-from sessions.jobs import Busy, BuildPool, ImportRate, JobGate, LimitReached, Limits
+from sessions.jobs import BuildPool, Busy, ImportRate, JobGate, LimitReached, Limits
 
-from ui_fixtures import ScriptedAgent
-
-WAIT = 60   # generous: these waits end by events, never by elapsed time
+WAIT = 60  # generous: these waits end by events, never by elapsed time
 
 
 class GatedAgent(ScriptedAgent):
@@ -40,8 +40,17 @@ def make(tmp_path, agent=None, **limits):
 
 
 def history(n_sessions: int) -> str:
-    return json.dumps({"sessions": [{"date": f"2023-05-{i + 1:02d}", "turns": [
-        {"speaker": "user", "text": f"fact {i}"}, {"speaker": "assistant", "text": "ok"}]} for i in range(n_sessions)]})
+    return json.dumps(
+        {
+            "sessions": [
+                {
+                    "date": f"2023-05-{i + 1:02d}",
+                    "turns": [{"speaker": "user", "text": f"fact {i}"}, {"speaker": "assistant", "text": "ok"}],
+                }
+                for i in range(n_sessions)
+            ]
+        }
+    )
 
 
 def test_ten_sends_at_once_one_answered_nine_refused_nothing_stored_twice(tmp_path):
@@ -63,7 +72,7 @@ def test_ten_sends_at_once_one_answered_nine_refused_nothing_stored_twice(tmp_pa
     threads = [threading.Thread(target=fire, args=(i,)) for i in range(10)]
     for t in threads:
         t.start()
-    for _ in range(9):                       # nine refusals arrive while the first reply is held
+    for _ in range(9):  # nine refusals arrive while the first reply is held
         assert refused.acquire(timeout=WAIT)
     agent.reply_gate.set()
     for t in threads:
@@ -76,7 +85,7 @@ def test_ten_sends_at_once_one_answered_nine_refused_nothing_stored_twice(tmp_pa
     msgs = svc.messages(uid)
     assert [m.role for m in msgs] == ["user", "assistant"]
     assert len([c for c in agent.calls if c[0] == "reply"]) == 1
-    assert list(svc.send(uid, "and now?"))[-1].error is None          # the slot is free again
+    assert list(svc.send(uid, "and now?"))[-1].error is None  # the slot is free again
 
 
 def test_a_second_build_of_the_same_user_is_refused_while_the_chat_stays_usable(tmp_path):
@@ -87,8 +96,11 @@ def test_a_second_build_of_the_same_user_is_refused_while_the_chat_stays_usable(
     ending = threading.Thread(target=svc.end_session, args=(uid,))
     ending.start()
     assert agent.in_close.wait(WAIT)
-    for job in (lambda: svc.import_history(uid, history(1)), lambda: svc.new_session(uid, "2023-06-01"),
-                lambda: svc.forget(uid)):
+    for job in (
+        lambda: svc.import_history(uid, history(1)),
+        lambda: svc.new_session(uid, "2023-06-01"),
+        lambda: svc.forget(uid),
+    ):
         with pytest.raises(Busy) as e:
             job()
         assert "building the memory of your session" in str(e.value)
@@ -107,10 +119,10 @@ def test_other_users_reply_while_a_build_runs(tmp_path):
     list(svc.send(a, "A talks."))
     builder = threading.Thread(target=svc.import_history, args=(a, history(3)))
     builder.start()
-    assert agent.in_close.wait(WAIT)           # A's build holds the only build worker
+    assert agent.in_close.wait(WAIT)  # A's build holds the only build worker
     done = list(svc.send(b, "B is not queued behind A."))
     assert done[-1].kind == "done" and done[-1].error is None
-    assert builder.is_alive()                  # ... and A's import is still running
+    assert builder.is_alive()  # ... and A's import is still running
     agent.close_gate.set()
     builder.join(WAIT)
     assert [s.status for s in svc.sessions(a)].count("closed") == 3
@@ -132,7 +144,7 @@ def test_a_waiting_build_is_told_its_place_in_line():
     seen = []
     second = threading.Thread(target=lambda: seen.append(pool.run(lambda p: "second", lambda f, t: seen.append(t))))
     second.start()
-    while not seen:                            # the waiting build reports its place before it runs
+    while not seen:  # the waiting build reports its place before it runs
         second.join(0.01)
     assert seen[0].startswith("Waiting for a memory-build slot: yours is next")
     release.set()
@@ -162,15 +174,15 @@ def test_imports_per_hour_are_bounded_and_refused_ones_do_not_count(tmp_path):
     svc, agent = make(tmp_path, imports_per_hour=2)
     agent.close_gate.set()
     uid = new_user_id()
-    with pytest.raises(Exception):
-        svc.import_history(uid, "{not json")              # refused: not counted
+    with pytest.raises(Exception):  # noqa: B017  (any refusal will do: the point is what is not counted)
+        svc.import_history(uid, "{not json")  # refused: not counted
     svc.import_history(uid, history(1))
     svc.import_history(uid, history(1))
     with pytest.raises(LimitReached) as e:
         svc.import_history(uid, history(1))
     assert "at most 2 histories per hour" in str(e.value)
     assert len([s for s in svc.sessions(uid) if s.source == "import"]) == 2
-    svc.import_history(new_user_id(), history(1))         # another user has their own allowance
+    svc.import_history(new_user_id(), history(1))  # another user has their own allowance
 
 
 def test_import_rate_window_slides():
@@ -191,18 +203,24 @@ def test_stored_sessions_and_memories_are_bounded(tmp_path):
     with pytest.raises(LimitReached) as e:
         svc.import_history(uid, history(6))
     assert "at most 5" in str(e.value) and svc.sessions(uid) == []
-    svc.import_history(uid, history(3))                    # 3 sessions, 3 memories
+    svc.import_history(uid, history(3))  # 3 sessions, 3 memories
     list(svc.send(uid, "one more thing"))
     with pytest.raises(LimitReached) as e:
         svc.end_session(uid)
     assert "at most 3 per user" in str(e.value)
-    assert svc.messages(uid)[-1].role == "assistant"       # the open session and its messages are kept
+    assert svc.messages(uid)[-1].role == "assistant"  # the open session and its messages are kept
     assert svc.current_session(uid).n_messages == 2
 
 
 def test_limits_from_env():
-    lim = Limits.from_env({"MEMORY_MAX_IMPORTS_PER_HOUR": "0", "MEMORY_MAX_SESSIONS": "7",
-                           "MEMORY_MAX_MEMORIES": "9", "MEMORY_BUILD_WORKERS": "2"})
+    lim = Limits.from_env(
+        {
+            "MEMORY_MAX_IMPORTS_PER_HOUR": "0",
+            "MEMORY_MAX_SESSIONS": "7",
+            "MEMORY_MAX_MEMORIES": "9",
+            "MEMORY_BUILD_WORKERS": "2",
+        }
+    )
     assert (lim.imports_per_hour, lim.sessions, lim.memories, lim.build_workers) == (0, 7, 9, 2)
     assert Limits.from_env({}) == Limits()
 
@@ -211,5 +229,5 @@ def test_gate_frees_the_slot_when_a_stream_is_abandoned():
     gate = JobGate()
     it = gate.stream("u", "reply", lambda: iter([1, 2, 3]))
     assert next(it) == 1 and gate.running("u") == "reply"
-    it.close()                                             # the browser went away mid-reply
+    it.close()  # the browser went away mid-reply
     assert gate.running("u") is None

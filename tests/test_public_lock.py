@@ -1,32 +1,35 @@
 """Safe defaults on a public deployment: visitors get no choice of LLM backend, model or URL."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
-
-from memory.errors import InvalidOptions
-from memory.settings import LLMConfig, Settings, listens_publicly, llm_change_allowed
-from sessions import SessionService, new_user_id
-
 from ui_fixtures import ScriptedAgent
 
+from memory.errors import InvalidOptions
+from memory.settings import Settings, listens_publicly, llm_change_allowed
+from sessions import SessionService, new_user_id
 
-@pytest.mark.parametrize("env,allowed", [
-    ({}, True),
-    ({"GRADIO_SERVER_NAME": "127.0.0.1"}, True),
-    ({"GRADIO_SERVER_NAME": "localhost"}, True),
-    ({"GRADIO_SERVER_NAME": "::1"}, True),
-    ({"SPACE_ID": "someone/memory-chat"}, False),
-    ({"GRADIO_SERVER_NAME": "0.0.0.0"}, False),
-    ({"GRADIO_SERVER_NAME": "::"}, False),
-    ({"GRADIO_SERVER_NAME": "192.168.1.20"}, False),
-    ({"GRADIO_SERVER_NAME": "myhost.example"}, False),
-    ({"SPACE_ID": "a/b", "MEMORY_ALLOW_LLM_CHANGE": "1"}, True),
-    ({"GRADIO_SERVER_NAME": "0.0.0.0", "MEMORY_ALLOW_LLM_CHANGE": "1"}, True),
-    ({"MEMORY_LOCK_LLM": "1"}, False),                                  # the old switch keeps working
-    ({"MEMORY_LOCK_LLM": "1", "MEMORY_ALLOW_LLM_CHANGE": "1"}, False),  # an explicit lock wins
-])
+
+@pytest.mark.parametrize(
+    "env,allowed",
+    [
+        ({}, True),
+        ({"GRADIO_SERVER_NAME": "127.0.0.1"}, True),
+        ({"GRADIO_SERVER_NAME": "localhost"}, True),
+        ({"GRADIO_SERVER_NAME": "::1"}, True),
+        ({"SPACE_ID": "someone/memory-chat"}, False),
+        ({"GRADIO_SERVER_NAME": "0.0.0.0"}, False),
+        ({"GRADIO_SERVER_NAME": "::"}, False),
+        ({"GRADIO_SERVER_NAME": "192.168.1.20"}, False),
+        ({"GRADIO_SERVER_NAME": "myhost.example"}, False),
+        ({"SPACE_ID": "a/b", "MEMORY_ALLOW_LLM_CHANGE": "1"}, True),
+        ({"GRADIO_SERVER_NAME": "0.0.0.0", "MEMORY_ALLOW_LLM_CHANGE": "1"}, True),
+        ({"MEMORY_LOCK_LLM": "1"}, False),  # the old switch keeps working
+        ({"MEMORY_LOCK_LLM": "1", "MEMORY_ALLOW_LLM_CHANGE": "1"}, False),  # an explicit lock wins
+    ],
+)
 def test_llm_choice_locked_on_public_deployments(env, allowed):
     assert llm_change_allowed(env) is allowed
     assert Settings.from_env({**env, "MEMORY_DATA_DIR": "/tmp/x"}).allow_llm_change is allowed
@@ -45,8 +48,10 @@ def space_service(tmp_path, **env):
 def test_space_refuses_a_changed_llm_through_the_service(tmp_path):
     svc, settings = space_service(tmp_path)
     uid = new_user_id()
-    for choice in ({"backend": "openai", "model": "m", "base_url": "https://api.example.com/v1"},
-                   {"backend": "openai", "model": "gpt-4o-mini", "base_url": "http://169.254.169.254/v1"}):
+    for choice in (
+        {"backend": "openai", "model": "m", "base_url": "https://api.example.com/v1"},
+        {"backend": "openai", "model": "gpt-4o-mini", "base_url": "http://169.254.169.254/v1"},
+    ):
         with pytest.raises(InvalidOptions) as e:
             svc.save_settings(uid, {"temperature": 0.3}, choice)
         assert "fixed by this deployment" in str(e.value)
@@ -70,6 +75,7 @@ def _find(config: dict, elem_id: str) -> dict:
 
 def _inside(config: dict, parent_id: int) -> set[int]:
     """Ids of every component under the layout node `parent_id`."""
+
     def walk(node, under):
         out = set()
         for ch in node.get("children", []) or []:
@@ -77,12 +83,14 @@ def _inside(config: dict, parent_id: int) -> set[int]:
                 out.add(ch["id"])
             out |= walk(ch, under or ch["id"] == parent_id)
         return out
+
     return walk(config["layout"], False)
 
 
 @pytest.mark.parametrize("env,offered", [({}, False), ({"MEMORY_ALLOW_LLM_CHANGE": "1"}, True)])
 def test_space_settings_panel_offers_no_backend_or_url_choice(tmp_path, env, offered):
     from ui import build_demo
+
     svc, settings = space_service(tmp_path, **env)
     demo = build_demo(svc, settings, "test-secret-0123456789")
     cfg = demo.get_config_file()
@@ -97,9 +105,22 @@ def test_space_settings_panel_offers_no_backend_or_url_choice(tmp_path, env, off
 def test_space_settings_handler_never_saves_an_llm_choice(tmp_path):
     """A crafted event for the (hidden) settings form still changes no LLM."""
     from ui.handlers import Handlers
+
     svc, settings = space_service(tmp_path)
-    names = ["strategy", "backend", "model", "base_url", "temperature", "j", "k", "n", "compression_rate",
-             "retriever", "max_reply_tokens", "settings_status"]
+    names = [
+        "strategy",
+        "backend",
+        "model",
+        "base_url",
+        "temperature",
+        "j",
+        "k",
+        "n",
+        "compression_rate",
+        "retriever",
+        "max_reply_tokens",
+        "settings_status",
+    ]
     c = SimpleNamespace(**{n: n for n in names})
     h = Handlers(svc, c, allow_llm_change=svc.allow_llm_change)
     uid = new_user_id()

@@ -4,32 +4,47 @@ Private, link-local and metadata addresses are judged by the guard's verdict onl
 are never resolved, names go through a fake resolver): a broken guard still sends nothing off
 this machine. Loopback is tested for real: a counting HTTP server on 127.0.0.1 must see no request.
 """
+
 from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from ui_fixtures import ScriptedAgent
 
 from memory.errors import InvalidOptions, LLMError
 from memory.settings import LLMConfig, Settings
 from memory.url_guard import GuardedTransport, UnsafeURL, address_refusal, check_url
-from memory.url_guard import http as httpx    # the HTTP library of the openai client
+from memory.url_guard import http as httpx  # the HTTP library of the openai client
 from sessions import SessionService, new_user_id
-
-from ui_fixtures import ScriptedAgent
 
 # (host as typed in a URL, kind of refusal expected in the message)
 REFUSED = [
-    ("127.0.0.1", "loopback"), ("127.8.9.10", "loopback"), ("[::1]", "loopback"),
-    ("0.0.0.0", "unspecified"), ("[::]", "unspecified"),
-    ("10.0.0.1", "private"), ("172.16.5.4", "private"), ("192.168.1.1", "private"),
-    ("[fd00::1]", "private"), ("[fd00:ec2::254]", "private"),
-    ("169.254.169.254", "link-local"), ("169.254.170.2", "link-local"), ("[fe80::1]", "link-local"),
-    ("100.64.0.1", "reserved"), ("100.100.100.200", "reserved"), ("198.18.0.1", "private"),
-    ("224.0.0.251", "multicast"), ("[ff02::1]", "multicast"), ("240.0.0.1", "private"),
-    ("[::ffff:127.0.0.1]", "loopback"), ("[::ffff:169.254.169.254]", "link-local"),
-    ("[::ffff:10.0.0.1]", "private"), ("[64:ff9b::a9fe:a9fe]", "link-local"), ("[2002:a00:1::]", "private"),
+    ("127.0.0.1", "loopback"),
+    ("127.8.9.10", "loopback"),
+    ("[::1]", "loopback"),
+    ("0.0.0.0", "unspecified"),
+    ("[::]", "unspecified"),
+    ("10.0.0.1", "private"),
+    ("172.16.5.4", "private"),
+    ("192.168.1.1", "private"),
+    ("[fd00::1]", "private"),
+    ("[fd00:ec2::254]", "private"),
+    ("169.254.169.254", "link-local"),
+    ("169.254.170.2", "link-local"),
+    ("[fe80::1]", "link-local"),
+    ("100.64.0.1", "reserved"),
+    ("100.100.100.200", "reserved"),
+    ("198.18.0.1", "private"),
+    ("224.0.0.251", "multicast"),
+    ("[ff02::1]", "multicast"),
+    ("240.0.0.1", "private"),
+    ("[::ffff:127.0.0.1]", "loopback"),
+    ("[::ffff:169.254.169.254]", "link-local"),
+    ("[::ffff:10.0.0.1]", "private"),
+    ("[64:ff9b::a9fe:a9fe]", "link-local"),
+    ("[2002:a00:1::]", "private"),
 ]
 
 
@@ -44,9 +59,15 @@ def test_guard_refuses_internal_addresses(host, kind):
     assert kind in str(e.value)
 
 
-@pytest.mark.parametrize("name,address", [("metadata.google.internal", "169.254.169.254"),
-                                          ("intranet.example", "10.1.2.3"), ("rebound.example", "127.0.0.1"),
-                                          ("v6.example", "fd12:3456::1")])
+@pytest.mark.parametrize(
+    "name,address",
+    [
+        ("metadata.google.internal", "169.254.169.254"),
+        ("intranet.example", "10.1.2.3"),
+        ("rebound.example", "127.0.0.1"),
+        ("v6.example", "fd12:3456::1"),
+    ],
+)
 def test_guard_refuses_names_that_resolve_inside(name, address):
     with pytest.raises(UnsafeURL) as e:
         check_url(f"https://{name}/v1", resolver=lambda h, p: [address])
@@ -68,6 +89,7 @@ def test_public_addresses_pass_the_verdict():
 
 # --- loopback for real: a counting server sees no request ------------------------------------------------
 
+
 class Counting(BaseHTTPRequestHandler):
     hits = 0
 
@@ -76,8 +98,10 @@ class Counting(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
-        self.wfile.write(b'{"id":"x","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,'
-                         b'"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}')
+        self.wfile.write(
+            b'{"id":"x","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,'
+            b'"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}'
+        )
 
     do_GET = do_POST = _any
 
@@ -99,8 +123,12 @@ def test_loopback_urls_are_refused_at_save_before_any_request(tmp_path, counting
     port = counting_server
     svc = SessionService(Settings(data_dir=tmp_path, allow_llm_change=True), ScriptedAgent())
     uid = new_user_id()
-    for url in (f"http://127.0.0.1:{port}/v1", f"http://localhost:{port}/v1", f"http://[::1]:{port}/v1",
-                f"http://LOCALHOST:{port}/v1"):
+    for url in (
+        f"http://127.0.0.1:{port}/v1",
+        f"http://localhost:{port}/v1",
+        f"http://[::1]:{port}/v1",
+        f"http://LOCALHOST:{port}/v1",
+    ):
         with pytest.raises(InvalidOptions) as e:
             svc.save_settings(uid, {}, {"backend": "openai", "model": "m", "base_url": url})
         assert "refused" in str(e.value) and "loopback" in str(e.value)
@@ -110,12 +138,13 @@ def test_loopback_urls_are_refused_at_save_before_any_request(tmp_path, counting
 
 def test_the_deployers_own_local_url_is_trusted(tmp_path, counting_server):
     url = f"http://127.0.0.1:{counting_server}/v1"
-    settings = Settings(data_dir=tmp_path, allow_llm_change=True,
-                        llm=LLMConfig(backend="openai", model="m", base_url=url))
+    settings = Settings(
+        data_dir=tmp_path, allow_llm_change=True, llm=LLMConfig(backend="openai", model="m", base_url=url)
+    )
     svc = SessionService(settings, ScriptedAgent())
     uid = new_user_id()
     svc.save_settings(uid, {}, {"backend": "openai", "model": "m", "base_url": url})
-    assert svc.llm(uid) is None          # the process default, unguarded
+    assert svc.llm(uid) is None  # the process default, unguarded
     assert Counting.hits == 0
 
 
@@ -123,6 +152,7 @@ def test_a_url_saved_before_the_guard_is_checked_at_request_time(tmp_path, count
     """A stored choice that points at loopback (e.g. saved by an older version): the reply's request is
     refused by the transport, without retries, and the server sees nothing."""
     from memory.llm import OpenAIChat
+
     url = f"http://localhost:{counting_server}/v1"
     svc = SessionService(Settings(data_dir=tmp_path, allow_llm_change=True), ScriptedAgent())
     uid = new_user_id()
@@ -135,14 +165,15 @@ def test_a_url_saved_before_the_guard_is_checked_at_request_time(tmp_path, count
     assert Counting.hits == 0
     # Control: the same client without the guard does reach the server (so zero above means refused).
     OpenAIChat(LLMConfig(backend="openai", model="m", base_url=url)).chat(
-        [{"role": "user", "content": "hi"}], temperature=0, max_tokens=5)
+        [{"role": "user", "content": "hi"}], temperature=0, max_tokens=5
+    )
     assert Counting.hits == 1
 
 
 def test_redirects_to_internal_addresses_are_not_followed(counting_server):
     seen = []
 
-    def upstream(request: httpx.Request) -> httpx.Response:      # an in-memory "public" server
+    def upstream(request: httpx.Request) -> httpx.Response:  # an in-memory "public" server
         seen.append(str(request.url))
         return httpx.Response(302, headers={"Location": f"http://127.0.0.1:{counting_server}/v1/steal"})
 
@@ -157,15 +188,17 @@ def test_each_request_is_resolved_again_and_pinned_to_the_checked_address(counti
     is pinned: the connection goes to the checked address, the Host header and TLS name stay."""
     answers = iter([["93.184.216.34"], ["127.0.0.1"]])
     resolver = lambda h, p: next(answers)  # noqa: E731
-    check_url("https://rebind.example/v1", resolver=resolver)      # first answer: public
+    check_url("https://rebind.example/v1", resolver=resolver)  # first answer: public
     got = []
     t = GuardedTransport(resolver=resolver, inner=httpx.MockTransport(lambda r: got.append(r) or httpx.Response(200)))
     with httpx.Client(transport=t) as client, pytest.raises(UnsafeURL):
         client.get(f"http://rebind.example:{counting_server}/v1/models")
     assert got == [] and Counting.hits == 0
 
-    t = GuardedTransport(resolver=lambda h, p: ["93.184.216.34"],
-                         inner=httpx.MockTransport(lambda r: got.append(r) or httpx.Response(200)))
+    t = GuardedTransport(
+        resolver=lambda h, p: ["93.184.216.34"],
+        inner=httpx.MockTransport(lambda r: got.append(r) or httpx.Response(200)),
+    )
     with httpx.Client(transport=t) as client:
         client.get("https://llm.example/v1/models")
     assert got[0].url.host == "93.184.216.34" and got[0].headers["host"] == "llm.example"

@@ -7,12 +7,12 @@ restart: no stored message is lost, SQLite passes its integrity check, no graph 
 half-written, the interrupted close completes by itself (app.py re-runs pending closes) and a
 second close of the same session changes nothing.
 """
+
 from __future__ import annotations
 
 import time
 
 import pytest
-
 from reliability_app import graphs_ok, sqlite_ok
 from reliability_llm import LLMServer, app_llm_env
 from ui_fixtures import RunningApp
@@ -22,11 +22,12 @@ pytestmark = pytest.mark.slow
 
 def client_for(app):
     from gradio_client import Client
+
     return Client(app.url, verbose=False)
 
 
 def kill9(app: RunningApp) -> None:
-    app.proc.kill()           # SIGKILL: no cleanup, no atexit, no flush
+    app.proc.kill()  # SIGKILL: no cleanup, no atexit, no flush
     app.proc.wait(10)
     app._log.close()
 
@@ -52,7 +53,7 @@ def test_kill9_during_reply_and_during_close_loses_nothing_and_recovers(tmp_path
         try:
             c = client_for(app)
             uid = c.predict(api_name="/new_user")
-            c.predict(uid, "2023-04-30", api_name="/new_session")   # sessions may not go back in time
+            c.predict(uid, "2023-04-30", api_name="/new_session")  # sessions may not go back in time
             for text in ("I adopted a puppy named Rex from the shelter.", "Rex loves long walks in the park."):
                 reply, trace = c.predict(uid, text, "theanine", api_name="/send_message")
                 assert not trace.get("error") and reply
@@ -69,9 +70,11 @@ def test_kill9_during_reply_and_during_close_loses_nothing_and_recovers(tmp_path
             c = client_for(app)
             turns = history(c, uid)[0]["turns"]
             assert [t["text"] for t in turns if t["speaker"] == "user"] == [
-                "I adopted a puppy named Rex from the shelter.", "Rex loves long walks in the park.",
-                "My sister Mirela visits on Friday."]
-            assert turns[-1]["speaker"] == "user"                     # no reply yet: the API can answer it again
+                "I adopted a puppy named Rex from the shelter.",
+                "Rex loves long walks in the park.",
+                "My sister Mirela visits on Friday.",
+            ]
+            assert turns[-1]["speaker"] == "user"  # no reply yet: the API can answer it again
             reply, trace = c.predict(uid, "theanine", api_name="/reply_again")
             assert reply and not trace.get("error")
             assert history(c, uid)[0]["turns"][-1]["text"] == reply
@@ -121,7 +124,7 @@ def test_kill9_during_reply_and_during_close_loses_nothing_and_recovers(tmp_path
             for j in jobs:
                 try:
                     results.append(j.result(timeout=60))
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     assert "Busy with" in str(e), e
                     busy.append(e)
             assert results and len(results) + len(busy) == 2
@@ -139,24 +142,26 @@ def test_kill9_during_reply_and_during_close_loses_nothing_and_recovers(tmp_path
     from memory.settings import Settings
     from sessions import SessionService
     from sessions.store import Store
+
     graphs = graphs_ok(data)
     settings = Settings.from_env({"MEMORY_DATA_DIR": str(data), **app_llm_env(server)})
     agent = MemoryAgent.from_settings(settings)
-    SessionService(settings, agent)           # wires the agent to the data dir's database (the graph lives there)
+    SessionService(settings, agent)  # wires the agent to the data dir's database (the graph lives there)
     g = agent.theanine.graph(uid)
     ids = sorted(m.id for m in g.memories())
     assert ids and len(set(ids)) == len(ids)
     assert g.built_sessions >= {"s1", "s2"}
-    assert sorted(h.id for h in agent.store.get(uid, "theanine_memories")) == ids       # Chroma == graph, once
+    assert sorted(h.id for h in agent.store.get(uid, "theanine_memories")) == ids  # Chroma == graph, once
     segs = agent.store.get(uid, "secom_segments")
     assert {h.metadata["session_id"] for h in segs} == {"s1", "s2"}
     store = Store(data / "sessions.sqlite3")
     s1 = store.session(uid, "s1")
-    rec = SessionRecord("s1", s1.date, [Turn(m.speaker, m.text, f"s1:{m.id}")
-                                         for m in store.messages(uid, "s1", include_errors=False)])
+    rec = SessionRecord(
+        "s1", s1.date, [Turn(m.speaker, m.text, f"s1:{m.id}") for m in store.messages(uid, "s1", include_errors=False)]
+    )
     again = agent.close_session(uid, rec, settings.options)
     assert again.already_built and not again.new_memories and not again.new_segments
     assert sorted(h.id for h in agent.store.get(uid, "theanine_memories")) == ids
     assert len(agent.store.get(uid, "secom_segments")) == len(segs)
-    assert [i for i in ids if i.startswith("s1:")] == s1_ids       # the recovery did not rebuild THEANINE
+    assert [i for i in ids if i.startswith("s1:")] == s1_ids  # the recovery did not rebuild THEANINE
     assert "Traceback" not in log, log

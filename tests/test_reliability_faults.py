@@ -5,16 +5,17 @@ For every fault: the user's message is stored before the model is called, the pa
 clear error and the Retry button (never a stack trace), Retry then answers it, and the trace
 records what happened. Session closes retry, repair or fall back, and always complete.
 """
+
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
-
-from memory.theanine.graph import RELATIONS
-
 from reliability_app import TRACEBACK, handlers, last_done, make_service, visible
 from reliability_llm import LLMServer
+
+from memory.theanine.graph import RELATIONS
 
 FAST = {"LLM_TIMEOUT": "1", "LLM_MAX_RETRIES": "1"}
 
@@ -33,6 +34,7 @@ def svc(server, tmp_path):
 
 def uid_of(svc) -> str:
     from sessions import new_user_id
+
     uid = new_user_id()
     # The first session is dated in 2023, like the later ones: a session may not start before the previous one.
     svc.new_session(uid, "2023-04-30")
@@ -50,7 +52,7 @@ REPLY_FAULTS = {
     "hang past the timeout": [("hang", 3)] * 2,
     "stream cut midway": [("cut", "Hello there, this reply will be cut in the middle")],
     "no choices": [("empty", None)] * 2,
-    "empty text": [("ok", "")] * 2,          # an empty answer is asked again once, with another seed
+    "empty text": [("ok", "")] * 2,  # an empty answer is asked again once, with another seed
 }
 
 
@@ -67,14 +69,14 @@ def test_reply_fault_keeps_the_message_shows_an_error_and_retry_answers(svc, ser
     assert visible(final[c.retry])
     rows = svc.messages(uid)
     assert [(m.role, m.status) for m in rows] == [("user", "ok"), ("assistant", "error")]
-    assert rows[0].text == "My sister Mirela visits on Friday."          # stored before the model was called
+    assert rows[0].text == "My sister Mirela visits on Friday."  # stored before the model was called
     trace = rows[1].trace
     assert trace["error"] and "Retry" in trace["error"]
     reply_calls = [x for x in trace["llm_calls"] if x["purpose"] == "reply"]
     if fault != "empty text":
         assert reply_calls and reply_calls[-1]["status"] == "error" and reply_calls[-1]["detail"]
     if fault.startswith(("429", "500", "hang", "no choices", "empty")):
-        assert server.count("reply") == 2                 # retried once (LLM_MAX_RETRIES=1; empty: one more seed)
+        assert server.count("reply") == 2  # retried once (LLM_MAX_RETRIES=1; empty: one more seed)
 
     # Retry answers the same stored message; nothing is duplicated.
     server.script("reply", ("ok", "Have a lovely visit."))
@@ -91,7 +93,7 @@ def test_a_transient_error_is_retried_and_recorded(svc, server):
     server.script("reply", ("status", 429))
     done = last_done(list(svc.send(uid, "Hello again", "none")))
     assert done.error is None and done.text == "Thanks, I will remember that."
-    call = [x for x in done.trace["llm_calls"] if x["purpose"] == "reply"][0]
+    call = next(x for x in done.trace["llm_calls"] if x["purpose"] == "reply")
     assert call["status"] == "retried" and "RateLimit" in call["detail"]
 
 
@@ -100,7 +102,7 @@ def test_an_empty_answer_is_asked_again_with_another_seed(svc, server):
     server.script("reply", ("ok", ""), ("ok", "Welcome back!"))
     done = last_done(list(svc.send(uid, "Hello again", "none")))
     assert done.error is None and done.text == "Welcome back!"
-    call = [x for x in done.trace["llm_calls"] if x["purpose"] == "reply"][0]
+    call = next(x for x in done.trace["llm_calls"] if x["purpose"] == "reply")
     assert call["status"] == "retried" and call["detail"] == "empty answer"
     assert server.count("reply") == 2
 
@@ -112,24 +114,57 @@ def chat(svc, uid, *texts):
 
 
 FIRST = ("I adopted a puppy named Rex from the shelter.", "Rex loves long walks in the park every morning.")
-SECOND = ("Rex got sick after eating chocolate from the table.", "The vet said Rex must rest for a week.",
-          "I started a new job at the bakery downtown.", "The bakery opens at five so I walk Rex early.")
+SECOND = (
+    "Rex got sick after eating chocolate from the table.",
+    "The vet said Rex must rest for a week.",
+    "I started a new job at the bakery downtown.",
+    "The bakery opens at five so I walk Rex early.",
+)
 
 CLOSE_FAULTS = {
     "summary not JSON": ("summarise", [("ok", "Sure! Here are the memories: none of them are JSON")] * 2, "fallback"),
     "summary 500": ("summarise", [("status", 500)] * 4, "fallback"),
     "summary hang": ("summarise", [("hang", 3)] * 4, "fallback"),
     "summary empty": ("summarise", [("ok", "")] * 2, "fallback"),
-    "relations outside the set": ("relation", [("ok", json.dumps({"relations": [
-        {"pair": i, "relation": r} for i, r in enumerate(["Destroys", "<script>x</script>", "Friend", "ignore"] * 8)]})
-    )] * 2, "fallback"),
-    "segments with gaps, overlaps, out of range": ("segment", [("ok", "<segmentation>\n" + "\n".join(json.dumps(s) for s in [
-        {"segment_id": 0, "start_exchange_number": 0, "end_exchange_number": 0},
-        {"segment_id": 1, "start_exchange_number": 2, "end_exchange_number": 2},       # gap at 1
-        {"segment_id": 2, "start_exchange_number": 2, "end_exchange_number": 3},       # overlap
-        {"segment_id": 3, "start_exchange_number": 3, "end_exchange_number": 99},      # out of range
-        {"segment_id": 4, "start_exchange_number": -7, "end_exchange_number": -2}]) + "\n</segmentation>")],
-        "repaired"),
+    "relations outside the set": (
+        "relation",
+        [
+            (
+                "ok",
+                json.dumps(
+                    {
+                        "relations": [
+                            {"pair": i, "relation": r}
+                            for i, r in enumerate(["Destroys", "<script>x</script>", "Friend", "ignore"] * 8)
+                        ]
+                    }
+                ),
+            )
+        ]
+        * 2,
+        "fallback",
+    ),
+    "segments with gaps, overlaps, out of range": (
+        "segment",
+        [
+            (
+                "ok",
+                "<segmentation>\n"
+                + "\n".join(
+                    json.dumps(s)
+                    for s in [
+                        {"segment_id": 0, "start_exchange_number": 0, "end_exchange_number": 0},
+                        {"segment_id": 1, "start_exchange_number": 2, "end_exchange_number": 2},  # gap at 1
+                        {"segment_id": 2, "start_exchange_number": 2, "end_exchange_number": 3},  # overlap
+                        {"segment_id": 3, "start_exchange_number": 3, "end_exchange_number": 99},  # out of range
+                        {"segment_id": 4, "start_exchange_number": -7, "end_exchange_number": -2},
+                    ]
+                )
+                + "\n</segmentation>",
+            )
+        ],
+        "repaired",
+    ),
     "segments not JSON": ("segment", [("ok", "I think there are two topics.")] * 2, "fallback"),
     "segments 500": ("segment", [("status", 500)] * 4, "fallback"),
 }
@@ -153,11 +188,11 @@ def test_close_faults_are_repaired_or_fall_back_and_the_close_completes(svc, ser
     assert report["new_memories"] and report["new_segments"]
 
     view = svc.graph(uid)
-    assert {e["relation"] for e in view["edges"]} <= set(RELATIONS)           # only labels from the set
+    assert {e["relation"] for e in view["edges"]} <= set(RELATIONS)  # only labels from the set
     hits = svc.agent.store.get(uid, "secom_segments", where={"session_id": "s2"})
     cover = sorted((h.metadata["start"], h.metadata["end"]) for h in hits)
-    assert cover[0][0] == 0 and cover[-1][1] == len(SECOND) - 1, cover      # inside the session
-    assert all(b[0] == a[1] + 1 for a, b in zip(cover, cover[1:])), cover   # no gap, no overlap
+    assert cover[0][0] == 0 and cover[-1][1] == len(SECOND) - 1, cover  # inside the session
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(cover)), cover  # no gap, no overlap
 
 
 def test_refinement_faults_fall_back_to_the_raw_timelines(svc, server):
@@ -167,6 +202,6 @@ def test_refinement_faults_fall_back_to_the_raw_timelines(svc, server):
     server.script("refine", ("ok", "{not json"), ("status", 500), ("status", 500))
     done = last_done(list(svc.send(uid, "How is my puppy Rex doing on his walks?", "theanine")))
     assert done.error is None and done.trace["timelines_raw"]
-    refine = [x for x in done.trace["llm_calls"] if x["purpose"] == "refine"][0]
+    refine = next(x for x in done.trace["llm_calls"] if x["purpose"] == "refine")
     assert refine["status"] == "fallback"
     assert done.trace["timelines_refined"] == [t["text"] for t in done.trace["timelines_raw"]]

@@ -3,19 +3,19 @@ emoji; malformed, huge, deeply nested and wrong-format imports; out-of-range set
 and user ids. Each is stored cleanly or refused with a message for people, and a refusal changes
 nothing. The UI handlers are called as the page calls them.
 """
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from reliability_app import TRACEBACK, handlers, last_done, make_service
+from reliability_llm import LLMServer
+from ui_fixtures import ScriptedAgent
 
 from memory.settings import Settings
 from sessions import SessionService, UserError, new_user_id
 from sessions.importer import MAX_FILE_BYTES
-
-from reliability_app import TRACEBACK, handlers, last_done, make_service
-from reliability_llm import LLMServer
-from ui_fixtures import ScriptedAgent
 
 
 @pytest.fixture
@@ -64,9 +64,9 @@ def test_a_200000_character_message_is_stored_whole_and_cut_for_the_llm(real, se
     done = last_done(list(real.send(uid, long, "theanine")))
     assert done.error is None
     assert any("long" in n and "saved" in n for n in done.trace["notices"]), done.trace["notices"]
-    assert real.messages(uid)[0].text == long                         # stored whole
+    assert real.messages(uid)[0].text == long  # stored whole
     sent = [b for p, b in server.requests if p == "reply"][-1]["messages"][-1]["content"]
-    assert len(sent) < 20_000                                         # the model read the start only
+    assert len(sent) < 20_000  # the model read the start only
     # The long message in the history does not overflow the next prompt either.
     done = last_done(list(real.send(uid, "And a short one.", "theanine")))
     assert done.error is None
@@ -76,8 +76,10 @@ def test_a_200000_character_message_is_stored_whole_and_cut_for_the_llm(real, se
     assert result.errors == [] and result.closed[0].report["new_memories"]
 
 
-MIXED = ("Hi \ud800 there\x00\x07\x1b[31m! RTL: \u202eעברית مرحبا بك\u202c emoji: 😀👍🏽🇫🇷 "
-         "zero\u200bwidth, tab\tand\r\nnewline")
+MIXED = (
+    "Hi \ud800 there\x00\x07\x1b[31m! RTL: \u202eעברית مرحبا بك\u202c emoji: 😀👍🏽🇫🇷 "
+    "zero\u200bwidth, tab\tand\r\nnewline"
+)
 
 
 def test_control_characters_surrogates_rtl_and_emoji_are_stored_cleanly(real, server):
@@ -96,7 +98,7 @@ def test_control_characters_surrogates_rtl_and_emoji_are_stored_cleanly(real, se
     assert result.errors == [], result.errors
     events = " ".join(n["event"] for n in real.graph(uid)["nodes"])
     assert "עברית" in events and "😀" in events
-    json.dumps(real.export(uid), ensure_ascii=False).encode("utf-8")   # the export encodes
+    json.dumps(real.export(uid), ensure_ascii=False).encode("utf-8")  # the export encodes
     # the page renders it (handlers go through the same views)
     out = handlers(real).load(uid)
     assert "mc-error" not in (out.get("status") or "")
@@ -105,15 +107,35 @@ def test_control_characters_surrogates_rtl_and_emoji_are_stored_cleanly(real, se
 def test_a_lone_surrogate_written_by_the_llm_into_memory_does_not_block_the_close(real, server):
     uid = user(real)
     assert last_done(list(real.send(uid, "My friend Bob plays the violin on Sundays.", "theanine"))).error is None
-    server.script("summarise", ("ok", json.dumps({"memories": [
-        {"speaker": "user", "event": "The user has a friend \ud800 Bob who plays violin", "turns": [0]}]})))
+    server.script(
+        "summarise",
+        (
+            "ok",
+            json.dumps(
+                {
+                    "memories": [
+                        {"speaker": "user", "event": "The user has a friend \ud800 Bob who plays violin", "turns": [0]}
+                    ]
+                }
+            ),
+        ),
+    )
     assert real.end_session(uid).errors == []
 
 
 # --- imports ------------------------------------------------------------------------------------
 
-GOOD = {"sessions": [{"date": "2023-05-01", "turns": [{"speaker": "user", "text": "I moved to Lisbon."},
-                                                      {"speaker": "assistant", "text": "How exciting!"}]}]}
+GOOD = {
+    "sessions": [
+        {
+            "date": "2023-05-01",
+            "turns": [
+                {"speaker": "user", "text": "I moved to Lisbon."},
+                {"speaker": "assistant", "text": "How exciting!"},
+            ],
+        }
+    ]
+}
 
 
 def nested(depth: int) -> bytes:
@@ -127,16 +149,21 @@ BAD_FILES = {
     "CSV": (b"speaker,text\nuser,hello\n", "not valid JSON"),
     "a JSON number": (b"42", "unknown format"),
     "wrong shape": (json.dumps({"sessions": "yesterday"}).encode(), "non-empty list"),
-    "turn without text": (json.dumps({"sessions": [{"date": "2023-05-01", "turns": [{"speaker": "user"}]}]}).encode(),
-                          "must be a string"),
-    "bad speaker": (json.dumps({"sessions": [{"date": "d", "turns": [{"speaker": "root", "text": "x"}]}]}).encode(),
-                    "speaker"),
+    "turn without text": (
+        json.dumps({"sessions": [{"date": "2023-05-01", "turns": [{"speaker": "user"}]}]}).encode(),
+        "must be a string",
+    ),
+    "bad speaker": (
+        json.dumps({"sessions": [{"date": "d", "turns": [{"speaker": "root", "text": "x"}]}]}).encode(),
+        "speaker",
+    ),
     "deeply nested (100000 levels)": (nested(100_000), "nested too deeply"),
     "nested 500 levels": (nested(500), "must be an object"),
     "huge (over 20 MB)": (b'{"sessions": [' + b" " * (MAX_FILE_BYTES + 10) + b"]}", "larger than 20 MB"),
-    "LoCoMo with several samples and no id": (json.dumps([{"sample_id": "a", "conversation": {}},
-                                                          {"sample_id": "b", "conversation": {}}]).encode(),
-                                              "LoCoMo"),
+    "LoCoMo with several samples and no id": (
+        json.dumps([{"sample_id": "a", "conversation": {}}, {"sample_id": "b", "conversation": {}}]).encode(),
+        "LoCoMo",
+    ),
 }
 
 
@@ -146,8 +173,10 @@ def test_bad_imports_give_a_clear_error_and_change_nothing(fake, tmp_path, case)
     uid = user(fake)
     for text in ("Before the import", "Still here"):
         list(fake.send(uid, text))
-    before = ([(s.session_id, s.status, s.n_messages) for s in fake.sessions(uid)],
-              [m.text for m in fake.messages(uid)])
+    before = (
+        [(s.session_id, s.status, s.n_messages) for s in fake.sessions(uid)],
+        [m.text for m in fake.messages(uid)],
+    )
     with pytest.raises(UserError) as e:
         fake.import_history(uid, data)
     assert expected.lower() in str(e.value).lower(), str(e.value)
@@ -155,8 +184,7 @@ def test_bad_imports_give_a_clear_error_and_change_nothing(fake, tmp_path, case)
     path.write_bytes(data)
     out = handlers(fake).import_history(uid, str(path), "")
     assert expected.lower() in error_html(out, "data_status").lower()
-    after = ([(s.session_id, s.status, s.n_messages) for s in fake.sessions(uid)],
-             [m.text for m in fake.messages(uid)])
+    after = ([(s.session_id, s.status, s.n_messages) for s in fake.sessions(uid)], [m.text for m in fake.messages(uid)])
     assert after == before
     assert not [c for c in fake.agent.calls if c[0] == "close"]
 
@@ -173,30 +201,60 @@ def test_a_good_import_with_odd_characters_is_stored_cleanly(fake):
 
 # --- settings, dates, user ids ----------------------------------------------------------------------
 
-BAD_SETTINGS = [("temperature", -0.1), ("temperature", 2.5), ("temperature", float("nan")),
-                ("temperature", float("inf")), ("temperature", "hot"), ("j", 0), ("j", 21), ("j", 2.5),
-                ("k", 0), ("k", 1000), ("n", 0), ("n", 11), ("compression_rate", 0.0), ("compression_rate", 1.5),
-                ("max_reply_tokens", 1), ("max_reply_tokens", 100_000), ("retriever", "magic"), ("j", True)]
+BAD_SETTINGS = [
+    ("temperature", -0.1),
+    ("temperature", 2.5),
+    ("temperature", float("nan")),
+    ("temperature", float("inf")),
+    ("temperature", "hot"),
+    ("j", 0),
+    ("j", 21),
+    ("j", 2.5),
+    ("k", 0),
+    ("k", 1000),
+    ("n", 0),
+    ("n", 11),
+    ("compression_rate", 0.0),
+    ("compression_rate", 1.5),
+    ("max_reply_tokens", 1),
+    ("max_reply_tokens", 100_000),
+    ("retriever", "magic"),
+    ("j", True),
+]
 
 
 @pytest.mark.parametrize("field,value", BAD_SETTINGS)
 def test_out_of_range_settings_are_rejected_with_a_message(fake, field, value):
     from memory.errors import InvalidOptions
+
     uid = user(fake)
     fake.save_settings(uid, {"temperature": 0.3, "k": 5})
     with pytest.raises(InvalidOptions, match=field):
         fake.save_settings(uid, {field: value})
     h = handlers(fake)
-    values = {"temperature": 0.3, "j": 3, "k": 5, "n": 1, "compression_rate": 0.75, "retriever": "hybrid",
-              "max_reply_tokens": 256, field: value}
-    out = h.save_settings(uid, "embedded", "", "", *[values[f] for f in ("temperature", "j", "k", "n",
-                                                                         "compression_rate", "retriever",
-                                                                         "max_reply_tokens")])
+    values = {
+        "temperature": 0.3,
+        "j": 3,
+        "k": 5,
+        "n": 1,
+        "compression_rate": 0.75,
+        "retriever": "hybrid",
+        "max_reply_tokens": 256,
+        field: value,
+    }
+    out = h.save_settings(
+        uid,
+        "embedded",
+        "",
+        "",
+        *[values[f] for f in ("temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens")],
+    )
     from ui.handlers import FIELD_LABELS
-    assert FIELD_LABELS[field] in error_html(out, "settings_status")       # the form's label, not the option name
+
+    assert FIELD_LABELS[field] in error_html(out, "settings_status")  # the form's label, not the option name
     o = fake.options(uid)
-    assert (o.temperature, o.k) == (0.3, 5)                         # the saved values are kept
-    assert out["temperature"] == 0.3 and out["k"] == 5              # and shown again
+    assert (o.temperature, o.k) == (0.3, 5)  # the saved values are kept
+    assert out["temperature"] == 0.3 and out["k"] == 5  # and shown again
 
 
 @pytest.mark.parametrize("date", ["", "   ", "not a date at all", "9" * 5000, "\ud800", "2023-13-45"])
@@ -207,12 +265,31 @@ def test_bad_session_dates_are_refused(fake, date):
     assert [s.status for s in fake.sessions(uid)] == ["open"]
 
 
-@pytest.mark.parametrize("bad", ["", "short", "../../etc/passwd", "a" * 65, "ü" * 30, None, 12345,
-                                 "x" * 20 + "/..", "x" * 20 + "\x00", "x" * 19 + "\n"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "short",
+        "../../etc/passwd",
+        "a" * 65,
+        "ü" * 30,
+        None,
+        12345,
+        "x" * 20 + "/..",
+        "x" * 20 + "\x00",
+        "x" * 19 + "\n",
+    ],
+)
 def test_bad_user_ids_never_reach_the_store(fake, bad):
     from sessions import InvalidUserId
-    for call in (lambda: list(fake.send(bad, "hi")), lambda: fake.sessions(bad), lambda: fake.export(bad),
-                 lambda: fake.import_history(bad, json.dumps(GOOD)), lambda: fake.forget(bad)):
+
+    for call in (
+        lambda: list(fake.send(bad, "hi")),
+        lambda: fake.sessions(bad),
+        lambda: fake.export(bad),
+        lambda: fake.import_history(bad, json.dumps(GOOD)),
+        lambda: fake.forget(bad),
+    ):
         with pytest.raises(InvalidUserId):
             call()
     out = handlers(fake).end_session(bad)

@@ -11,6 +11,7 @@ the Chroma server, as behind a load balancer. The LLM is the scripted OpenAI-com
 * a LoCoMo conversation (3 sessions of locomo_dev.json) imported through the app's import path
   is retrieved by replica B.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,13 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
-
+from conftest import SHARED_DATA
 from pg_server import postgres, unavailable_reason
 from reliability_llm import LLMServer, app_llm_env
 from servers import chroma_cmd, free_port, running
 from ui_fixtures import RunningApp
-
-from conftest import SHARED_DATA
 
 pytestmark = pytest.mark.slow
 
@@ -37,11 +36,21 @@ def cluster(tmp_path_factory):
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("replicas")
     port = free_port()
-    with postgres(fsync=False) as url, LLMServer() as llm, \
-            running(chroma_cmd(root / "chroma", port), f"http://127.0.0.1:{port}/api/v2/heartbeat",
-                    log=root / "chroma.log"):
-        env = app_llm_env(llm, DATABASE_URL=url, CHROMA_HOST="127.0.0.1", CHROMA_PORT=port, LLM_TIMEOUT=120,
-                          MEMORY_BROWSER_SECRET="replicas-share-this-browser-secret")
+    with (
+        postgres(fsync=False) as url,
+        LLMServer() as llm,
+        running(
+            chroma_cmd(root / "chroma", port), f"http://127.0.0.1:{port}/api/v2/heartbeat", log=root / "chroma.log"
+        ),
+    ):
+        env = app_llm_env(
+            llm,
+            DATABASE_URL=url,
+            CHROMA_HOST="127.0.0.1",
+            CHROMA_PORT=port,
+            LLM_TIMEOUT=120,
+            MEMORY_BROWSER_SECRET="replicas-share-this-browser-secret",
+        )
         apps = {}
         try:
             for name in ("a", "b"):
@@ -56,6 +65,7 @@ def cluster(tmp_path_factory):
 
 def client(app):
     from gradio_client import Client
+
     return Client(app.url, verbose=False)
 
 
@@ -66,13 +76,23 @@ def sessions_of(c, uid):
 def stored_graph(url: str, uid: str) -> tuple[list[str], set[str]]:
     """Memory ids (with repeats, if any) and built sessions of the user, read from PostgreSQL."""
     from memory.userspace import user_key
+
     eng = sa.create_engine(url)
     try:
         with eng.connect() as c:
-            ids = c.execute(sa.text("SELECT memory_id FROM graph_memories WHERE user_key = :k ORDER BY memory_id"),
-                            {"k": user_key(uid)}).scalars().all()
-            built = set(c.execute(sa.text("SELECT session_id FROM graph_sessions WHERE user_key = :k"),
-                                  {"k": user_key(uid)}).scalars())
+            ids = (
+                c.execute(
+                    sa.text("SELECT memory_id FROM graph_memories WHERE user_key = :k ORDER BY memory_id"),
+                    {"k": user_key(uid)},
+                )
+                .scalars()
+                .all()
+            )
+            built = set(
+                c.execute(
+                    sa.text("SELECT session_id FROM graph_sessions WHERE user_key = :k"), {"k": user_key(uid)}
+                ).scalars()
+            )
     finally:
         eng.dispose()
     return list(ids), built
@@ -80,6 +100,7 @@ def stored_graph(url: str, uid: str) -> tuple[list[str], set[str]]:
 
 def chroma_ids(port: int, uid: str, kind: str = "theanine_memories") -> list[str]:
     from memory.store import VectorStore
+
     return sorted(h.id for h in VectorStore(host="127.0.0.1", port=port).get(uid, kind))
 
 
@@ -93,11 +114,13 @@ def test_history_written_on_one_replica_is_read_on_the_other(cluster):
     a, b = client(cluster["a"]), client(cluster["b"])
     uid = a.predict(api_name="/new_user")
     chat(a, uid, "I adopted a puppy named Rex from the shelter.")
-    chat(b, uid, "Rex loves long walks in the park.")           # the next message lands on B
+    chat(b, uid, "Rex loves long walks in the park.")  # the next message lands on B
     for c in (a, b):
         turns = sessions_of(c, uid)[0]["turns"]
         assert [t["text"] for t in turns if t["speaker"] == "user"] == [
-            "I adopted a puppy named Rex from the shelter.", "Rex loves long walks in the park."]
+            "I adopted a puppy named Rex from the shelter.",
+            "Rex loves long walks in the park.",
+        ]
         assert len(turns) == 4
 
 
@@ -107,22 +130,22 @@ def test_both_replicas_close_the_same_session_at_once_and_it_is_built_once(clust
     uid = a.predict(api_name="/new_user")
     chat(a, uid, "My sister Mirela visits on Friday.", "We will bake a plum cake together.")
     llm.reset()
-    llm.script("summarise", ("hold", None))          # the first builder stops at its summary call
+    llm.script("summarise", ("hold", None))  # the first builder stops at its summary call
     with ThreadPoolExecutor(2) as pool:
         jobs = [pool.submit(c.predict, uid, "", api_name="/end_session") for c in (a, b)]
         assert llm.arrived["summarise"].wait(60)
-        time.sleep(2)                                # the other replica is now waiting for the claim
+        time.sleep(2)  # the other replica is now waiting for the claim
         assert llm.count("summarise") == 1
         llm.release()
         results = [j.result(timeout=120) for j in jobs]
     assert all(r["errors"] == [] for r in results), results
     closes = [c for r in results for c in r["closed"]]
-    assert [c["session_id"] for c in closes] == ["s1"]           # one replica built it, the other found it done
+    assert [c["session_id"] for c in closes] == ["s1"]  # one replica built it, the other found it done
     assert closes[0]["new_memories"]
     assert llm.count("summarise") == 1 and llm.count("segment") == 1
     ids, sessions = stored_graph(cluster["url"], uid)
     assert ids and len(ids) == len(set(ids)) and sessions == {"s1"}
-    assert chroma_ids(cluster["chroma_port"], uid) == ids            # graph ids == Chroma ids
+    assert chroma_ids(cluster["chroma_port"], uid) == ids  # graph ids == Chroma ids
     assert [s["status"] for s in sessions_of(b, uid)] == ["closed", "open"]
     llm.reset()
 
@@ -133,26 +156,26 @@ def test_kill9_of_a_replica_mid_close_is_completed_once_by_the_other(cluster):
     uid = a.predict(api_name="/new_user")
     chat(a, uid, "Rex got sick after eating chocolate.", "The vet said Rex must rest for a week.")
     llm.reset()
-    llm.script("segment", ("hold", None))            # A has committed THEANINE's part, SeCom not yet
+    llm.script("segment", ("hold", None))  # A has committed THEANINE's part, SeCom not yet
     a.submit(uid, "", api_name="/end_session")
     assert llm.arrived["segment"].wait(90)
-    waiting = b.submit(uid, "", api_name="/end_session")     # B waits for A's claim
+    waiting = b.submit(uid, "", api_name="/end_session")  # B waits for A's claim
     time.sleep(2)
     assert not waiting.done()
-    app_a.proc.kill()                                # SIGKILL: PostgreSQL drops A's connection and its lock
+    app_a.proc.kill()  # SIGKILL: PostgreSQL drops A's connection and its lock
     app_a.proc.wait(10)
     app_a._log.close()
     result = waiting.result(timeout=120)
     assert result["errors"] == [] and [c["session_id"] for c in result["closed"]] == ["s1"], result
-    assert result["closed"][0]["new_segments"] and not result["closed"][0]["new_memories"]   # THEANINE was A's
-    assert llm.count("summarise") == 1 and llm.count("segment") == 2     # B built only what was missing
+    assert result["closed"][0]["new_segments"] and not result["closed"][0]["new_memories"]  # THEANINE was A's
+    assert llm.count("summarise") == 1 and llm.count("segment") == 2  # B built only what was missing
     ids, sessions = stored_graph(cluster["url"], uid)
     assert ids and len(ids) == len(set(ids)) and sessions == {"s1"}
     assert chroma_ids(cluster["chroma_port"], uid) == ids
     assert {h.split(":")[0] for h in chroma_ids(cluster["chroma_port"], uid, "secom_segments")} == {"s1"}
     assert [s["status"] for s in sessions_of(b, uid)] == ["closed", "open"]
     llm.reset()
-    app_a.start()                                    # A restarted: nothing left to do, nothing rebuilt
+    app_a.start()  # A restarted: nothing left to do, nothing rebuilt
     assert [s["status"] for s in sessions_of(client(app_a), uid)] == ["closed", "open"]
     assert llm.count("summarise") == 0
 
@@ -174,6 +197,7 @@ def test_locomo_conversation_imported_through_one_replica_is_retrieved_on_the_ot
     from memory.settings import Settings
     from sessions import SessionService
     from sessions.store import open_store
+
     sample = locomo_slice()
     data = cluster["root"] / "data-importer"
     settings = Settings.from_env({**cluster["env"], "MEMORY_DATA_DIR": str(data)})
@@ -190,10 +214,11 @@ def test_locomo_conversation_imported_through_one_replica_is_retrieved_on_the_ot
     assert [s["status"] for s in sessions] == ["closed", "closed", "closed", "open"]
     first = sample["conversation"]["session_1"][0]["text"]
     assert sessions[0]["turns"][0]["text"] == first
-    reply, trace = b.predict(uid, "What did Caroline say about the LGBTQ support group?", "theanine",
-                             api_name="/send_message")
+    _reply, trace = b.predict(
+        uid, "What did Caroline say about the LGBTQ support group?", "theanine", api_name="/send_message"
+    )
     assert not trace.get("error")
     ids, built = stored_graph(cluster["url"], uid)
     assert built == {"s1", "s2", "s3"} and trace["memories"]
-    assert {m["id"] for m in trace["memories"]} <= set(ids)           # B retrieved the imported memories
+    assert {m["id"] for m in trace["memories"]} <= set(ids)  # B retrieved the imported memories
     assert "support group" in " ".join(m["event"] for m in trace["memories"]).lower()

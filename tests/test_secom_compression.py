@@ -1,14 +1,17 @@
 """Compression through the real LLMLingua-2 code path (a MiniLM-based stand-in model)."""
+
 import pytest
+from secom_fixtures import tiny_llmlingua2_model
 
 from memory.secom.compression import IdentityCompressor, LLMLingua2Compressor, load_compressor
 from memory.tokens import count_tokens
-from secom_fixtures import tiny_llmlingua2_model
 
-TEXT = ("Caroline: I went to the LGBTQ support group yesterday and it was so powerful.\n"
-        "Melanie: That sounds wonderful! What happened there, and who did you meet?\n"
-        "Caroline: People shared their stories about coming out. I felt accepted and I want to "
-        "study counseling so I can help others in the same situation.")
+TEXT = (
+    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.\n"
+    "Melanie: That sounds wonderful! What happened there, and who did you meet?\n"
+    "Caroline: People shared their stories about coming out. I felt accepted and I want to "
+    "study counseling so I can help others in the same situation."
+)
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +27,9 @@ def test_real_llmlingua2_code_path_compresses_each_text(tiny_model):
     keys = comp.compress([TEXT, short], 0.5)
     assert len(keys) == 2 and all(k.strip() for k in keys)
     n0, n1 = count_tokens(TEXT), count_tokens(keys[0])
-    assert n1 < n0 * 0.85                                     # tokens were dropped
-    assert "\n" in keys[0]                                    # forced token: lines survive
-    assert comp.compress([TEXT], 1.0) == [TEXT]               # rate 1.0 keeps everything
+    assert n1 < n0 * 0.85  # tokens were dropped
+    assert "\n" in keys[0]  # forced token: lines survive
+    assert comp.compress([TEXT], 1.0) == [TEXT]  # rate 1.0 keeps everything
     assert comp.compress([""], 0.5) == [""]
 
 

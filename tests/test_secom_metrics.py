@@ -4,14 +4,14 @@ import pytest
 
 from memory.secom import seg_metrics as M
 
-REF = [0, 0, 0, 1, 0, 0]          # 6 units, a new segment at 3; k = max(2, round(6 / 4)) = 2
+REF = [0, 0, 0, 1, 0, 0]  # 6 units, a new segment at 3; k = max(2, round(6 / 4)) = 2
 
 
 def test_window_k_rule():
     assert M.window_k(REF) == 2
-    assert M.window_k([0] * 20) == 10                          # one segment: round(20 / 2)
-    assert M.window_k([0] * 10 + [1] + [0] * 9) == 5           # two segments: round(20 / 4)
-    assert M.window_k([0, 1, 1, 1, 1, 1]) == 2                  # never below 2
+    assert M.window_k([0] * 20) == 10  # one segment: round(20 / 2)
+    assert M.window_k([0] * 10 + [1] + [0] * 9) == 5  # two segments: round(20 / 4)
+    assert M.window_k([0, 1, 1, 1, 1, 1]) == 2  # never below 2
 
 
 def test_hand_computed_near_miss():
@@ -75,6 +75,7 @@ def test_loaders(tmp_path):
 
 def test_shared_files_load():
     from conftest import SHARED_DATA
+
     seg = SHARED_DATA / "segmentation"
     if not seg.exists():
         pytest.skip("shared data not present")

@@ -1,10 +1,12 @@
 """SecomMemory end to end: real MiniLM, the real Chroma store (and an in-memory one)."""
+
+import itertools
 import threading
 
 import numpy as np
 import pytest
-
 from conftest import ScriptedLLM
+
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
 from memory.secom.segmentation import EmbeddingSegmenter, LLMSegmenter
@@ -23,22 +25,33 @@ def session(sid, date, pairs):
     return SessionRecord(sid, date, turns)
 
 
-S1 = session("s1", "2023-05-01", [
-    ("I adopted a golden retriever puppy and named him Biscuit.", "Biscuit is a lovely name for a puppy!"),
-    ("Biscuit chews every shoe in the house.", "Puppies chew a lot; chew toys for the dog help."),
-    ("I signed Biscuit up for dog obedience training.", "Training classes are great for young dogs."),
-    ("Separately, my income tax return is due on Monday.", "Do you have your salary statements for the tax return?"),
-    ("My accountant handles the tax deductions.", "An accountant makes the tax paperwork easier."),
-    ("The tax office sent me a letter about last year's return.", "Call the tax office if the letter is unclear."),
-])
-S2 = session("s2", "2023-06-10", [
-    ("We went hiking in Norway near the fjords.", "Norway's fjords are beautiful for hiking!"),
-    ("The hike to Preikestolen took four hours.", "That is a classic Norwegian hiking trail."),
-    ("We camped by the lake after the mountain hike.", "Camping after hiking sounds relaxing."),
-    ("My sister Clara is getting married in September.", "Congratulations to Clara on the wedding!"),
-    ("I am giving a speech at Clara's wedding.", "A wedding speech for your sister is an honour."),
-    ("The wedding reception will be at a vineyard.", "A vineyard is a lovely wedding venue."),
-])
+S1 = session(
+    "s1",
+    "2023-05-01",
+    [
+        ("I adopted a golden retriever puppy and named him Biscuit.", "Biscuit is a lovely name for a puppy!"),
+        ("Biscuit chews every shoe in the house.", "Puppies chew a lot; chew toys for the dog help."),
+        ("I signed Biscuit up for dog obedience training.", "Training classes are great for young dogs."),
+        (
+            "Separately, my income tax return is due on Monday.",
+            "Do you have your salary statements for the tax return?",
+        ),
+        ("My accountant handles the tax deductions.", "An accountant makes the tax paperwork easier."),
+        ("The tax office sent me a letter about last year's return.", "Call the tax office if the letter is unclear."),
+    ],
+)
+S2 = session(
+    "s2",
+    "2023-06-10",
+    [
+        ("We went hiking in Norway near the fjords.", "Norway's fjords are beautiful for hiking!"),
+        ("The hike to Preikestolen took four hours.", "That is a classic Norwegian hiking trail."),
+        ("We camped by the lake after the mountain hike.", "Camping after hiking sounds relaxing."),
+        ("My sister Clara is getting married in September.", "Congratulations to Clara on the wedding!"),
+        ("I am giving a speech at Clara's wedding.", "A wedding speech for your sister is an honour."),
+        ("The wedding reception will be at a vineyard.", "A vineyard is a lovely wedding venue."),
+    ],
+)
 
 
 class UpperCompressor:
@@ -71,7 +84,7 @@ class MemoryStore:
     def add(self, user_id, kind, ids, documents, embeddings, metadatas):
         with self.lock:
             col = self._col(user_id, kind)
-            for i, d, e, m in zip(ids, documents, np.asarray(embeddings), metadatas):
+            for i, d, e, m in zip(ids, documents, np.asarray(embeddings), metadatas, strict=False):
                 assert all(isinstance(v, (str, int, float, bool)) for v in m.values())
                 col[i] = (d, e, dict(m))
 
@@ -82,8 +95,9 @@ class MemoryStore:
 
     def get(self, user_id, kind, ids=None, where=None):
         col = self._col(user_id, kind)
-        return [Hit(i, 0.0, d, m) for i, (d, e, m) in col.items()
-                if (ids is None or i in ids) and self._match(m, where)]
+        return [
+            Hit(i, 0.0, d, m) for i, (d, e, m) in col.items() if (ids is None or i in ids) and self._match(m, where)
+        ]
 
     def delete(self, user_id, kind, ids=None, where=None):
         with self.lock:
@@ -99,6 +113,7 @@ class MemoryStore:
 def store(request, tmp_path):
     if request.param == "chroma":
         from memory.store import VectorStore
+
         return VectorStore(path=tmp_path / "chroma")
     return MemoryStore()
 
@@ -123,13 +138,12 @@ def test_build_stores_segments_with_provenance(built):
     assert ids1[0] == "s1:seg0" and ids2[0] == "s2:seg0" and len(ids1) >= 2 and len(ids2) >= 2
     hits = {h.id: h for h in mem.store.get("alice", KIND)}
     assert set(hits) == set(ids1 + ids2)
-    starts = sorted((h.metadata["start"], h.metadata["end"]) for h in hits.values()
-                    if h.metadata["session_id"] == "s1")
-    assert starts[0][0] == 0 and starts[-1][1] == 5                 # the segments cover the session
-    assert all(b[0] == a[1] + 1 for a, b in zip(starts, starts[1:]))
+    starts = sorted((h.metadata["start"], h.metadata["end"]) for h in hits.values() if h.metadata["session_id"] == "s1")
+    assert starts[0][0] == 0 and starts[-1][1] == 5  # the segments cover the session
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(starts))
     h = hits["s1:seg0"]
-    assert h.metadata["text"].startswith("Alice: I adopted a golden retriever")    # original, with speakers
-    assert h.document != h.metadata["text"] and "Biscuit" in h.document             # compressed key
+    assert h.metadata["text"].startswith("Alice: I adopted a golden retriever")  # original, with speakers
+    assert h.document != h.metadata["text"] and "Biscuit" in h.document  # compressed key
     assert h.metadata["turn_ids"].split(",")[0] == "s1:0" and h.metadata["date"] == "2023-05-01"
     assert comp.calls == 2 and trace.timings["secom_build"] > 0 and not trace.notices
 
@@ -137,10 +151,12 @@ def test_build_stores_segments_with_provenance(built):
 @pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid"])
 def test_retrieve_finds_the_right_segment(built, retriever):
     mem, *_ = built
-    for question, session_id, word in [("What is the name of my puppy?", "s1", "Biscuit"),
-                                       ("Where did I go hiking?", "s2", "Norway"),
-                                       ("When is my tax return due?", "s1", "tax"),
-                                       ("Who is getting married?", "s2", "Clara")]:
+    for question, session_id, word in [
+        ("What is the name of my puppy?", "s1", "Biscuit"),
+        ("Where did I go hiking?", "s2", "Norway"),
+        ("When is my tax return due?", "s1", "tax"),
+        ("Who is getting married?", "s2", "Clara"),
+    ]:
         trace = Trace("secom")
         segs = mem.retrieve("alice", question, opts(retriever=retriever, k=1), trace)
         assert 1 <= len(segs) <= 2
@@ -155,19 +171,20 @@ def test_budget_respected_and_chronological(built):
     segs = mem.retrieve("alice", "puppy hiking tax wedding", opts(budget=32000, k=20), Trace("secom"))
     assert len(segs) >= 4
     order = [(s["session_id"], s["start"]) for s in segs]
-    assert order == sorted(order)                                     # s1 before s2, by start
+    assert order == sorted(order)  # s1 before s2, by start
     sizes = sorted(count_tokens(s["text"]) for s in segs)
     budget = sizes[0] + sizes[1]
     small = mem.retrieve("alice", "puppy hiking tax wedding", opts(budget=max(budget, 50), k=20), Trace("s"))
     assert sum(count_tokens(s["text"]) for s in small) <= max(budget, 50)
-    assert mem.retrieve("alice", "puppy", opts(budget=50), Trace("s")) == [] or \
-        all(count_tokens(s["text"]) <= 50 for s in mem.retrieve("alice", "puppy", opts(budget=50), Trace("s")))
+    assert mem.retrieve("alice", "puppy", opts(budget=50), Trace("s")) == [] or all(
+        count_tokens(s["text"]) <= 50 for s in mem.retrieve("alice", "puppy", opts(budget=50), Trace("s"))
+    )
 
 
 def test_rebuild_is_idempotent(built):
-    mem, ids1, ids2, comp, _ = built
+    mem, ids1, ids2, _comp, _ = built
     before = sorted((h.id, h.document, h.metadata["text"]) for h in mem.store.get("alice", KIND))
-    assert mem.build("alice", S1, None, opts(), Trace("close")) is None            # unchanged: skipped
+    assert mem.build("alice", S1, None, opts(), Trace("close")) is None  # unchanged: skipped
     assert mem.build("alice", S1, None, opts(), Trace("close"), force=True) == ids1
     after = sorted((h.id, h.document, h.metadata["text"]) for h in mem.store.get("alice", KIND))
     assert before == after and mem.count("alice") == len(ids1) + len(ids2)
@@ -176,14 +193,15 @@ def test_rebuild_is_idempotent(built):
     assert mem.build("alice", short, None, opts(), Trace("close")) == ["s1:seg0"]
     assert mem.count("alice") == 1 + len(ids2)
     segs = mem.retrieve("alice", "tax return accountant", opts(retriever="bm25"), Trace("s"))
-    assert all("accountant" not in s["text"] for s in segs)                     # BM25 cache was refreshed
+    assert all("accountant" not in s["text"] for s in segs)  # BM25 cache was refreshed
 
 
 def test_users_are_isolated(built):
     mem, *_ = built
     assert mem.retrieve("bob", "puppy Biscuit", opts(), Trace("s")) == []
-    mem.build("bob", session("b1", "2023-07-01", [("My cat Tom likes fish.", "Cats love fish.")]),
-              None, opts(), Trace("c"))
+    mem.build(
+        "bob", session("b1", "2023-07-01", [("My cat Tom likes fish.", "Cats love fish.")]), None, opts(), Trace("c")
+    )
     segs = mem.retrieve("bob", "What is my puppy called? Biscuit", opts(budget=32000, k=20), Trace("s"))
     assert segs and all(s["session_id"] == "b1" for s in segs)
     mem.delete_user("bob")
@@ -201,9 +219,11 @@ def test_without_compressor_keys_are_text_and_trace_says_so(store, fake_embedder
 
 def test_llm_segmenter_used_when_llm_session_given(fake_embedder):
     store = MemoryStore()
-    answer = ('<segmentation>\n{"segment_id": 0, "start_exchange_number": 0, "end_exchange_number": 2, '
-              '"num_exchanges": 3, "summary": "Biscuit the puppy"}\n{"segment_id": 1, "start_exchange_number": 3, '
-              '"end_exchange_number": 5, "num_exchanges": 3, "summary": "Tax return"}\n</segmentation>')
+    answer = (
+        '<segmentation>\n{"segment_id": 0, "start_exchange_number": 0, "end_exchange_number": 2, '
+        '"num_exchanges": 3, "summary": "Biscuit the puppy"}\n{"segment_id": 1, "start_exchange_number": 3, '
+        '"end_exchange_number": 5, "num_exchanges": 3, "summary": "Tax return"}\n</segmentation>'
+    )
     llm = ScriptedLLM(answer)
     mem = SecomMemory(store, fake_embedder, None, "off", use_llm_segmenter=True, rubric="")
     assert isinstance(mem.segmenter, LLMSegmenter)
@@ -247,8 +267,9 @@ def test_concurrent_retrieve_and_build(fake_embedder):
     for t in ts:
         t.start()
     for i in range(5):
-        mem.build("u", session(f"x{i}", "2023-08-0%d" % (i + 1), [("tax refund arrived", "great")]), None,
-                  opts(), Trace("c"))
+        mem.build(
+            "u", session(f"x{i}", f"2023-08-0{i + 1}", [("tax refund arrived", "great")]), None, opts(), Trace("c")
+        )
     for t in ts:
         t.join()
     assert not errors

@@ -1,10 +1,12 @@
 """The sessions layer: persistence, reload, user isolation, pending-close recovery, import validation."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
+from ui_fixtures import ScriptedAgent
 
 from memory.errors import InvalidOptions
 from memory.settings import LLMConfig, Settings
@@ -13,8 +15,6 @@ from sessions.ids import InvalidUserId, check_user_id
 from sessions.importer import ImportFormatError
 from sessions.lifecycle import today
 from sessions.prefs import llm_for
-
-from ui_fixtures import ScriptedAgent
 
 SHARED_LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 
@@ -49,11 +49,11 @@ def test_messages_and_traces_persist_across_restart(tmp_path):
     svc, _ = make(tmp_path)
     uid = new_user_id()
     updates = say(svc, uid, "I adopted a puppy named Rex.")
-    assert [u.kind for u in updates][0] == "stored"
+    assert next(u.kind for u in updates) == "stored"
     assert updates[-1].kind == "done" and updates[-1].error is None
     assert any(u.kind == "delta" for u in updates)
 
-    svc2, _ = make(tmp_path)       # a new process on the same data dir
+    svc2, _ = make(tmp_path)  # a new process on the same data dir
     msgs = svc2.messages(uid)
     assert [(m.role, m.status) for m in msgs] == [("user", "ok"), ("assistant", "ok")]
     assert msgs[0].text == "I adopted a puppy named Rex."
@@ -72,7 +72,7 @@ def test_users_are_isolated(tmp_path):
     assert svc.graph(bob)["nodes"] == []
     alice_msg = svc.store.sessions(alice)[0]
     alice_first = svc.store.messages(alice, alice_msg.session_id)[0]
-    assert svc.reply_for(bob, alice_first.id) is None          # ids of another user's rows lead nowhere
+    assert svc.reply_for(bob, alice_first.id) is None  # ids of another user's rows lead nowhere
     assert svc.store.message(bob, alice_first.id) is None
     assert "alice" not in json.dumps(svc.export(bob))
     svc.forget(bob)
@@ -90,14 +90,18 @@ def test_user_message_is_stored_before_a_failing_llm_and_retry_answers_it(tmp_pa
     retried = list(svc.retry(uid))
     assert retried[-1].error is None and "remember my cat Tom" in retried[-1].text
     with pytest.raises(UserError):
-        list(svc.retry(uid))                 # nothing left to retry
+        list(svc.retry(uid))  # nothing left to retry
     # The failed attempt is kept for the record but never reaches the memory or the LLM history.
     say(svc, uid, "and my dog")
     assert agent.calls[-1][2] == ["remember my cat Tom", "[theanine] you said: remember my cat Tom"]
     svc.end_session(uid)
-    close = [c for c in agent.calls if c[0] == "close"][0]
-    assert close[3] == ["remember my cat Tom", "[theanine] you said: remember my cat Tom", "and my dog",
-                        "[theanine] you said: and my dog"]
+    close = next(c for c in agent.calls if c[0] == "close")
+    assert close[3] == [
+        "remember my cat Tom",
+        "[theanine] you said: remember my cat Tom",
+        "and my dog",
+        "[theanine] you said: and my dog",
+    ]
 
 
 def test_interrupted_stream_keeps_the_message_and_records_the_interruption(tmp_path):
@@ -105,7 +109,7 @@ def test_interrupted_stream_keeps_the_message_and_records_the_interruption(tmp_p
     uid = new_user_id()
     gen = svc.send(uid, "a long question")
     next(gen), next(gen), next(gen)
-    gen.close()                           # the browser went away
+    gen.close()  # the browser went away
     msgs = svc.messages(uid)
     assert msgs[0].text == "a long question" and msgs[1].status == "error"
     assert list(svc.retry(uid))[-1].error is None
@@ -114,7 +118,8 @@ def test_interrupted_stream_keeps_the_message_and_records_the_interruption(tmp_p
 def test_empty_or_huge_messages_are_refused_before_storing(tmp_path):
     svc, _ = make(tmp_path)
     uid = new_user_id()
-    from sessions.chat import MAX_MESSAGE_CHARS      # 200,000: longer ones are stored whole, cut for the LLM
+    from sessions.chat import MAX_MESSAGE_CHARS  # 200,000: longer ones are stored whole, cut for the LLM
+
     for bad in ["", "   ", "x" * (MAX_MESSAGE_CHARS + 1)]:
         with pytest.raises(UserError):
             say(svc, uid, bad)
@@ -122,12 +127,12 @@ def test_empty_or_huge_messages_are_refused_before_storing(tmp_path):
 
 
 def test_end_session_builds_memory_and_opens_the_next(tmp_path):
-    svc, agent = make(tmp_path)
+    svc, _agent = make(tmp_path)
     uid = new_user_id()
-    svc.new_session(uid, "2023-05-08")              # an empty session only takes the date
+    svc.new_session(uid, "2023-05-08")  # an empty session only takes the date
     first = svc.current_session(uid)
     say(svc, uid, "I moved to Lisbon")
-    assert svc.default_next_date(uid) == "2023-05-09"       # the last session's date plus one day
+    assert svc.default_next_date(uid) == "2023-05-09"  # the last session's date plus one day
     res = svc.end_session(uid, "2023-05-15")
     assert res.errors == [] and len(res.closed) == 1
     assert res.session.date == "2023-05-15" and res.session.session_id != first.session_id
@@ -143,11 +148,11 @@ def test_end_session_builds_memory_and_opens_the_next(tmp_path):
 
 
 def test_a_message_never_lands_in_a_session_that_was_just_ended(tmp_path):
-    svc, agent = make(tmp_path)
+    svc, _agent = make(tmp_path)
     uid = new_user_id()
     say(svc, uid, "first")
     old = svc.current_session(uid)
-    svc.store.end_open_session(uid, old.session_id, "2023-06-01")       # another tab ended it
+    svc.store.end_open_session(uid, old.session_id, "2023-06-01")  # another tab ended it
     assert svc.store.add_user_message(uid, old.session_id, "late") is None
     say(svc, uid, "second")
     assert [m.text for m in svc.messages(uid) if m.role == "user"] == ["second"]
@@ -160,20 +165,20 @@ def test_dates_are_validated(tmp_path):
     for bad in ["", "next tuesday", "<img src=x onerror=alert(1)>", "2023-13-45"]:
         with pytest.raises(UserError):
             svc.new_session(uid, bad)
-    for bad in ["9999-12-31", "1066-10-14"]:                 # a typo, not a session date
+    for bad in ["9999-12-31", "1066-10-14"]:  # a typo, not a session date
         with pytest.raises(UserError, match="out of range"):
             svc.new_session(uid, bad)
     # Stored normalised (ISO), whatever the form typed.
     assert svc.new_session(uid, "8 May 2023").session.date == "2023-05-08"
     assert svc.new_session(uid, "May 9, 2023").session.date == "2023-05-09"
     say(svc, uid, "hello")
-    with pytest.raises(UserError, match="before session"):   # not before the session just held
+    with pytest.raises(UserError, match="before session"):  # not before the session just held
         svc.end_session(uid, "2023-05-01")
-    assert svc.end_session(uid, "2023-05-09").session.date == "2023-05-09"     # the same day is fine
+    assert svc.end_session(uid, "2023-05-09").session.date == "2023-05-09"  # the same day is fine
     say(svc, uid, "again")
     svc.end_session(uid, "2023-06-01")
     assert [s.date for s in svc.sessions(uid)] == ["2023-05-09", "2023-05-09", "2023-06-01"]
-    assert svc.default_next_date(uid) == "2023-06-01"        # the empty open session keeps the date chosen
+    assert svc.default_next_date(uid) == "2023-06-01"  # the empty open session keeps the date chosen
 
 
 def test_sessions_are_listed_in_time_order_imports_by_their_own_dates(tmp_path):
@@ -189,7 +194,7 @@ def test_sessions_are_listed_in_time_order_imports_by_their_own_dates(tmp_path):
 
 
 def test_failed_close_stays_pending_and_is_recovered_after_restart(tmp_path):
-    svc, agent = make(tmp_path, ScriptedAgent(fail_closes=1))
+    svc, _agent = make(tmp_path, ScriptedAgent(fail_closes=1))
     uid = new_user_id()
     say(svc, uid, "my sister is called Ana")
     res = svc.end_session(uid)
@@ -197,7 +202,7 @@ def test_failed_close_stays_pending_and_is_recovered_after_restart(tmp_path):
     assert [s.status for s in svc.sessions(uid)] == ["closing", "open"]
     assert svc.sessions(uid)[0].close_error
 
-    svc2, agent2 = make(tmp_path)                    # restart with a working model
+    svc2, _agent2 = make(tmp_path)  # restart with a working model
     assert svc2.recover_pending_closes() == 1
     assert [s.status for s in svc2.sessions(uid)] == ["closed", "open"]
     assert [n["event"] for n in svc2.graph(uid)["nodes"]] == ["my sister is called Ana"]
@@ -209,7 +214,7 @@ def test_a_crash_between_end_and_build_is_recovered(tmp_path):
     uid = new_user_id()
     say(svc, uid, "I play the cello")
     cur = svc.current_session(uid)
-    svc.store.end_open_session(uid, cur.session_id, "2023-06-01")   # what end_session does before building
+    svc.store.end_open_session(uid, cur.session_id, "2023-06-01")  # what end_session does before building
     svc2, agent2 = make(tmp_path)
     svc2.recover_pending_closes()
     ended = next(s for s in svc2.sessions(uid) if s.session_id == cur.session_id)
@@ -220,18 +225,26 @@ def test_a_crash_between_end_and_build_is_recovered(tmp_path):
 
 
 def test_import_own_format_builds_memory(tmp_path):
-    svc, agent = make(tmp_path)
+    svc, _agent = make(tmp_path)
     uid = new_user_id()
-    data = {"sessions": [
-        {"date": "2023-05-08", "turns": [{"speaker": "user", "text": "I adopted Rex"},
-                                         {"speaker": "assistant", "text": "Nice!"}]},
-        {"date": "2023-05-15", "turns": [{"speaker": "user", "text": "Rex is sick"}]}]}
+    data = {
+        "sessions": [
+            {
+                "date": "2023-05-08",
+                "turns": [{"speaker": "user", "text": "I adopted Rex"}, {"speaker": "assistant", "text": "Nice!"}],
+            },
+            {"date": "2023-05-15", "turns": [{"speaker": "user", "text": "Rex is sick"}]},
+        ]
+    }
     progress = []
     res = svc.import_history(uid, json.dumps(data), progress=lambda f, t: progress.append(f))
     assert res.errors == [] and len(res.closed) == 2
     # The empty open session moves after the imported history, so numbers follow time.
     assert [(s.seq, s.status, s.source, s.date) for s in svc.sessions(uid)][:3] == [
-        (1, "closed", "import", "2023-05-08"), (2, "closed", "import", "2023-05-15"), (3, "open", "chat", today())]
+        (1, "closed", "import", "2023-05-08"),
+        (2, "closed", "import", "2023-05-15"),
+        (3, "open", "chat", today()),
+    ]
     assert progress and max(progress) <= 1.0
     assert [n["event"] for n in svc.graph(uid)["nodes"]] == ["I adopted Rex", "Rex is sick"]
     # The export's sessions can be imported again.
@@ -248,26 +261,29 @@ def test_import_own_format_builds_memory(tmp_path):
 def test_imported_turn_ids_stay_unique_when_a_file_is_imported_twice(tmp_path):
     svc, _ = make(tmp_path)
     uid = new_user_id()
-    data = json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": "I adopted Rex",
-                                                                       "id": "D1:1"}]}]})
+    data = json.dumps(
+        {"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": "I adopted Rex", "id": "D1:1"}]}]}
+    )
     svc.import_history(uid, data)
     svc.import_history(uid, data)
     ids = [t["id"] for s in svc.export(uid)["sessions"] for t in s["turns"]]
     assert ids[0] == "D1:1" and len(set(ids)) == len(ids) == 2
 
 
-@pytest.mark.parametrize("bad", [
-    "not json",
-    "[]",
-    json.dumps({"sessions": []}),
-    json.dumps({"sessions": [{"date": "2023-05-08", "turns": []}]}),
-    json.dumps({"sessions": [{"date": "", "turns": [{"speaker": "user", "text": "x"}]}]}),
-    json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "bot", "text": "x"}]}]}),
-    json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": 3}]}]}),
-    json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": "ok"}]},
-                             "oops"]}),
-    json.dumps([{"conversation": "not an object"}]),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not json",
+        "[]",
+        json.dumps({"sessions": []}),
+        json.dumps({"sessions": [{"date": "2023-05-08", "turns": []}]}),
+        json.dumps({"sessions": [{"date": "", "turns": [{"speaker": "user", "text": "x"}]}]}),
+        json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "bot", "text": "x"}]}]}),
+        json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": 3}]}]}),
+        json.dumps({"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": "ok"}]}, "oops"]}),
+        json.dumps([{"conversation": "not an object"}]),
+    ],
+)
 def test_malformed_import_is_refused_and_changes_nothing(tmp_path, bad):
     svc, agent = make(tmp_path)
     uid = new_user_id()
@@ -282,7 +298,7 @@ def test_malformed_import_is_refused_and_changes_nothing(tmp_path, bad):
 
 @pytest.mark.skipif(not SHARED_LOCOMO.exists(), reason="LoCoMo dev data not present")
 def test_import_locomo_needs_a_sample_id_when_several(tmp_path):
-    svc, agent = make(tmp_path)
+    svc, _agent = make(tmp_path)
     uid = new_user_id()
     raw = SHARED_LOCOMO.read_bytes()
     with pytest.raises(ImportFormatError, match="conv-26"):
@@ -317,8 +333,9 @@ def test_settings_are_validated_and_bad_values_keep_the_old_ones(tmp_path):
 
 
 def test_api_key_only_goes_to_the_endpoint_it_was_configured_for():
-    default = LLMConfig(backend="openai", model="gpt-4o-mini", base_url="https://router.huggingface.co/v1",
-                        api_key="secret-key")
+    default = LLMConfig(
+        backend="openai", model="gpt-4o-mini", base_url="https://router.huggingface.co/v1", api_key="secret-key"
+    )
     same = llm_for(default, {"llm": {"backend": "openai", "model": "other", "base_url": default.base_url}})
     assert same.api_key == "secret-key" and same.model == "other"
     elsewhere = llm_for(default, {"llm": {"backend": "openai", "model": "m", "base_url": "http://evil.example/v1"}})
@@ -347,7 +364,7 @@ def test_delete_memory_and_forget(tmp_path):
     svc.end_session(uid)
     svc.end_session(other)
     ids = [n["id"] for n in svc.graph(uid)["nodes"]]
-    assert svc.delete_memory(uid, ids[0])          # now a report of what was removed
+    assert svc.delete_memory(uid, ids[0])  # now a report of what was removed
     assert [n["id"] for n in svc.graph(uid)["nodes"]] == ids[1:]
     assert svc.delete_memory(uid, "no-such-memory") is None
     with pytest.raises(UserError):

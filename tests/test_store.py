@@ -1,11 +1,11 @@
 """The Chroma store, embedded and as a real `chroma run` server: user scoping and outages."""
+
 import numpy as np
 import pytest
+from servers import chroma_cmd, free_port, running
 
 from memory.errors import StoreUnavailable
 from memory.store import VectorStore, collection_name
-
-from servers import chroma_cmd, free_port, running
 
 
 def unit(*xs):
@@ -14,12 +14,18 @@ def unit(*xs):
 
 
 def exercise(store: VectorStore):
-    store.add("alice", "k", ["a1", "a2"], ["cats", "dogs"], np.stack([unit(1, 0, 0), unit(0, 1, 0)]),
-              [{"session_id": "s1"}, {"session_id": "s2"}])
+    store.add(
+        "alice",
+        "k",
+        ["a1", "a2"],
+        ["cats", "dogs"],
+        np.stack([unit(1, 0, 0), unit(0, 1, 0)]),
+        [{"session_id": "s1"}, {"session_id": "s2"}],
+    )
     store.add("bob", "k", ["b1"], ["bob's cat"], np.stack([unit(1, 0, 0)]), [{"session_id": "s1"}])
     hits = store.query("alice", "k", unit(1, 0.1, 0), 5)
     assert [h.id for h in hits] == ["a1", "a2"] and hits[0].score > 0.9
-    assert [h.id for h in store.query("bob", "k", unit(0, 1, 0), 5)] == ["b1"]     # never alice's
+    assert [h.id for h in store.query("bob", "k", unit(0, 1, 0), 5)] == ["b1"]  # never alice's
     assert store.query("carol", "k", unit(1, 0, 0), 5) == []
     assert [h.id for h in store.query("alice", "k", unit(1, 0, 0), 5, where={"session_id": {"$ne": "s1"}})] == ["a2"]
     store.delete("alice", "k", where={"session_id": "s1"})
@@ -53,4 +59,4 @@ def test_chroma_server_mode_and_outage(tmp_path):
     with pytest.raises(StoreUnavailable, match="cannot be reached"):
         store.query("bob", "k", unit(1, 0, 0), 3)
     with running(cmd, url, log=tmp_path / "chroma2.log"):
-        assert [h.id for h in store.query("bob", "k", unit(1, 0, 0), 3)] == ["b1"]    # work resumes
+        assert [h.id for h in store.query("bob", "k", unit(1, 0, 0), 3)] == ["b1"]  # work resumes

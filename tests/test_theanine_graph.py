@@ -1,3 +1,4 @@
+import itertools
 import random
 
 import pytest
@@ -14,7 +15,7 @@ def test_link_goes_to_most_recent_related_memory_in_each_component():
     g = MemoryGraph()
     for m in [mem("a1", "s1", "2023-01-01"), mem("a2", "s2", "2023-02-01"), mem("b1", "s1", "2023-01-02")]:
         g.add_memory(m)
-    g.link("a1", "a2", "Cause")            # component A: a1 -> a2; component B: b1
+    g.link("a1", "a2", "Cause")  # component A: a1 -> a2; component B: b1
     new = mem("n", "s3", "2023-03-01")
     g.add_memory(new)
     edges = linking.link(g, new, [("a1", "SameTopic"), ("a2", "Reason"), ("b1", "Want")])
@@ -41,14 +42,14 @@ def test_graph_roundtrip_and_delete(tmp_path):
     folder = tmp_path / "u" / "graph"
     for sid in ("s0", "s1", "s2", "s3"):
         g.built_sessions.add(sid)
-        g.save_session(folder, sid)                         # one small file per session
+        g.save_session(folder, sid)  # one small file per session
     assert len(list(folder.glob("*.json"))) == 4 and not list(folder.glob("*.tmp"))
     h = MemoryGraph.load(folder)
     assert h.to_dict() == g.to_dict()
     assert h.component_of("m0") == h.component_of("m1") != h.component_of("m2")
     h.link("m1", "m2", "SameTopic", owner="s2")
-    assert h.remove_memory("m1") == {"s1", "s2"}             # the files to rewrite
-    assert h.component_of("m0") != h.component_of("m2")      # components rebuilt after a delete
+    assert h.remove_memory("m1") == {"s1", "s2"}  # the files to rewrite
+    assert h.component_of("m0") != h.component_of("m2")  # components rebuilt after a delete
     assert "m1" not in h and h.relation_counts()["React"] == 1
 
 
@@ -56,13 +57,17 @@ def diamond_chain(n_diamonds: int) -> MemoryGraph:
     """s -> (a_i | b_i) -> j_i -> ...: 2**n_diamonds paths."""
     g = MemoryGraph()
     t = 0
+
     def add(mid):
         nonlocal t
         t += 1
         g.add_memory(mem(mid, f"s{t}", f"{t:06d}"))
+
     add("j0")
     for i in range(1, n_diamonds + 1):
-        add(f"a{i}"); add(f"b{i}"); add(f"j{i}")
+        add(f"a{i}")
+        add(f"b{i}")
+        add(f"j{i}")
         for x in (f"a{i}", f"b{i}"):
             g.link(f"j{i - 1}", x, "Cause")
             g.link(x, f"j{i}", "React")
@@ -78,13 +83,13 @@ def test_timelines_start_early_pass_through_anchor_and_end_at_a_sink():
     for p in paths:
         assert p[0] == "j0" and "a2" in p
         assert g.g.out_degree(p[-1]) == 0
-        assert all(g.g.has_edge(x, y) for x, y in zip(p, p[1:]))
+        assert all(g.g.has_edge(x, y) for x, y in itertools.pairwise(p))
     # 2 ways before a2 is fixed (j0 -> a1|b1 -> j1 -> a2), after: j2 -> (a3|b3 -> j3) or late_branch = 3 ways
     assert len(paths) == 2 * 3
 
 
 def test_timeline_sampling_is_seeded_and_bounded_on_exponential_graphs():
-    g = diamond_chain(400)                                    # 2**400 paths: enumeration is impossible
+    g = diamond_chain(400)  # 2**400 paths: enumeration is impossible
     a = timelines.sample_timelines(g, "a200", n=3, rng=random.Random(7), max_len=12)
     b = timelines.sample_timelines(g, "a200", n=3, rng=random.Random(7), max_len=12)
     assert a == b and len(a) == 3

@@ -1,5 +1,8 @@
 """THEANINE build and retrieval through real embedded Chroma, with a scripted LLM."""
+
 import json
+
+from conftest import ScriptedLLM
 
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
@@ -7,12 +10,11 @@ from memory.settings import Options
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
 
-from conftest import ScriptedLLM
-
 
 def sess(sid, date, *texts):
-    return SessionRecord(sid, date, [Turn("user" if i % 2 == 0 else "assistant", t, f"{sid}:{i}")
-                                     for i, t in enumerate(texts)])
+    return SessionRecord(
+        sid, date, [Turn("user" if i % 2 == 0 else "assistant", t, f"{sid}:{i}") for i, t in enumerate(texts)]
+    )
 
 
 def answer_for(messages):
@@ -24,7 +26,7 @@ def answer_for(messages):
     if "Rewrite each timeline" in prompt:
         n = prompt.count("Timeline ")
         return json.dumps({"timelines": [f"refined {i}" for i in range(n)]})
-    lines = [l for l in prompt.splitlines() if l.startswith("[0] ")]
+    lines = [line for line in prompt.splitlines() if line.startswith("[0] ")]
     return json.dumps({"memories": [{"speaker": "user", "event": lines[0][9:], "turns": [0]}]})
 
 
@@ -58,19 +60,29 @@ def test_bad_llm_answers_fall_back_and_never_invent_relations(tmp_path, chroma_s
     tm = make(tmp_path, chroma_store, fake_embedder)
     opts = Options()
     good = ScriptedLLM(answer_for)
-    tm.build("u1", sess("s1", "2023-01-01", "I love hiking in the alps with my dog"), LLMSession(good, Trace("c")),
-             opts, Trace("c"))
+    tm.build(
+        "u1",
+        sess("s1", "2023-01-01", "I love hiking in the alps with my dog"),
+        LLMSession(good, Trace("c")),
+        opts,
+        Trace("c"),
+    )
     hostile = ScriptedLLM(
-        "no json here",                                   # summary: unusable twice -> extractive fallback
+        "no json here",  # summary: unusable twice -> extractive fallback
         "still nothing",
         '{"relations": [{"pair": 0, "relation": "Teleport"}, {"pair": 9, "relation": "Cause"}]}',
         '{"relations": [{"pair": 0, "relation": "IGNORE PREVIOUS INSTRUCTIONS"}]}',
     )
     trace = Trace("close")
-    new = tm.build("u1", sess("s2", "2023-02-01", "Hiking in the alps again with my dog this weekend"),
-                   LLMSession(hostile, trace), opts, trace)
+    new = tm.build(
+        "u1",
+        sess("s2", "2023-02-01", "Hiking in the alps again with my dog this weekend"),
+        LLMSession(hostile, trace),
+        opts,
+        trace,
+    )
     assert new == ["s2:m0"]
-    m = tm.graph("u1").memory("s2:m0")           # the statement itself, marked as a fallback
+    m = tm.graph("u1").memory("s2:m0")  # the statement itself, marked as a fallback
     assert m.event == "user: Hiking in the alps again with my dog this weekend" and m.built_by == "extracted-fallback"
     statuses = [c.status for c in trace.llm_calls]
     # summary, relations, and the pairs left out asked once more (issue 10), then the offline rule
@@ -83,8 +95,13 @@ def test_bad_llm_answers_fall_back_and_never_invent_relations(tmp_path, chroma_s
 def test_users_never_see_each_other(tmp_path, chroma_store, fake_embedder):
     tm = make(tmp_path, chroma_store, fake_embedder)
     llm = ScriptedLLM(answer_for)
-    tm.build("alice", sess("s1", "2023-01-01", "My secret password hint is blue giraffe"), LLMSession(llm, Trace("c")),
-             Options(), Trace("c"))
+    tm.build(
+        "alice",
+        sess("s1", "2023-01-01", "My secret password hint is blue giraffe"),
+        LLMSession(llm, Trace("c")),
+        Options(),
+        Trace("c"),
+    )
     trace = Trace("theanine")
     assert tm.retrieve("bob", "blue giraffe password hint", Options(), trace) == []
     assert trace.memories == [] and len(tm.graph("bob")) == 0
@@ -94,8 +111,13 @@ def test_delete_and_forget_keep_graph_and_chroma_consistent(tmp_path, chroma_sto
     tm = make(tmp_path, chroma_store, fake_embedder)
     llm = ScriptedLLM(answer_for)
     for i in range(3):
-        tm.build("u", sess(f"s{i}", f"2023-01-0{i + 1}", f"I planted tomato number {i} in the garden"),
-                 LLMSession(llm, Trace("c")), Options(), Trace("c"))
+        tm.build(
+            "u",
+            sess(f"s{i}", f"2023-01-0{i + 1}", f"I planted tomato number {i} in the garden"),
+            LLMSession(llm, Trace("c")),
+            Options(),
+            Trace("c"),
+        )
     assert tm.delete_memory("u", "s1:m0")
     assert "s1:m0" not in tm.graph("u")
     assert sorted(h.id for h in chroma_store.get("u", "theanine_memories")) == ["s0:m0", "s2:m0"]

@@ -10,6 +10,7 @@ shows as text and never runs (no dialog ever opens), and a second browser
 The first tests check the HTML builders directly (fast); the browser ones are marked slow.
 Run alone: python -m pytest tests/test_ui_browser.py -v
 """
+
 from __future__ import annotations
 
 import json
@@ -17,13 +18,12 @@ import re
 from pathlib import Path
 
 import pytest
-
-from ui_fixtures import chromium_browser, live_app  # noqa: F401  (live_app: the running app)
+from ui_fixtures import chromium_browser
 
 XSS = "<img src=x onerror=alert(1)>"
 FIRST = f"My dog is called Rex and we love hiking in the Alps together. {XSS}"
-REPLY_TIMEOUT = 240_000          # ms: retrieval + refinement + reply on the tiny CPU model
-CLOSE_TIMEOUT = 900_000          # ms: summarise, link, segment, compress
+REPLY_TIMEOUT = 240_000  # ms: retrieval + refinement + reply on the tiny CPU model
+CLOSE_TIMEOUT = 900_000  # ms: summarise, link, segment, compress
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshot.png"
 
 # Records every text the last assistant bubble shows, to see the reply arrive in pieces.
@@ -48,14 +48,28 @@ REPLY_DONE = """(n) => {
 
 # --- the HTML builders, without a browser (fast) ------------------------------------------------
 
+
 def test_panels_escape_every_text():
     from ui import panels
-    trace = {"strategy": "theanine", "memories": [{"id": XSS, "event": XSS, "time": XSS, "score": 1}],
-             "timelines_raw": [{"anchor": "a", "nodes": ["a"], "text": XSS}], "timelines_refined": [XSS],
-             "llm_calls": [{"purpose": XSS, "detail": XSS}], "timings": {XSS: 1.0}, "notices": [XSS], "error": XSS,
-             "tokens": 3}
-    html = panels.trace_html(trace) + panels.trace_html(dict(trace, strategy="secom", segments=[
-        {"id": XSS, "date": XSS, "text": XSS, "key": XSS, "summary": XSS, "score": XSS}]))
+
+    trace = {
+        "strategy": "theanine",
+        "memories": [{"id": XSS, "event": XSS, "time": XSS, "score": 1}],
+        "timelines_raw": [{"anchor": "a", "nodes": ["a"], "text": XSS}],
+        "timelines_refined": [XSS],
+        "llm_calls": [{"purpose": XSS, "detail": XSS}],
+        "timings": {XSS: 1.0},
+        "notices": [XSS],
+        "error": XSS,
+        "tokens": 3,
+    }
+    html = panels.trace_html(trace) + panels.trace_html(
+        dict(
+            trace,
+            strategy="secom",
+            segments=[{"id": XSS, "date": XSS, "text": XSS, "key": XSS, "summary": XSS, "score": XSS}],
+        )
+    )
     html += panels.status_html(XSS, "error") + panels.banner_html(XSS, True)
     html += panels.compare_column_html("none", {"text": XSS, "error": XSS, "done": True, "trace": trace})
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
@@ -63,10 +77,14 @@ def test_panels_escape_every_text():
 
 def test_chat_messages_show_html_and_markdown_images_as_text():
     from types import SimpleNamespace as Row
+
     from ui.chat_view import chat_messages
-    rows = [Row(id=1, role="user", text=XSS, status="ok", error=None),
-            Row(id=2, role="assistant", text="![t](http://evil.example/leak.png)", status="ok", error=None),
-            Row(id=3, role="assistant", text="", status="error", error=XSS)]
+
+    rows = [
+        Row(id=1, role="user", text=XSS, status="ok", error=None),
+        Row(id=2, role="assistant", text="![t](http://evil.example/leak.png)", status="ok", error=None),
+        Row(id=3, role="assistant", text="", status="error", error=XSS),
+    ]
     msgs, ids = chat_messages(rows)
     assert ids == [1, 2, 3] and [m["role"] for m in msgs] == ["user", "assistant", "assistant"]
     assert "<img" not in json.dumps(msgs) and "![" not in msgs[1]["content"]
@@ -74,65 +92,121 @@ def test_chat_messages_show_html_and_markdown_images_as_text():
 
 def test_graph_data_escapes_labels_caps_size_and_makes_no_request():
     from urllib.parse import unquote
+
     from ui.graph_view import STATIC_SRC, graph_data, graph_html
-    nodes = [{"id": f"s{i}:m0", "event": f"{XSS} event {i}", "time": "2023-05-08", "session_id": f"s{i}",
-              "turns": [f"s{i}:1"]} for i in range(400)]
+
+    nodes = [
+        {
+            "id": f"s{i}:m0",
+            "event": f"{XSS} event {i}",
+            "time": "2023-05-08",
+            "session_id": f"s{i}",
+            "turns": [f"s{i}:1"],
+        }
+        for i in range(400)
+    ]
     edges = [{"source": f"s{i}:m0", "target": f"s{i + 1}:m0", "relation": "Cause"} for i in range(399)]
     sessions = [(f"s{i}", f"Session {i}", i / 399) for i in range(400)]
-    data = graph_data({"nodes": nodes, "edges": edges}, retrieved={"s0:m0"}, new={"s399:m0"}, sessions=sessions,
-                      turns=lambda ids: {t: ("user", f"{XSS} said") for t in ids})
-    assert len(data["n"]) == 301                              # 300 most recent + the retrieved old one
+    data = graph_data(
+        {"nodes": nodes, "edges": edges},
+        retrieved={"s0:m0"},
+        new={"s399:m0"},
+        sessions=sessions,
+        turns=lambda ids: {t: ("user", f"{XSS} said") for t in ids},
+    )
+    assert len(data["n"]) == 301  # 300 most recent + the retrieved old one
     assert {n[0] for n in data["n"]} >= {"s0:m0", "s399:m0"}
-    assert [n[4] for n in data["n"] if n[0] in ("s0:m0", "s399:m0")] == [1, 2]       # retrieved, new
+    assert [n[4] for n in data["n"] if n[0] in ("s0:m0", "s399:m0")] == [1, 2]  # retrieved, new
     text = json.dumps(data, ensure_ascii=False)
-    assert "<" not in text and ">" not in text               # readable, inert: ‹img src=x onerror=alert(1)›
+    assert "<" not in text and ">" not in text  # readable, inert: ‹img src=x onerror=alert(1)›
     assert data["n"][0][1].startswith("‹img src=x onerror=alert(1)› event") and data["n"][0][5][0][0] == "user"
     wrapped = graph_html({"nodes": nodes[:2], "edges": []}, sessions=sessions[:2])
     assert 'sandbox="allow-scripts"' in wrapped and "allow-same-origin" not in wrapped
-    assert "<img" not in unquote(wrapped)                      # the data is URL-encoded inside an attribute
+    assert "<img" not in unquote(wrapped)  # the data is URL-encoded inside an attribute
     page = (STATIC_SRC / "graph.html").read_text()
-    assert "Content-Security-Policy" in page and "default-src 'none'" in page and "http:" not in page and "https:" not in page
-    assert "innerHTML" not in (STATIC_SRC / "graph.js").read_text()      # texts are set with textContent
+    assert (
+        "Content-Security-Policy" in page
+        and "default-src 'none'" in page
+        and "http:" not in page
+        and "https:" not in page
+    )
+    assert "innerHTML" not in (STATIC_SRC / "graph.js").read_text()  # texts are set with textContent
 
 
 def test_chat_shows_markdown_rules_as_text_and_hides_errors_retry_replaced():
     from types import SimpleNamespace as Row
+
     from ui.chat_view import chat_messages
-    rows = [Row(id=1, role="user", text="hi", status="ok", error=None, reply_to=None),
-            Row(id=2, role="assistant", text="", status="error", error="outage", reply_to=1),
-            Row(id=3, role="assistant", text="____\n---\n***", status="ok", error=None, reply_to=1)]
+
+    rows = [
+        Row(id=1, role="user", text="hi", status="ok", error=None, reply_to=None),
+        Row(id=2, role="assistant", text="", status="error", error="outage", reply_to=1),
+        Row(id=3, role="assistant", text="____\n---\n***", status="ok", error=None, reply_to=1),
+    ]
     msgs, ids = chat_messages(rows)
-    assert ids == [1, 3]                                       # the failed reply that Retry answered is gone
-    assert msgs[1]["content"] == "\\_\\_\\_\\_\n\\-\\-\\-\n\\*\\*\\*"   # shown as text, not as rules
+    assert ids == [1, 3]  # the failed reply that Retry answered is gone
+    assert msgs[1]["content"] == "\\_\\_\\_\\_\n\\-\\-\\-\n\\*\\*\\*"  # shown as text, not as rules
     msgs, ids = chat_messages(rows[:2])
-    assert ids == [1, 2] and "outage" in msgs[1]["content"]   # the last failure stays, with its Retry
+    assert ids == [1, 2] and "outage" in msgs[1]["content"]  # the last failure stays, with its Retry
 
 
 def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     """Handler level, on the scripted agent: a failed reply shows why and offers Retry; Retry answers."""
     from types import SimpleNamespace
+
+    from ui_fixtures import ScriptedAgent
+
     from memory.settings import Settings
     from sessions import SessionService
     from ui.handlers import Handlers
-    from ui_fixtures import ScriptedAgent
 
-    names = ["uid", "msg_ids", "chatbot", "session_header", "sessions", "graph", "why", "memory", "retry", "msg",
-             "status", "strategy", "backend", "model", "base_url", "temperature", "j", "k", "n", "compression_rate",
-             "retriever", "max_reply_tokens", "date", "settings_status", "data_status", "compare_row",
-             "forget_confirm", "export_file", "import_file", "timer", "job", "stop"]
+    names = [
+        "uid",
+        "msg_ids",
+        "chatbot",
+        "session_header",
+        "sessions",
+        "graph",
+        "why",
+        "memory",
+        "retry",
+        "msg",
+        "status",
+        "strategy",
+        "backend",
+        "model",
+        "base_url",
+        "temperature",
+        "j",
+        "k",
+        "n",
+        "compression_rate",
+        "retriever",
+        "max_reply_tokens",
+        "date",
+        "settings_status",
+        "data_status",
+        "compare_row",
+        "forget_confirm",
+        "export_file",
+        "import_file",
+        "timer",
+        "job",
+        "stop",
+    ]
     c = SimpleNamespace(**{n: n for n in names}, compare_cols=["cmp_theanine", "cmp_secom", "cmp_none"])
     svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1))
     h = Handlers(svc, c)
-    uid = h.load(None)["uid"]                                  # a fresh id for a new browser
+    uid = h.load(None)["uid"]  # a fresh id for a new browser
     assert re.fullmatch(r"[A-Za-z0-9_-]{20,64}", uid)
-    assert h.load("not a valid id / ../")["uid"] != uid        # a malformed stored id is replaced
+    assert h.load("not a valid id / ../")["uid"] != uid  # a malformed stored id is replaced
     last = list(h.send(uid, XSS, "theanine"))[-1]
     assert "press Retry" in last["status"] and last["retry"]["visible"] is True
     assert "<img" not in json.dumps(last["chatbot"]) and "<img" not in last["status"]
     last = list(h.retry(uid, "theanine"))[-1]
     assert last["status"] == "" and last["retry"]["visible"] is False
     assert last["chatbot"][-1]["content"].startswith("[theanine] you said: &lt;img")
-    out = list(h.send("forged-id", "hi", "theanine"))[-1]     # the id comes from browser state only
+    out = list(h.send("forged-id", "hi", "theanine"))[-1]  # the id comes from browser state only
     assert "user id" in out["status"] and "Traceback" not in out["status"]
     bad = h.save_settings(uid, "embedded", "", "", 9, 3, 3, 1, 0.75, "hybrid", 256)
     # Messages name the field by its label; an emptied field is refused, not silently kept.
@@ -140,7 +214,9 @@ def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     bad = h.save_settings(uid, "embedded", "", "", 0.5, 3, None, 1, 0.75, "hybrid", 256)
     assert "k (memories / segments retrieved): the field is empty" in bad["settings_status"]
     bad = h.save_settings(uid, "embedded", "", "", 0.5, 3, 3, 1, 7, "hybrid", 256)
-    assert "SeCom compression rate must be" in bad["settings_status"] and "compression_rate" not in bad["settings_status"]
+    assert (
+        "SeCom compression rate must be" in bad["settings_status"] and "compression_rate" not in bad["settings_status"]
+    )
 
 
 # --- the app in a browser (slow) -----------------------------------------------------------------
@@ -181,19 +257,23 @@ class Visit:
     def set_date_and_start(self, date: str) -> str:
         self.page.locator("#session-date textarea, #session-date input").first.fill(date)
         self.page.click("#new-session-btn")
-        self.page.wait_for_function("(d) => document.querySelector('#session-header').innerText.includes(d)",
-                                    arg=date, timeout=CLOSE_TIMEOUT)
+        self.page.wait_for_function(
+            "(d) => document.querySelector('#session-header').innerText.includes(d)", arg=date, timeout=CLOSE_TIMEOUT
+        )
         return self.page.inner_text("#session-header")
 
     def end_session(self) -> str:
         """End the session (the next one takes the proposed date); the memory builds in the background."""
         self.page.click("#end-session-btn")
-        self.page.wait_for_function("() => /Session ended|failed/.test(document.querySelector('#status').innerText)",
-                                    timeout=CLOSE_TIMEOUT)
+        self.page.wait_for_function(
+            "() => /Session ended|failed/.test(document.querySelector('#status').innerText)", timeout=CLOSE_TIMEOUT
+        )
         ended = self.page.inner_text("#status")
-        self.page.wait_for_function("() => !document.querySelector('#job-progress') && "
-                                    "/Memory built|failed/.test(document.querySelector('#status').innerText)",
-                                    timeout=CLOSE_TIMEOUT)
+        self.page.wait_for_function(
+            "() => !document.querySelector('#job-progress') && "
+            "/Memory built|failed/.test(document.querySelector('#status').innerText)",
+            timeout=CLOSE_TIMEOUT,
+        )
         return ended + " " + self.page.inner_text("#status")
 
     def session_list(self) -> str:
@@ -202,22 +282,25 @@ class Visit:
     def open_session(self, label: str) -> str:
         """Click a session in the sidebar; returns the chat's text (its transcript)."""
         self.page.locator("#session-list label").filter(has_text=label).click()
-        self.page.wait_for_function("(l) => document.querySelector('#session-header').innerText.includes(l)",
-                                    arg=label.split(" ·")[0], timeout=30_000)
+        self.page.wait_for_function(
+            "(l) => document.querySelector('#session-header').innerText.includes(l)",
+            arg=label.split(" ·")[0],
+            timeout=30_000,
+        )
         self.page.wait_for_timeout(500)
         return self.page.locator("#chat").text_content()
 
     def graph_frame(self):
         self.page.wait_for_selector("#memory-graph iframe", timeout=60_000)
         frame = self.page.locator("#memory-graph iframe").element_handle().content_frame()
-        frame.wait_for_function("() => typeof nodes !== 'undefined' && typeof network !== 'undefined'",
-                                timeout=60_000)
+        frame.wait_for_function("() => typeof nodes !== 'undefined' && typeof network !== 'undefined'", timeout=60_000)
         return frame
 
     def no_injected_image(self) -> bool:
         main = self.page.locator('img[src="x"]').count() == 0
-        frames = all(f.evaluate("() => document.querySelectorAll('img[src=\"x\"]').length") == 0
-                     for f in self.page.frames[1:])
+        frames = all(
+            f.evaluate("() => document.querySelectorAll('img[src=\"x\"]').length") == 0 for f in self.page.frames[1:]
+        )
         return main and frames
 
 
@@ -239,7 +322,7 @@ def test_first_session_reply_streams_in(alice):
     assert len(states) >= 2, states
     assert reply.strip() and reply.strip() != "…"
     chat = alice.page.inner_text("#chat")
-    assert XSS in chat                      # shown literally, as text
+    assert XSS in chat  # shown literally, as text
     assert alice.no_injected_image() and alice.dialogs == []
 
 
@@ -254,7 +337,7 @@ def test_end_session_turns_the_session_into_graph_nodes(alice):
     sessions = frame.evaluate("() => data.n.map(n => data.s[n[3]][1])")
     assert all(t == "Session 1 · Mon 8 May 2023" for t in sessions), sessions
     assert "Session 1 · Mon 8 May 2023" in alice.session_list()
-    assert XSS in alice.open_session("Session 1 ·")            # the earlier transcript, as text
+    assert XSS in alice.open_session("Session 1 ·")  # the earlier transcript, as text
     alice.open_session("Session 2 ·")
     assert alice.no_injected_image() and alice.dialogs == []
 
@@ -269,14 +352,14 @@ def test_a_week_later_the_reply_uses_timelines(alice):
     assert timelines.count() >= 1
     assert "raw:" in timelines.first.inner_text() and "refined:" in timelines.first.inner_text()
     assert alice.page.locator("#why-memories tbody tr").count() >= 1
-    assert alice.page.locator("#why-cost tbody tr").count() >= 1       # LLM calls, tokens and time
+    assert alice.page.locator("#why-cost tbody tr").count() >= 1  # LLM calls, tokens and time
     frame = alice.graph_frame()
     # Retrieved memories are drawn as stars.
     assert frame.evaluate("() => nodes.get().filter(n => n.shape === 'star').length") >= 1
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     alice.page.set_viewport_size({"width": 1440, "height": 1500})
     alice.page.evaluate("() => window.scrollTo(0, 0)")
-    alice.page.wait_for_timeout(3000)        # let the graph layout settle
+    alice.page.wait_for_timeout(3000)  # let the graph layout settle
     alice.page.screenshot(path=str(SCREENSHOT))
     alice.page.set_viewport_size({"width": 1440, "height": 1100})
     assert alice.no_injected_image() and alice.dialogs == []
@@ -288,7 +371,7 @@ def test_selecting_an_earlier_reply_shows_its_trace(alice):
     alice.send("Where do we like to go hiking?")
     alice.page.wait_for_selector("#why-segments li.segment", timeout=60_000)
     seg = alice.page.locator("#why-segments li.segment").first.inner_text()
-    assert "key (not compressed: the original text):" in seg and "score" in seg      # offline: no LLMLingua-2 model
+    assert "key (not compressed: the original text):" in seg and "score" in seg  # offline: no LLMLingua-2 model
     # Clicking the THEANINE reply before it brings its stored trace back.
     alice.page.locator('#chat [data-testid="bot"]').first.click()
     alice.page.wait_for_selector("#why-timelines li.timeline", timeout=30_000)
@@ -300,8 +383,9 @@ def test_typed_html_stays_text_in_every_field(alice):
     page = alice.page
     page.locator("#session-date textarea, #session-date input").first.fill(XSS)
     page.click("#new-session-btn")
-    page.wait_for_function("() => document.querySelector('#status').innerText.includes('Cannot read the date')",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('#status').innerText.includes('Cannot read the date')", timeout=30_000
+    )
     assert XSS in page.inner_text("#status")
     assert alice.no_injected_image() and alice.dialogs == []
 
@@ -309,8 +393,7 @@ def test_typed_html_stays_text_in_every_field(alice):
 @pytest.mark.slow
 def test_history_survives_a_reload(alice):
     alice.open()
-    alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')",
-                                 timeout=60_000)
+    alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')", timeout=60_000)
     assert "Session 1" in alice.session_list()
     assert "2023-05-15" in alice.page.inner_text("#session-header")
     assert alice.graph_frame().evaluate("() => nodes.length") >= 1
@@ -324,7 +407,7 @@ def test_another_browser_sees_none_of_it(browser, live_app):
         bob.page.wait_for_timeout(1500)
         text = bob.page.inner_text("body")
         assert "Rex" not in text and "hiking" not in text and XSS not in text
-        assert bob.page.locator("#session-list label").count() == 1       # only bob's own open session
+        assert bob.page.locator("#session-list label").count() == 1  # only bob's own open session
         assert bob.page.locator('#chat [data-testid="bot"]').count() == 0
         assert bob.page.locator("#memory-graph iframe").count() == 0
         assert bob.dialogs == []
@@ -336,10 +419,8 @@ def test_another_browser_sees_none_of_it(browser, live_app):
 def test_history_survives_an_app_restart(alice, live_app):
     live_app.restart()
     alice.open()
-    alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')",
-                                 timeout=60_000)
+    alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')", timeout=60_000)
     assert XSS in alice.open_session("Session 1 ·")
     assert alice.no_injected_image() and alice.dialogs == []
     alice.open_session("Session 2 ·")
     assert re.search(r"Session \d+", alice.page.inner_text("#session-header"))
-

@@ -10,6 +10,7 @@ SeCom, no horizontal overflow at 1400 and 400 px. Screenshots go to docs/img/ui_
 
 Run alone: python -m pytest tests/test_ui_usable.py -v -s   (figures are printed with -s)
 """
+
 from __future__ import annotations
 
 import json
@@ -17,16 +18,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from reliability_llm import LLMServer, app_llm_env
 from conftest import SHARED_DATA
+from reliability_llm import LLMServer, app_llm_env
 from ui_fixtures import RunningApp, chromium_browser
 
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
 LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
 BUILD_TIMEOUT = 900_000
-LONG = "x" * 600                      # one unbroken string
+LONG = "x" * 600  # one unbroken string
 
 pytestmark = pytest.mark.slow
 
@@ -78,12 +78,16 @@ class Page:
         self.page.wait_for_function(
             """(n) => { const b = document.querySelectorAll('#chat [data-testid="bot"]');
                         return b.length >= n && b[b.length - 1].innerText.trim() !== '…'
-                               && !document.querySelector('#status .mc-busy'); }""", arg=n + 1, timeout=timeout)
+                               && !document.querySelector('#status .mc-busy'); }""",
+            arg=n + 1,
+            timeout=timeout,
+        )
         return self.bots().last.inner_text()
 
     def status(self, pattern, timeout=60_000):
-        self.page.wait_for_function("(p) => new RegExp(p).test(document.querySelector('#status').innerText)",
-                                    arg=pattern, timeout=timeout)
+        self.page.wait_for_function(
+            "(p) => new RegExp(p).test(document.querySelector('#status').innerText)", arg=pattern, timeout=timeout
+        )
         return self.page.inner_text("#status")
 
     def date_field(self):
@@ -94,9 +98,11 @@ class Page:
         self.page.click("#new-session-btn")
 
     def wait_build_done(self, timeout=BUILD_TIMEOUT):
-        self.page.wait_for_function("() => !document.querySelector('#job-progress') && "
-                                    "/Memory built|failed/.test(document.querySelector('#status').innerText)",
-                                    timeout=timeout)
+        self.page.wait_for_function(
+            "() => !document.querySelector('#job-progress') && "
+            "/Memory built|failed/.test(document.querySelector('#status').innerText)",
+            timeout=timeout,
+        )
         return self.page.inner_text("#status")
 
     def sessions(self):
@@ -141,8 +147,8 @@ def test_first_page_at_1400_and_400(browser, app):
         try:
             assert "THEANINE" in p.page.inner_text("#intro") and "SeCom" in p.page.inner_text("#intro")
             banner = p.page.locator("#llm-banner")
-            assert banner.bounding_box()["height"] < 120          # short: details behind a disclosure
-            if width == 400:                                          # on a phone the sidebar starts closed
+            assert banner.bounding_box()["height"] < 120  # short: details behind a disclosure
+            if width == 400:  # on a phone the sidebar starts closed
                 p.page.wait_for_function("() => !document.querySelector('.sidebar.open')", timeout=20_000)
             sw, cw = p.no_overflow()
             assert sw <= cw, (width, sw, cw)
@@ -156,16 +162,17 @@ def test_underscore_reply_shows_as_text_and_retry_removes_the_error(ann, server)
     ann.status("now dated")
     server.script("reply", ("ok", "________\n\n---"))
     text = ann.send("Draw me a line")
-    assert "________" in text and "---" in text, text            # not an empty bubble, not a rule
+    assert "________" in text and "---" in text, text  # not an empty bubble, not a rule
     server.script("reply", ("status", 500))
     text = ann.send("This one fails")
     assert "⚠" in text and ann.page.locator("#retry-btn").is_visible()
     server.script("reply", ("ok", "Answered on retry."))
     ann.page.click("#retry-btn")
-    ann.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('Answered on retry.')",
-                               timeout=60_000)
+    ann.page.wait_for_function(
+        "() => document.querySelector('#chat').innerText.includes('Answered on retry.')", timeout=60_000
+    )
     ann.page.wait_for_timeout(500)
-    assert "⚠" not in ann.page.inner_text("#chat")                  # the error bubble is gone
+    assert "⚠" not in ann.page.inner_text("#chat")  # the error bubble is gone
     assert not ann.page.locator("#retry-btn").is_visible()
 
 
@@ -175,7 +182,7 @@ def test_one_reply_at_a_time_and_stop(ann, server):
     ann.page.wait_for_selector("#stop-btn", state="visible", timeout=30_000)
     ann.type("A second message meanwhile")
     ann.status("Still answering")
-    assert ann.page.locator("#msg textarea").input_value() == "A second message meanwhile"   # nothing lost
+    assert ann.page.locator("#msg textarea").input_value() == "A second message meanwhile"  # nothing lost
     ann.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('late')", timeout=60_000)
     server.script("reply", ("hang", 30))
     ann.type("Another slow one")
@@ -185,28 +192,29 @@ def test_one_reply_at_a_time_and_stop(ann, server):
     assert ann.page.locator("#retry-btn").is_visible()
     server.script("reply", ("ok", "Back to normal."))
     ann.page.click("#retry-btn")
-    ann.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('Back to normal.')",
-                               timeout=60_000)
+    ann.page.wait_for_function(
+        "() => document.querySelector('#chat').innerText.includes('Back to normal.')", timeout=60_000
+    )
 
 
 def test_date_rules_and_the_sidebar(ann, server):
-    assert ann.date_field().input_value() == "2023-05-09"         # the last session's date plus one day
-    ann.start_next("1 May 2023")                                   # before session 1: refused
+    assert ann.date_field().input_value() == "2023-05-09"  # the last session's date plus one day
+    ann.start_next("1 May 2023")  # before session 1: refused
     assert "before session 1" in ann.status("cannot be dated")
     ann.start_next("9999-12-31")
     assert "out of range" in ann.status("out of range")
-    ann.start_next("15 May 2023")                                  # the user's words, stored as ISO
+    ann.start_next("15 May 2023")  # the user's words, stored as ISO
     ann.status("Session ended")
     assert "2023-05-15" in ann.page.inner_text("#session-header")
     assert "Mon 15 May 2023" in ann.page.inner_text("#session-header")
     ann.wait_build_done()
-    ann.open()                                  # a reload keeps the date (not today): the open session's own
+    ann.open()  # a reload keeps the date (not today): the open session's own
     assert ann.date_field().input_value() == "2023-05-15"
     rows = ann.sessions()
     assert rows[0].startswith("Session 1 · Mon 8 May 2023") and "memory built" in rows[0]
     assert rows[-1].startswith("▶ Session 2 · Mon 15 May 2023") and "open now" in rows[-1]
     ann.send("Hello again in the second session")
-    assert ann.date_field().input_value() == "2023-05-16"         # the session in use, plus one day
+    assert ann.date_field().input_value() == "2023-05-16"  # the session in use, plus one day
     # The graph follows the reply: its retrieved memories are marked (the page redraws on new data).
     frame = ann.page.locator("#memory-graph iframe").element_handle().content_frame()
     frame.wait_for_function("() => window.graphReady === true && window.labelCheck().length > 0", timeout=30_000)
@@ -216,16 +224,19 @@ def test_date_rules_and_the_sidebar(ann, server):
     ann.wide()
     # Clicking an earlier session shows its transcript; its replies show their traces.
     ann.page.locator("#session-list label").filter(has_text="Session 1 ·").click()
-    ann.page.wait_for_function("() => document.querySelector('#session-header').innerText.includes('read only')",
-                               timeout=30_000)
+    ann.page.wait_for_function(
+        "() => document.querySelector('#session-header').innerText.includes('read only')", timeout=30_000
+    )
     assert "Draw me a line" in ann.page.inner_text("#chat")
     ann.bots().first.click()
-    ann.page.wait_for_function("() => /Why reply 1 of session 1/.test(document.querySelector('#why-panel').innerText)",
-                               timeout=30_000)
-    assert ann.page.locator("#chat .mc-selected").count() == 1      # the selected reply is highlighted
+    ann.page.wait_for_function(
+        "() => /Why reply 1 of session 1/.test(document.querySelector('#why-panel').innerText)", timeout=30_000
+    )
+    assert ann.page.locator("#chat .mc-selected").count() == 1  # the selected reply is highlighted
     ann.page.locator("#session-list label").filter(has_text="Session 2 ·").click()
-    ann.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('second session')",
-                               timeout=30_000)
+    ann.page.wait_for_function(
+        "() => document.querySelector('#chat').innerText.includes('second session')", timeout=30_000
+    )
 
 
 def _locomo_file(tmp_path, sample):
@@ -247,8 +258,9 @@ def imported(browser, app, server, tmp_path_factory):
     # Freeze the build at the third session's summary: the page must stay usable meanwhile.
     server.script("summarise", ("ok", None), ("ok", None), ("hold", None))
     p.page.click("text=Your data: import, export, delete a memory, forget me")
-    p.page.locator("#import-file input[type=file]").set_input_files(str(_locomo_file(tmp_path_factory.mktemp("lc"),
-                                                                                          "conv-41")))
+    p.page.locator("#import-file input[type=file]").set_input_files(
+        str(_locomo_file(tmp_path_factory.mktemp("lc"), "conv-41"))
+    )
     p.page.wait_for_timeout(1500)
     t0 = time.time()
     p.page.click("#import-btn")
@@ -260,7 +272,7 @@ def test_the_page_is_usable_during_an_import_and_a_reload_shows_history_at_once(
     p, t0 = imported
     p.page.wait_for_selector("#job-progress", timeout=60_000)
     assert "You can keep chatting" in p.page.inner_text("#job-progress")
-    assert "imported" in " ".join(p.sessions())                    # the sessions are listed at once
+    assert "imported" in " ".join(p.sessions())  # the sessions are listed at once
     # A message sent during the build is answered.
     server.script("reply", ("ok", "Answered during the build."))
     assert "Answered during the build." in p.send("Are you there while memory is built?")
@@ -269,15 +281,20 @@ def test_the_page_is_usable_during_an_import_and_a_reload_shows_history_at_once(
     for _ in range(3):
         t = time.time()
         p.page.reload()
-        p.page.wait_for_function("() => document.querySelector('#chat') && "
-                                 "document.querySelector('#chat').innerText.includes('Are you there') && "
-                                 "document.querySelector('#job-progress')", timeout=60_000)
+        p.page.wait_for_function(
+            "() => document.querySelector('#chat') && "
+            "document.querySelector('#chat').innerText.includes('Are you there') && "
+            "document.querySelector('#job-progress')",
+            timeout=60_000,
+        )
         ready = time.time() - t
         fcp = p.page.evaluate("() => (performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime")
         marks.append((ready, fcp))
-    print(f"\nreload during an import: history shown after {sorted(m[0] for m in marks)[1]:.2f} s (median of 3), "
-          f"first contentful paint {sorted(m[1] or 0 for m in marks)[1]:.0f} ms")
-    assert all(m[0] < 20 for m in marks), marks                    # not the 23-106 s of the blocking page
+    print(
+        f"\nreload during an import: history shown after {sorted(m[0] for m in marks)[1]:.2f} s (median of 3), "
+        f"first contentful paint {sorted(m[1] or 0 for m in marks)[1]:.0f} ms"
+    )
+    assert all(m[0] < 20 for m in marks), marks  # not the 23-106 s of the blocking page
     server.release()
     status = p.wait_build_done()
     print(f"import of conv-41 (32 sessions) built in {time.time() - t0:.0f} s: {status}")
@@ -299,7 +316,7 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
     labels = frame.evaluate("() => window.labelCheck()")
     assert labels and all(x["label"] and not x["hidden"] and x["px"] >= 11 for x in labels), labels
-    assert any(x["inView"] for x in labels), labels               # shown at the default view, not off-screen
+    assert any(x["inView"] for x in labels), labels  # shown at the default view, not off-screen
     p.page.locator("#graph-panel").scroll_into_view_if_needed()
     p.shot("ui_see_why_locomo_1400.png", full=False)
     # A click on a memory opens its source turns (inside the sandboxed page, as text).
@@ -359,8 +376,7 @@ def test_delete_removes_the_fact_from_secom_segments(browser, app, server):
         p.page.locator("#memory-select input").fill("4417")
         p.page.get_by_role("option").filter(has_text="4417").first.click()
         p.page.click("#delete-btn")
-        p.page.wait_for_function("() => /SeCom/.test(document.querySelector('#data-status').innerText)",
-                                 timeout=60_000)
+        p.page.wait_for_function("() => /SeCom/.test(document.querySelector('#data-status').innerText)", timeout=60_000)
         msg = p.page.inner_text("#data-status")
         assert "rebuilt" in msg and "Kept" in msg, msg
         p.send("What is my locker code at the gym?")

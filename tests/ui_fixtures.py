@@ -4,6 +4,7 @@
 sessions logic can be tested fast; the browser and API tests run the real
 agent through app.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ class ScriptedAgent:
 
     def __init__(self, fail_replies: int = 0, fail_closes: int = 0):
         self.fail_replies, self.fail_closes = fail_replies, fail_closes
-        self.graphs: dict[str, dict] = {}        # user -> {"nodes": [...], "edges": [...], "built": set()}
+        self.graphs: dict[str, dict] = {}  # user -> {"nodes": [...], "edges": [...], "built": set()}
         self.calls: list[tuple] = []
 
     def _g(self, user_id):
@@ -56,11 +57,20 @@ class ScriptedAgent:
             trace.timelines_refined.append(f"refined: {m['event']}")
         if strategy == "secom" and g["nodes"]:
             m = g["nodes"][-1]
-            trace.segments.append({"id": m["id"] + ":seg", "session_id": m["session_id"], "date": m["time"],
-                                   "text": m["event"], "key": m["event"][:10], "summary": "s", "score": 0.5})
+            trace.segments.append(
+                {
+                    "id": m["id"] + ":seg",
+                    "session_id": m["session_id"],
+                    "date": m["time"],
+                    "text": m["event"],
+                    "key": m["event"][:10],
+                    "summary": "s",
+                    "score": 0.5,
+                }
+            )
         text = f"[{strategy}] you said: {message}"
         for i in range(0, len(text), 5):
-            yield ReplyEvent("delta", text[i:i + 5])
+            yield ReplyEvent("delta", text[i : i + 5])
         trace.llm_calls.append(LLMCall("reply", 10, len(text) // 4, 0.01))
         yield ReplyEvent("done", text, trace)
 
@@ -112,8 +122,15 @@ class ScriptedAgent:
 # --- a real browser: Debian's chromium through Playwright (never `playwright install`) ----------
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-quic", "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 
 def chromium_browser():
@@ -121,6 +138,7 @@ def chromium_browser():
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
@@ -128,6 +146,7 @@ def chromium_browser():
 
 
 # --- running app.py ------------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -138,10 +157,18 @@ def free_port() -> int:
 def app_env(data_dir: Path, port: int, **extra) -> dict:
     env = dict(os.environ)
     for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HF_TOKEN", "LLM_BACKEND"):
-        env.pop(k, None)     # the tests run the embedded defaults whatever the developer's shell holds
-    env.update({"MEMORY_DATA_DIR": str(data_dir), "GRADIO_SERVER_NAME": "127.0.0.1",
-                "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
-                "PYTHONUNBUFFERED": "1", "MEMORY_DOTENV": "0"})
+        env.pop(k, None)  # the tests run the embedded defaults whatever the developer's shell holds
+    env.update(
+        {
+            "MEMORY_DATA_DIR": str(data_dir),
+            "GRADIO_SERVER_NAME": "127.0.0.1",
+            "GRADIO_SERVER_PORT": str(port),
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "MEMORY_DOTENV": "0",
+        }
+    )
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -158,10 +185,14 @@ class RunningApp:
     def start(self) -> float:
         """Start app.py; returns the seconds it took to answer."""
         t0 = time.time()
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=str(ROOT),
-                                     env=app_env(self.data_dir, self.port, **self.env), stdout=self._log,
-                                     stderr=subprocess.STDOUT)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115  (closed in stop())
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "app.py")],
+            cwd=str(ROOT),
+            env=app_env(self.data_dir, self.port, **self.env),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         timeout = self.timeout
         deadline = time.time() + timeout
         while time.time() < deadline:

@@ -5,6 +5,7 @@ the scripted server of tests/reliability_llm.py, so memories are one per turn, a
 session), then prints the size of what one render puts in the page (the graph HTML with its data)
 for the last reply's retrieved memories, and the size of the static page fetched once.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,12 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> None:
-    from reliability_app import make_service
+    from reliability_app import components, make_service
     from reliability_llm import LLMServer
+
     from sessions import new_user_id
     from ui.graph_view import graph_html, static_dir
     from ui.handlers import Handlers, _retrieved_ids
-    from reliability_app import components
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="../shared/data/locomo/locomo_dev.json")
@@ -41,15 +42,22 @@ def main() -> None:
         sizes, times = [], []
         for _ in range(a.reps):
             t = time.perf_counter()
-            page = graph_html(svc.graph(uid), _retrieved_ids(done.trace), svc.latest_new_memories(uid),
-                              h._session_positions(uid), h._turn_texts(uid))
+            page = graph_html(
+                svc.graph(uid),
+                _retrieved_ids(done.trace),
+                svc.latest_new_memories(uid),
+                h._session_positions(uid),
+                h._turn_texts(uid),
+            )
             times.append(time.perf_counter() - t)
             sizes.append(len(page.encode("utf-8")))
         n = len(svc.graph(uid)["nodes"])
         static = sum(f.stat().st_size for f in static_dir().iterdir())
-        print(f"memories: {n}; one render: {sizes[0] / 1024:.0f} KB in the page "
-              f"(built in {sorted(times)[len(times) // 2] * 1000:.0f} ms, median of {a.reps}); "
-              f"static page + vis-network, fetched once: {static / 1024:.0f} KB")
+        print(
+            f"memories: {n}; one render: {sizes[0] / 1024:.0f} KB in the page "
+            f"(built in {sorted(times)[len(times) // 2] * 1000:.0f} ms, median of {a.reps}); "
+            f"static page + vis-network, fetched once: {static / 1024:.0f} KB"
+        )
 
 
 if __name__ == "__main__":

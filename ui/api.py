@@ -35,21 +35,29 @@ def _error(e: BaseException) -> gr.Error:
 
 
 def _session(s) -> dict:
-    return {"session_id": s.session_id, "number": s.seq, "date": s.date, "status": s.status,
-            "messages": s.n_messages}
+    return {"session_id": s.session_id, "number": s.seq, "date": s.date, "status": s.status, "messages": s.n_messages}
 
 
 def _end(result: EndResult) -> dict:
-    return {"message": result.message, "errors": result.errors,
-            "closed": [{"session_id": c.session_id, "error": c.error,
-                        "new_memories": (c.report or {}).get("new_memories", []),
-                        "new_segments": (c.report or {}).get("new_segments", [])} for c in result.closed],
-            "session": _session(result.session) if result.session else None}
+    return {
+        "message": result.message,
+        "errors": result.errors,
+        "closed": [
+            {
+                "session_id": c.session_id,
+                "error": c.error,
+                "new_memories": (c.report or {}).get("new_memories", []),
+                "new_segments": (c.report or {}).get("new_segments", []),
+            }
+            for c in result.closed
+        ],
+        "session": _session(result.session) if result.session else None,
+    }
 
 
 def register_api(service: SessionService) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
-    reply, build = fairness.reply_events(), fairness.build_events()     # shared pools (ui.fairness)
+    reply, build = fairness.reply_events(), fairness.build_events()  # shared pools (ui.fairness)
 
     def new_user() -> str:
         """Create a new user and return its id (a secret: whoever holds it reads that user's memory)."""
@@ -77,7 +85,7 @@ def register_api(service: SessionService) -> None:
         """
         try:
             return _answer(service.send(user_id, message, strategy or None))
-        except Exception as e:  # noqa: BLE001 - clients get the readable message, never a stack trace
+        except Exception as e:
             raise _error(e) from None
 
     def reply_again(user_id: str, strategy: str = "") -> tuple[str, dict]:
@@ -85,7 +93,7 @@ def register_api(service: SessionService) -> None:
         (the Retry button of the page). Returns (reply text, trace dict) like /send_message."""
         try:
             return _answer(service.retry(user_id, strategy or None))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise _error(e) from None
 
     def end_session(user_id: str, next_date: str = "") -> dict:
@@ -94,7 +102,7 @@ def register_api(service: SessionService) -> None:
         the session just ended) or, with "", today. Returns the new memory ids and the new session."""
         try:
             return _end(service.end_session(user_id, next_date or None))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise _error(e) from None
 
     def new_session(user_id: str, date: str) -> dict:
@@ -102,7 +110,7 @@ def register_api(service: SessionService) -> None:
         is ended first if it has messages."""
         try:
             return _end(service.new_session(user_id, date))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise _error(e) from None
 
     def history(user_id: str) -> dict:
@@ -111,11 +119,24 @@ def register_api(service: SessionService) -> None:
             out = []
             for s in service.sessions(user_id):
                 msgs = service.messages(user_id, s.session_id)
-                out.append({**_session(s), "turns": [
-                    {"id": m.id, "speaker": m.role, "name": m.speaker, "text": m.text, "status": m.status,
-                     "error": m.error} for m in msgs]})
+                out.append(
+                    {
+                        **_session(s),
+                        "turns": [
+                            {
+                                "id": m.id,
+                                "speaker": m.role,
+                                "name": m.speaker,
+                                "text": m.text,
+                                "status": m.status,
+                                "error": m.error,
+                            }
+                            for m in msgs
+                        ],
+                    }
+                )
             return {"sessions": out}
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise _error(e) from None
 
     def import_history(user_id: str, data: str, sample_id: str = "") -> dict:
@@ -124,7 +145,7 @@ def register_api(service: SessionService) -> None:
         source's ids (LoCoMo "D3:7"). Returns what was built: sessions, turns, memories, segments."""
         try:
             result = service.import_history(user_id, data, sample_id or "")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise _error(e) from None
         out = _end(result)
         out["memories"] = sum(len(c["new_memories"]) for c in out["closed"])
@@ -136,7 +157,7 @@ def register_api(service: SessionService) -> None:
         source turns, edges) and the SeCom segments, and the user's settings."""
         try:
             return service.export(user_id)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise _error(e) from None
 
     gr.api(new_user, api_name="new_user")

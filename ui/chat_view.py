@@ -7,6 +7,7 @@ prompt-injected reply). A line Markdown would turn into nothing visible (a rule
 of underscores, dashes or stars, a lone code fence, a bare heading mark) has
 every character backslash-escaped, so it shows as the text it is.
 """
+
 from __future__ import annotations
 
 import re

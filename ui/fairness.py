@@ -7,6 +7,7 @@ service's BuildPool (sessions.jobs), which shows their place in line. So a long
 import never takes a worker that another user's reply needs. Gradio shows a queued
 event's position in the browser by itself.
 """
+
 from __future__ import annotations
 
 import os

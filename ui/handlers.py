@@ -9,6 +9,7 @@ Memory builds (end of a session, imports) run in the background (ui.jobs): the
 event returns at once and a timer shows one progress bar, so the chat and the
 other panels stay usable and a reload during a build shows the history at once.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,14 +40,23 @@ log = logging.getLogger(__name__)
 
 SETTING_FIELDS = ("temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens")
 # The settings form's labels, for messages about a field (people see labels, not option names).
-FIELD_LABELS = {"temperature": "Temperature", "j": "THEANINE j (links per new memory)",
-                "k": "k (memories / segments retrieved)", "n": "THEANINE n (timelines per memory)",
-                "compression_rate": "SeCom compression rate", "retriever": "SeCom retriever",
-                "max_reply_tokens": "Max reply tokens", "backend": "LLM backend", "model": "Model",
-                "base URL": "Base URL", "strategy": "Memory strategy"}
-REPLY_STALE_S = 900        # a reply marker older than this is ignored (a cancelled stream never cleared it)
-BUSY_REPLY = ("Still answering your previous message: this one stays in the box. Send it when the reply is "
-              "done, or press Stop.")
+FIELD_LABELS = {
+    "temperature": "Temperature",
+    "j": "THEANINE j (links per new memory)",
+    "k": "k (memories / segments retrieved)",
+    "n": "THEANINE n (timelines per memory)",
+    "compression_rate": "SeCom compression rate",
+    "retriever": "SeCom retriever",
+    "max_reply_tokens": "Max reply tokens",
+    "backend": "LLM backend",
+    "model": "Model",
+    "base URL": "Base URL",
+    "strategy": "Memory strategy",
+}
+REPLY_STALE_S = 900  # a reply marker older than this is ignored (a cancelled stream never cleared it)
+BUSY_REPLY = (
+    "Still answering your previous message: this one stays in the box. Send it when the reply is done, or press Stop."
+)
 
 
 def needs_retry(rows) -> bool:
@@ -66,13 +76,22 @@ def _retrieved_ids(trace: dict | None) -> set[str]:
 
 def field_message(exc: BaseException) -> str:
     """An InvalidOptions message with the field's label in place of its option name."""
-    return re.sub(r"^([A-Za-z_ ]+?) (must|is)\b", lambda m: f"{FIELD_LABELS.get(m.group(1), m.group(1))} "
-                  f"{m.group(2)}", user_message(exc))
+    return re.sub(
+        r"^([A-Za-z_ ]+?) (must|is)\b",
+        lambda m: f"{FIELD_LABELS.get(m.group(1), m.group(1))} {m.group(2)}",
+        user_message(exc),
+    )
 
 
 class Handlers:
-    def __init__(self, service: SessionService, c: SimpleNamespace, allow_llm_change: bool = True,
-                 jobs: Jobs | None = None, has_api_key: bool = False):
+    def __init__(
+        self,
+        service: SessionService,
+        c: SimpleNamespace,
+        allow_llm_change: bool = True,
+        jobs: Jobs | None = None,
+        has_api_key: bool = False,
+    ):
         self.svc, self.c, self.allow_llm_change = service, c, allow_llm_change
         self.jobs = jobs or Jobs()
         self.has_api_key = has_api_key
@@ -87,7 +106,7 @@ class Handlers:
         known = [t for t in times if t]
         lo, hi = (min(known), max(known)) if known else (None, None)
         out = []
-        for i, (s, t) in enumerate(zip(rows, times)):
+        for i, (s, t) in enumerate(zip(rows, times, strict=False)):
             if t and lo and hi and hi > lo:
                 p = (t - lo).total_seconds() / (hi - lo).total_seconds()
             else:
@@ -98,19 +117,27 @@ class Handlers:
     def _turn_texts(self, uid: str):
         def lookup(turn_ids: list[str]) -> dict[str, tuple[str, str]]:
             return self.svc.turn_texts(uid, turn_ids)
+
         return lookup
 
     def _graph(self, uid: str, trace: dict | None = None) -> str:
         job = self.jobs.running(uid)
         if job is not None:
             # The graph is being written; reading it would wait for the build.
-            return busy_html(f"Memory is being built ({int(job.fraction * 100)}%): the graph appears when it "
-                             "is done. The chat works meanwhile.")
+            return busy_html(
+                f"Memory is being built ({int(job.fraction * 100)}%): the graph appears when it "
+                "is done. The chat works meanwhile."
+            )
         try:
             view = self.svc.graph(uid)
-            return graph_html(view, _retrieved_ids(trace), self.svc.latest_new_memories(uid),
-                              self._session_positions(uid), self._turn_texts(uid))
-        except Exception as e:  # noqa: BLE001 - the rest of the page must still load
+            return graph_html(
+                view,
+                _retrieved_ids(trace),
+                self.svc.latest_new_memories(uid),
+                self._session_positions(uid),
+                self._turn_texts(uid),
+            )
+        except Exception as e:
             log.exception("graph view failed")
             return panels.status_html(user_message(e), "error")
 
@@ -119,11 +146,12 @@ class Handlers:
             return gr.update()
         try:
             nodes = self.svc.graph(uid).get("nodes") or []
-        except Exception:  # noqa: BLE001
+        except Exception:
             nodes = []
         # Dropdown labels are rendered as text by Gradio; the value is the memory id.
-        choices = [(f"{' '.join(str(n.get('event', '')).split())[:80]} ({n['id']})", str(n["id"]))
-                   for n in reversed(nodes)]
+        choices = [
+            (f"{' '.join(str(n.get('event', '')).split())[:80]} ({n['id']})", str(n["id"])) for n in reversed(nodes)
+        ]
         return gr.update(choices=choices, value=None)
 
     def _header(self, uid: str, strategy: str | None = None) -> str:
@@ -145,18 +173,35 @@ class Handlers:
         if use_last_trace and trace is None:
             last = self.svc.last_reply(uid)
             trace = last.trace if last else None
-        return {c.chatbot: msgs, c.msg_ids: ids, c.session_header: self._header(uid),
-                c.sessions: self._session_list(uid), c.graph: self._graph(uid, trace),
-                c.why: panels.trace_html(trace), c.memory: self._memory_choices(uid),
-                c.retry: gr.update(visible=needs_retry(rows)), c.date: self.svc.default_next_date(uid)}
+        return {
+            c.chatbot: msgs,
+            c.msg_ids: ids,
+            c.session_header: self._header(uid),
+            c.sessions: self._session_list(uid),
+            c.graph: self._graph(uid, trace),
+            c.why: panels.trace_html(trace),
+            c.memory: self._memory_choices(uid),
+            c.retry: gr.update(visible=needs_retry(rows)),
+            c.date: self.svc.default_next_date(uid),
+        }
 
     def _settings_values(self, uid: str) -> dict:
         c = self.c
         o = self.svc.options(uid)
         llm = self.svc.llm_public(uid)
-        return {c.strategy: o.strategy, c.backend: llm["backend"], c.model: llm["model"], c.base_url: llm["base_url"],
-                c.temperature: o.temperature, c.j: o.j, c.k: o.k, c.n: o.n, c.compression_rate: o.compression_rate,
-                c.retriever: o.retriever, c.max_reply_tokens: o.max_reply_tokens}
+        return {
+            c.strategy: o.strategy,
+            c.backend: llm["backend"],
+            c.model: llm["model"],
+            c.base_url: llm["base_url"],
+            c.temperature: o.temperature,
+            c.j: o.j,
+            c.k: o.k,
+            c.n: o.n,
+            c.compression_rate: o.compression_rate,
+            c.retriever: o.retriever,
+            c.max_reply_tokens: o.max_reply_tokens,
+        }
 
     def _fail(self, exc: BaseException, where) -> dict:
         if not isinstance(exc, (UserError, InvalidOptions)):
@@ -179,14 +224,16 @@ class Handlers:
             rows = self.svc.messages(uid)
             if rows and rows[-1].role == "user" and not self._is_replying(uid):
                 out[c.status] = panels.status_html(
-                    "Your last message has no reply yet (the app was interrupted?). It is saved; press Retry.",
-                    "info")
+                    "Your last message has no reply yet (the app was interrupted?). It is saved; press Retry.", "info"
+                )
             if pending and not job:
                 out[c.status] = panels.status_html(
                     f"{len(pending)} ended session(s) still have memory to build; it is being built in the "
-                    "background, or press End session to build it now.", "info")
+                    "background, or press End session to build it now.",
+                    "info",
+                )
             return out
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return {c.uid: uid, **self._fail(e, c.status)}
 
     # --- background builds ------------------------------------------------------------------------
@@ -195,8 +242,10 @@ class Handlers:
         c = self.c
         job = self.jobs.start(uid, kind, fn)
         if job is None:
-            raise UserError("Memory is still being built from an earlier step; wait until the progress bar "
-                            "finishes (the chat works meanwhile).")
+            raise UserError(
+                "Memory is still being built from an earlier step; wait until the progress bar "
+                "finishes (the chat works meanwhile)."
+            )
         return {c.timer: gr.Timer(active=True), c.job: panels.job_html(job)}
 
     def poll(self, uid):
@@ -247,9 +296,15 @@ class Handlers:
                     msg = self.svc.store.message(uid, up.message_id)
                     chat.append({"role": "user", "content": as_text(msg.text if msg else "")})
                 chat.append({"role": "assistant", "content": PENDING})
-                yield {c.chatbot: chat, c.msg: "", c.retry: gr.update(visible=False), c.stop: gr.update(visible=True),
-                       c.session_header: self._header(uid), c.sessions: self._session_list(uid),
-                       c.status: panels.status_html("Thinking…", "busy")}
+                yield {
+                    c.chatbot: chat,
+                    c.msg: "",
+                    c.retry: gr.update(visible=False),
+                    c.stop: gr.update(visible=True),
+                    c.session_header: self._header(uid),
+                    c.sessions: self._session_list(uid),
+                    c.status: panels.status_html("Thinking…", "busy"),
+                }
             elif up.kind == "status":
                 yield {c.status: panels.status_html(up.status, "busy")}
             elif up.kind == "delta":
@@ -257,7 +312,7 @@ class Handlers:
                 yield {c.chatbot: chat}
             elif up.kind == "done":
                 view = self._view(uid, up.trace)
-                view[c.status] = (panels.status_html(up.error, "error") if up.error else "")
+                view[c.status] = panels.status_html(up.error, "error") if up.error else ""
                 view[c.stop] = gr.update(visible=False)
                 yield view
 
@@ -275,7 +330,7 @@ class Handlers:
             return
         try:
             yield from start(uid)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             yield {**self._fail(e, c.status), c.stop: gr.update(visible=False)}
         finally:
             self._release(uid)
@@ -284,6 +339,7 @@ class Handlers:
         def start(uid):
             chat, ids = chat_messages(self.svc.messages(uid))
             yield from self._stream(uid, self.svc.send(uid, message, strategy), chat, ids)
+
         yield from self._run_reply(uid, start)
 
     def retry(self, uid, strategy):
@@ -291,6 +347,7 @@ class Handlers:
             rows = [m for m in self.svc.messages(uid) if not (m.role == "assistant" and m.status == "error")]
             chat, ids = chat_messages(rows)
             yield from self._stream(uid, self.svc.retry(uid, strategy), chat, ids)
+
         yield from self._run_reply(uid, start)
 
     def stopped(self, uid):
@@ -302,7 +359,7 @@ class Handlers:
             return self._fail(e, c.status)
         self._release(uid)
         self.svc.stop_reply(uid)
-        time.sleep(0.3)          # let the cancelled stream record its interruption
+        time.sleep(0.3)  # let the cancelled stream record its interruption
         view = self._view(uid)
         view[c.stop] = gr.update(visible=False)
         view[c.retry] = gr.update(visible=True)
@@ -314,13 +371,15 @@ class Handlers:
         try:
             uid = check_user_id(uid)
             for results in self.svc.compare(uid, message):
-                out = {c.compare_row: gr.update(visible=True),
-                       c.status: panels.status_html("Comparing: each strategy answers in turn…", "busy")}
-                for s, col in zip(STRATEGIES, c.compare_cols):
+                out = {
+                    c.compare_row: gr.update(visible=True),
+                    c.status: panels.status_html("Comparing: each strategy answers in turn…", "busy"),
+                }
+                for s, col in zip(STRATEGIES, c.compare_cols, strict=False):
                     out[col] = panels.compare_column_html(s, results[s])
                 yield out
             yield {c.status: panels.status_html("Compared: the same message, every strategy, same history.", "ok")}
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             yield self._fail(e, c.status)
 
     def select(self, uid, ids, evt: gr.SelectData):
@@ -336,7 +395,7 @@ class Handlers:
                 return {c.why: panels.trace_html(None)}
             title = self._reply_title(uid, reply)
             return {c.why: panels.trace_html(reply.trace, title=title), c.graph: self._graph(uid, reply.trace)}
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return self._fail(e, c.status)
 
     def _reply_title(self, uid: str, reply) -> str:
@@ -355,7 +414,7 @@ class Handlers:
             uid = check_user_id(uid)
             self.svc.set_strategy(uid, strategy)
             return {c.session_header: self._header(uid, strategy), c.status: ""}
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return self._fail(e, c.status)
 
     # --- sessions -----------------------------------------------------------------------------------
@@ -372,9 +431,14 @@ class Handlers:
                 view.pop(c.sessions)
                 return view
             msgs, ids = chat_messages([m for m in self.svc.messages(uid, s.session_id) if m.status == "ok"])
-            return {c.chatbot: msgs, c.msg_ids: ids, c.session_header: panels.past_session_header_html(s),
-                    c.retry: gr.update(visible=False), c.status: ""}
-        except Exception as e:  # noqa: BLE001
+            return {
+                c.chatbot: msgs,
+                c.msg_ids: ids,
+                c.session_header: panels.past_session_header_html(s),
+                c.retry: gr.update(visible=False),
+                c.status: "",
+            }
+        except Exception as e:
             return self._fail(e, c.status)
 
     def _end(self, uid, date, what: str):
@@ -382,8 +446,9 @@ class Handlers:
         try:
             uid = check_user_id(uid)
             if self.jobs.running(uid):
-                raise UserError("Memory is still being built; wait until the progress bar finishes, then start the "
-                                "next session.")
+                raise UserError(
+                    "Memory is still being built; wait until the progress bar finishes, then start the next session."
+                )
             if what == "new":
                 result = self.svc.new_session(uid, date, build=False)
             else:
@@ -395,7 +460,7 @@ class Handlers:
                 view[c.graph] = self._graph(uid)
                 view[c.sessions] = self._session_list(uid)
             return view
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return self._fail(e, c.status)
 
     def end_session(self, uid, date=""):
@@ -409,30 +474,35 @@ class Handlers:
         """Before the first failed call: the OpenAI backend without a key and without a base URL."""
         c = self.c
         if backend == "openai" and not self.has_api_key and not (base_url or "").strip():
-            return {c.settings_status: panels.status_html(
-                "No API key is set (OPENAI_API_KEY or HF_TOKEN in the environment or .env), so api.openai.com will "
-                "refuse every call. Set a key and restart, or give the base URL of a server that needs none "
-                "(e.g. Ollama: http://localhost:11434/v1).", "error")}
+            return {
+                c.settings_status: panels.status_html(
+                    "No API key is set (OPENAI_API_KEY or HF_TOKEN in the environment or .env), so api.openai.com will "
+                    "refuse every call. Set a key and restart, or give the base URL of a server that needs none "
+                    "(e.g. Ollama: http://localhost:11434/v1).",
+                    "error",
+                )
+            }
         return {c.settings_status: ""}
 
     def save_settings(self, uid, backend, model, base_url, *values):
         c = self.c
         try:
             uid = check_user_id(uid)
-            options = dict(zip(SETTING_FIELDS, values))
+            options = dict(zip(SETTING_FIELDS, values, strict=False))
             empty = [FIELD_LABELS[k] for k, v in options.items() if v is None or (isinstance(v, str) and not v.strip())]
             if empty:
                 raise UserError(f"{', '.join(empty)}: the field is empty; give a value (nothing was saved).")
             llm = {"backend": backend, "model": model, "base_url": base_url} if self.allow_llm_change else None
             self.svc.save_settings(uid, options, llm)
             note = self.backend_note(backend, base_url)[c.settings_status] if self.allow_llm_change else ""
-            return {**self._settings_values(uid),
-                    c.settings_status: note or panels.status_html("Settings saved; they apply from the next reply.",
-                                                                  "ok")}
-        except Exception as e:  # noqa: BLE001
+            return {
+                **self._settings_values(uid),
+                c.settings_status: note or panels.status_html("Settings saved; they apply from the next reply.", "ok"),
+            }
+        except Exception as e:
             try:
                 old = self._settings_values(check_user_id(uid))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 old = {}
             return {**old, **self._fail(e, c.settings_status)}
 
@@ -446,8 +516,9 @@ class Handlers:
             if self.jobs.running(uid):
                 raise UserError("Memory is still being built; import again when the progress bar finishes.")
             if Path(path).stat().st_size > MAX_FILE_BYTES:
-                raise UserError(f"The file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; "
-                                "import a smaller history.")
+                raise UserError(
+                    f"The file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; import a smaller history."
+                )
             data = Path(path).read_bytes()
             result = self.svc.import_history(uid, data, sample_id or "", build=False)
             started = self._start_build(uid, "Building memory", lambda p: self.svc.build_pending(uid, p))
@@ -455,7 +526,7 @@ class Handlers:
             view.update(started)
             view[c.data_status] = panels.status_html(result.message, "ok")
             return {**view, c.import_file: None}
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return {**self._fail(e, c.data_status), c.import_file: None}
 
     def export(self, uid):
@@ -466,9 +537,11 @@ class Handlers:
             # A fresh temporary folder per export; the file name never comes from user input.
             path = Path(tempfile.mkdtemp(prefix="memory-export-")) / "memory-export.json"
             path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-            return {c.export_file: gr.update(value=str(path), visible=True),
-                    c.data_status: panels.status_html("Your export is ready to download.", "ok")}
-        except Exception as e:  # noqa: BLE001
+            return {
+                c.export_file: gr.update(value=str(path), visible=True),
+                c.data_status: panels.status_html("Your export is ready to download.", "ok"),
+            }
+        except Exception as e:
             return self._fail(e, c.data_status)
 
     def delete_memory(self, uid, memory_id, redact=False):
@@ -481,12 +554,15 @@ class Handlers:
                 raise UserError("Memory is being built; delete when the progress bar finishes.")
             gone = self.svc.delete_memory(uid, memory_id, redact=bool(redact))
             msg = gone["message"] if gone else "That memory no longer exists."
-            out = {c.graph: self._graph(uid), c.memory: self._memory_choices(uid),
-                   c.data_status: panels.status_html(msg, "ok" if gone else "info")}
+            out = {
+                c.graph: self._graph(uid),
+                c.memory: self._memory_choices(uid),
+                c.data_status: panels.status_html(msg, "ok" if gone else "info"),
+            }
             if gone and gone.get("redacted"):
                 out.update({k: v for k, v in self._view(uid).items() if k in (c.chatbot, c.msg_ids)})
             return out
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return self._fail(e, c.data_status)
 
     def forget(self, uid, confirmed):
@@ -501,8 +577,14 @@ class Handlers:
             self.svc.forget(uid)
             fresh = new_user_id()
             self.svc.current_session(fresh)
-            return {c.uid: fresh, **self._view(fresh), **self._settings_values(fresh), c.forget_confirm: False,
-                    c.compare_row: gr.update(visible=False), c.export_file: gr.update(value=None, visible=False),
-                    c.data_status: panels.status_html("All your sessions and memory were deleted.", "ok")}
-        except Exception as e:  # noqa: BLE001
+            return {
+                c.uid: fresh,
+                **self._view(fresh),
+                **self._settings_values(fresh),
+                c.forget_confirm: False,
+                c.compare_row: gr.update(visible=False),
+                c.export_file: gr.update(value=None, visible=False),
+                c.data_status: panels.status_html("All your sessions and memory were deleted.", "ok"),
+            }
+        except Exception as e:
             return self._fail(e, c.data_status)

@@ -7,20 +7,22 @@ while a job runs) shows one progress bar. A reload finds the running job by the
 user id and shows its progress at once. The job itself (what is built) is the
 session service's; this module only runs and reports it.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Job:
-    kind: str                       # what is running, for people ("Building memory")
+    kind: str  # what is running, for people ("Building memory")
     started: float = field(default_factory=time.time)
     fraction: float = 0.0
     text: str = ""
@@ -63,7 +65,7 @@ class Jobs:
         def run() -> None:
             try:
                 job.result = fn(job.progress)
-            except BaseException as e:  # noqa: BLE001 - reported to the page by the next poll
+            except BaseException as e:
                 log.exception("background job failed")
                 job.error = e
             finally:

@@ -4,6 +4,7 @@ Every text that a person typed or an LLM wrote goes through `esc` (html.escape)
 before it reaches the page: gr.HTML inserts its value with innerHTML, where an
 unescaped `<img onerror=...>` would run.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -26,12 +27,17 @@ def status_html(text: str = "", kind: str = "info") -> str:
     return f'<div class="mc-status mc-{esc(kind)}" role="status">{icon} {esc(text)}</div>'
 
 
+def _key_label(segment: dict) -> str:
+    return "compressed key" if segment.get("compressed", True) else "key (not compressed: the original text)"
+
+
 def banner_html(llm_description: str, tiny_default: bool, locked: bool = False) -> str:
     """One short line (fits a phone); how to connect a real model is behind a disclosure."""
     parts = [f'<div class="mc-banner" id="llm-banner"><b>LLM:</b> {esc(llm_description)}']
     if tiny_default:
         parts.append(
-            ' · <span class="mc-warn">tiny offline model: replies will be poor; memory is built without LLM steps.</span> '
+            ' · <span class="mc-warn">tiny offline model: replies will be poor; '
+            "memory is built without LLM steps.</span> "
             '<details class="mc-more"><summary>Connect a real model</summary><div>'
             "Set an OpenAI-compatible model in <code>.env</code> (or the environment) and restart: "
             "<code>OPENAI_API_KEY=...</code> for OpenAI; Ollama with "
@@ -39,29 +45,36 @@ def banner_html(llm_description: str, tiny_default: bool, locked: bool = False) 
             "vLLM with <code>OPENAI_BASE_URL=http://host:8000/v1</code>; the Hugging Face router with "
             "<code>OPENAI_BASE_URL=https://router.huggingface.co/v1</code> and <code>HF_TOKEN=...</code>."
             + ("" if locked else " A model without a key (e.g. Ollama) can also be chosen under Settings.")
-            + " The embedded model (Gemma 3 270M, a base model) proves the memory pipeline offline.</div></details>")
+            + " The embedded model (Gemma 3 270M, a base model) proves the memory pipeline offline.</div></details>"
+        )
     parts.append("</div>")
     return "".join(parts)
 
 
-INTRO = ('<div class="mc-intro" id="intro">Chat across sessions days apart; the agent remembers with '
-         "<b>THEANINE</b> (memories linked in a graph by time and cause, recalled as timelines) or "
-         "<b>SeCom</b> (each session cut into topic segments, recalled by search). <b>See why</b> shows what "
-         "it recalled.</div>")
+INTRO = (
+    '<div class="mc-intro" id="intro">Chat across sessions days apart; the agent remembers with '
+    "<b>THEANINE</b> (memories linked in a graph by time and cause, recalled as timelines) or "
+    "<b>SeCom</b> (each session cut into topic segments, recalled by search). <b>See why</b> shows what "
+    "it recalled.</div>"
+)
 
 
 def session_header_html(seq: int, date: str, n_messages: int, strategy: str) -> str:
-    return (f'<div class="mc-session" id="session-header"><b>Session {seq}</b> · dated {esc(human_date(date))} '
-            f'<span class="mc-muted">({esc(date)})</span> · {n_messages} messages · memory: '
-            f"{esc(STRATEGY_NAMES.get(strategy, strategy))}</div>")
+    return (
+        f'<div class="mc-session" id="session-header"><b>Session {seq}</b> · dated {esc(human_date(date))} '
+        f'<span class="mc-muted">({esc(date)})</span> · {n_messages} messages · memory: '
+        f"{esc(STRATEGY_NAMES.get(strategy, strategy))}</div>"
+    )
 
 
 def past_session_header_html(s) -> str:
     state = _state(s)
-    return (f'<div class="mc-session mc-past-head" id="session-header" data-session="{esc(s.session_id)}">'
-            f"<b>Session {s.seq}</b> · dated {esc(human_date(s.date))} <span class=\"mc-muted\">({esc(s.date)})"
-            f"</span> · {s.n_messages} messages · {esc(state)} · <i>an earlier session, read only: click a reply "
-            "for its trace; pick the open session in the list to go back.</i></div>")
+    return (
+        f'<div class="mc-session mc-past-head" id="session-header" data-session="{esc(s.session_id)}">'
+        f'<b>Session {s.seq}</b> · dated {esc(human_date(s.date))} <span class="mc-muted">({esc(s.date)})'
+        f"</span> · {s.n_messages} messages · {esc(state)} · <i>an earlier session, read only: click a reply "
+        "for its trace; pick the open session in the list to go back.</i></div>"
+    )
 
 
 def _state(s, building: bool = False) -> str:
@@ -87,16 +100,18 @@ def job_html(job) -> str:
     """The one progress bar of the page, with an estimate; empty when nothing runs."""
     if job is None:
         return ""
-    pct = int(round(job.fraction * 100))
+    pct = round(job.fraction * 100)
     eta = job.eta()
     left = ""
     if eta is not None:
-        left = f" · about {int(eta)} s left" if eta < 90 else f" · about {int(round(eta / 60))} min left"
-    return (f'<div class="mc-job" id="job-progress" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
-            f'aria-valuemax="100"><div class="mc-bar"><span style="width:{pct}%"></span></div>'
-            f"<div><b>{esc(job.kind)}: {pct}%</b>{esc(left)} · {esc(job.text)}</div>"
-            '<div class="mc-muted">You can keep chatting meanwhile; the graph and the sessions update when it '
-            "is done.</div></div>")
+        left = f" · about {int(eta)} s left" if eta < 90 else f" · about {round(eta / 60)} min left"
+    return (
+        f'<div class="mc-job" id="job-progress" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
+        f'aria-valuemax="100"><div class="mc-bar"><span style="width:{pct}%"></span></div>'
+        f"<div><b>{esc(job.kind)}: {pct}%</b>{esc(left)} · {esc(job.text)}</div>"
+        '<div class="mc-muted">You can keep chatting meanwhile; the graph and the sessions update when it '
+        "is done.</div></div>"
+    )
 
 
 def _when(ts: float | None) -> str:
@@ -129,18 +144,23 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
     `main`: the panel beside the chat carries element ids (tests and links use them); the
     copies in the compare view carry the same names as data-part instead, so ids stay unique.
     """
+
     def at(name: str) -> str:
         return f' id="{name}"' if main else f' data-part="{name}"'
 
     if not trace:
-        return (f'<div{at("why-panel")} class="mc-why mc-muted">Send a message, or click an earlier reply, '
-                "to see what the memory gave the model.</div>")
+        return (
+            f'<div{at("why-panel")} class="mc-why mc-muted">Send a message, or click an earlier reply, '
+            "to see what the memory gave the model.</div>"
+        )
     strategy = trace.get("strategy", "")
     calls = trace.get("llm_calls") or []
     total = (trace.get("timings") or {}).get("total")
-    out = [f'<div{at("why-panel")} class="mc-why" data-strategy="{esc(strategy)}">',
-           f"<h4>{esc(title)} · {esc(STRATEGY_NAMES.get(strategy, strategy))} · {len(calls)} LLM calls · "
-           f"{esc(trace.get('tokens', 0))} tokens{' · ' + _seconds(total) if total is not None else ''}</h4>"]
+    out = [
+        f'<div{at("why-panel")} class="mc-why" data-strategy="{esc(strategy)}">',
+        f"<h4>{esc(title)} · {esc(STRATEGY_NAMES.get(strategy, strategy))} · {len(calls)} LLM calls · "
+        f"{esc(trace.get('tokens', 0))} tokens{' · ' + _seconds(total) if total is not None else ''}</h4>",
+    ]
     if trace.get("error"):
         out.append(f'<div class="mc-status mc-error">⚠ {esc(trace["error"])}</div>')
     for n in trace.get("notices") or []:
@@ -148,41 +168,51 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
 
     if strategy == "theanine":
         mems = trace.get("memories") or []
-        out.append(f'<section{at("why-memories")}><h5>Retrieved memories</h5>')
-        out.append(_table(["memory", "event", "time", "score", "made"],
-                          [[m.get("id"), m.get("event"), m.get("time"), m.get("score"), m.get("built_by", "")]
-                           for m in mems], "mc-mem")
-                   if mems else '<p class="mc-muted">No memory retrieved (nothing stored yet?).</p>')
+        out.append(f"<section{at('why-memories')}><h5>Retrieved memories</h5>")
+        out.append(
+            _table(
+                ["memory", "event", "time", "score", "made"],
+                [[m.get("id"), m.get("event"), m.get("time"), m.get("score"), m.get("built_by", "")] for m in mems],
+                "mc-mem",
+            )
+            if mems
+            else '<p class="mc-muted">No memory retrieved (nothing stored yet?).</p>'
+        )
         out.append("</section>")
         raw = trace.get("timelines_raw") or []
         refined = trace.get("timelines_refined") or []
         offline = trace.get("memory_path") == "offline"
         not_refined = "<i>(not refined: no LLM step with the bundled model)</i>" if offline else "<i>(not refined)</i>"
-        out.append(f'<section{at("why-timelines")}><h5>Timelines ({len(raw)} retrieved, '
-                   f'{"shown unrefined" if offline else "raw → refined"})</h5>')
+        out.append(
+            f"<section{at('why-timelines')}><h5>Timelines ({len(raw)} retrieved, "
+            f"{'shown unrefined' if offline else 'raw → refined'})</h5>"
+        )
         if raw:
             out.append('<ol class="mc-timelines">')
             for i, t in enumerate(raw):
                 ref = refined[i] if i < len(refined) else ""
-                out.append(f'<li class="timeline" data-anchor="{esc(t.get("anchor"))}">'
-                           f'<div class="mc-raw"><b>raw:</b> {esc(t.get("text"))}</div>'
-                           f'<div class="mc-refined"><b>refined:</b> {esc(ref) or not_refined}</div></li>')
+                out.append(
+                    f'<li class="timeline" data-anchor="{esc(t.get("anchor"))}">'
+                    f'<div class="mc-raw"><b>raw:</b> {esc(t.get("text"))}</div>'
+                    f'<div class="mc-refined"><b>refined:</b> {esc(ref) or not_refined}</div></li>'
+                )
             out.append("</ol>")
         else:
             out.append('<p class="mc-muted">No timeline for this reply.</p>')
         out.append("</section>")
     elif strategy == "secom":
         segs = trace.get("segments") or []
-        out.append(f'<section{at("why-segments")}><h5>Retrieved segments ({len(segs)})</h5>')
+        out.append(f"<section{at('why-segments')}><h5>Retrieved segments ({len(segs)})</h5>")
         if segs:
             out.append('<ol class="mc-segments">')
             for s in segs:
                 out.append(
                     f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{esc(s.get("date"))}</b> · '
-                    f'score {esc(_score(s.get("score")))} · {esc(s.get("summary"))}</div>'
-                    f'<div class="mc-key"><b>{"compressed key" if s.get("compressed", True) else "key (not compressed: the original text)"}:</b> {esc(s.get("key"))}</div>'
+                    f"score {esc(_score(s.get('score')))} · {esc(s.get('summary'))}</div>"
+                    f'<div class="mc-key"><b>{_key_label(s)}:</b> {esc(s.get("key"))}</div>'
                     f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
-                    "</details></li>")
+                    "</details></li>"
+                )
             out.append("</ol>")
         else:
             out.append('<p class="mc-muted">No segment retrieved (nothing stored yet?).</p>')
@@ -190,15 +220,31 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
     else:
         out.append('<p class="mc-muted">No memory used: the baseline answers from this session only.</p>')
 
-    out.append(f'<section{at("why-cost")}><h5>LLM calls</h5>')
-    out.append(_table(["purpose", "prompt tok", "completion tok", "time", "status", "detail"],
-                      [[c.get("purpose"), c.get("prompt_tokens"), c.get("completion_tokens"),
-                        _seconds(c.get("seconds")), c.get("status"), c.get("detail")] for c in calls], "mc-calls")
-               if calls else '<p class="mc-muted">No LLM call.</p>')
+    out.append(f"<section{at('why-cost')}><h5>LLM calls</h5>")
+    out.append(
+        _table(
+            ["purpose", "prompt tok", "completion tok", "time", "status", "detail"],
+            [
+                [
+                    c.get("purpose"),
+                    c.get("prompt_tokens"),
+                    c.get("completion_tokens"),
+                    _seconds(c.get("seconds")),
+                    c.get("status"),
+                    c.get("detail"),
+                ]
+                for c in calls
+            ],
+            "mc-calls",
+        )
+        if calls
+        else '<p class="mc-muted">No LLM call.</p>'
+    )
     timings = trace.get("timings") or {}
     if timings:
-        out.append('<div class="mc-timings">' + " · ".join(f"{esc(k)} {_seconds(v)}" for k, v in timings.items())
-                   + "</div>")
+        out.append(
+            '<div class="mc-timings">' + " · ".join(f"{esc(k)} {_seconds(v)}" for k, v in timings.items()) + "</div>"
+        )
     out.append("</section></div>")
     return "".join(out)
 
@@ -206,9 +252,13 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
 def compare_column_html(strategy: str, result: dict) -> str:
     name = STRATEGY_NAMES.get(strategy, strategy)
     state = "" if result.get("done") else f' <span class="mc-muted">({esc(result.get("status"))})</span>'
-    reply = (f'<div class="mc-reply">{esc(result.get("text"))}</div>' if result.get("text")
-             else '<div class="mc-muted">…</div>')
+    reply = (
+        f'<div class="mc-reply">{esc(result.get("text"))}</div>'
+        if result.get("text")
+        else '<div class="mc-muted">…</div>'
+    )
     err = f'<div class="mc-status mc-error">⚠ {esc(result["error"])}</div>' if result.get("error") else ""
     body = trace_html(result.get("trace"), title="Why", main=False) if result.get("trace") else ""
-    return (f'<div class="mc-compare" data-strategy="{esc(strategy)}"><h4>{esc(name)}{state}</h4>'
-            f"{reply}{err}{body}</div>")
+    return (
+        f'<div class="mc-compare" data-strategy="{esc(strategy)}"><h4>{esc(name)}{state}</h4>{reply}{err}{body}</div>'
+    )

@@ -1,4 +1,5 @@
 """Dispatch `python -m memory.bench <command> ...` to memory.bench.<command>.main(argv)."""
+
 import importlib
 import sys
 

@@ -1,18 +1,19 @@
 """Parts shared by the benchmark commands: arguments, progress, JSON output, machine facts,
 percentiles, the LLM a benchmark may use, and packing ranked units into a token budget."""
+
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
-
 
 _T0 = time.perf_counter()
 
@@ -70,16 +71,20 @@ def machine() -> dict:
     except OSError:
         pass
     mem_gb = None
-    try:
-        mem_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        mem_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except (OSError, AttributeError):
         load = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": mem_gb, "python": platform.python_version(),
-            "os": f"{platform.system()} {platform.release()}", "load_average_1_5_15min": load}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gb": mem_gb,
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "load_average_1_5_15min": load,
+    }
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
@@ -89,8 +94,9 @@ def percentile(xs: Sequence[float], q: float) -> float:
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (Linux reports ru_maxrss in KiB)."""
     import resource
+
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(r / 1024 if sys.platform != "darwin" else r / 2 ** 20, 1)
+    return round(r / 1024 if sys.platform != "darwin" else r / 2**20, 1)
 
 
 def llm_configured(env: dict | None = None) -> bool:
@@ -100,8 +106,7 @@ def llm_configured(env: dict | None = None) -> bool:
     the offline rules, rather than the tiny embedded base model.
     """
     e = os.environ if env is None else env
-    return bool(e.get("OPENAI_BASE_URL") or e.get("OPENAI_API_KEY") or e.get("LLM_BACKEND")
-                or e.get("LLM_GGUF_PATH"))
+    return bool(e.get("OPENAI_BASE_URL") or e.get("OPENAI_API_KEY") or e.get("LLM_BACKEND") or e.get("LLM_GGUF_PATH"))
 
 
 # --- packing: the one rule, shared with the app (memory.packing) ---------------
@@ -115,6 +120,8 @@ def evidence_recall(evidence: Sequence[str], covered: set[str]) -> float:
 
 def matplotlib_pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt

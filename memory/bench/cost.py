@@ -17,17 +17,17 @@ Official call patterns, counted on the same run:
   compression is a small token classifier, not an LLM call); per reply, one
   reply call.
 """
-from __future__ import annotations
 
-from dataclasses import replace
+from __future__ import annotations
 
 import json
 import re
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -63,22 +63,42 @@ class CountingLLM:
             segs, s = [], 0
             while s < n:
                 e = min(n - 1, s + 2)
-                segs.append({"segment_id": len(segs), "start_exchange_number": s, "end_exchange_number": e,
-                             "num_exchanges": e - s + 1, "summary": f"topic {len(segs)}"})
+                segs.append(
+                    {
+                        "segment_id": len(segs),
+                        "start_exchange_number": s,
+                        "end_exchange_number": e,
+                        "num_exchanges": e - s + 1,
+                        "summary": f"topic {len(segs)}",
+                    }
+                )
                 s = e + 1
             return json.dumps({"segments": segs})
-        if '{"correct": true}' in text:                       # qa judge
+        if '{"correct": true}' in text:  # qa judge
             return json.dumps({"correct": True})
-        if '{"resists": true' in text:                        # teafarm judge
+        if '{"resists": true' in text:  # teafarm judge
             return json.dumps({"resists": False, "states_truth": False})
-        if '"false_premise"' in text:                         # teafarm question writer
+        if '"false_premise"' in text:  # teafarm question writer
             n = int((re.search(r"Write (\d+) messages", text) or [0, 1])[1])
-            return json.dumps({"questions": [{"question": "Why did you adopt a cat last week?",
-                                              "false_premise": "a cat", "correct_answer": "It was a puppy."}] * n})
+            return json.dumps(
+                {
+                    "questions": [
+                        {
+                            "question": "Why did you adopt a cat last week?",
+                            "false_premise": "a cat",
+                            "correct_answer": "It was a puppy.",
+                        }
+                    ]
+                    * n
+                }
+            )
         if "long-term memories" in text or "worth remembering" in text:
             turns = re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", text, re.M)
-            mems = [{"speaker": sp, "event": f"{sp} said {' '.join(body.split()[:12])}", "turns": [int(i)]}
-                    for i, sp, body in turns if len(body.split()) >= 4][:12]
+            mems = [
+                {"speaker": sp, "event": f"{sp} said {' '.join(body.split()[:12])}", "turns": [int(i)]}
+                for i, sp, body in turns
+                if len(body.split()) >= 4
+            ][:12]
             return json.dumps({"memories": mems or [{"speaker": "user", "event": "The user chatted.", "turns": [0]}]})
         return "Thanks for telling me; I remember what you said last time."
 
@@ -97,49 +117,101 @@ class CountingLLM:
         a = self._answer(messages)
         self._record(messages, a)
         for i in range(0, len(a), 8):
-            yield a[i:i + 8]
+            yield a[i : i + 8]
 
 
-def make_agent(settings: Settings, data_dir: Path, embedder, llm_instance=None, llm_segmenter: bool = True,
-               compressor=None, compressor_note: str = ""):
+def make_agent(
+    settings: Settings,
+    data_dir: Path,
+    embedder,
+    llm_instance=None,
+    llm_segmenter: bool = True,
+    compressor=None,
+    compressor_note: str = "",
+):
     """The engine's MemoryAgent over embedded Chroma in `data_dir`, with the given LLM and embedder."""
     from ..secom.strategy import SecomMemory
     from ..store import VectorStore
     from ..theanine.strategy import TheanineMemory
+
     store = VectorStore(path=Path(data_dir) / "chroma")
-    secom = SecomMemory(store, embedder, compressor, compressor_note or "compression off in this benchmark",
-                        use_llm_segmenter=llm_segmenter)
+    secom = SecomMemory(
+        store,
+        embedder,
+        compressor,
+        compressor_note or "compression off in this benchmark",
+        use_llm_segmenter=llm_segmenter,
+    )
     from ..agent import MemoryAgent
-    factory = (lambda cfg: llm_instance) if llm_instance is not None else None   # one LLM given, injected
-    settings = replace(settings, llm_steps="on")      # the cost of the papers' LLM steps is what is measured
-    return MemoryAgent(settings, store, embedder, TheanineMemory(store, embedder, data_dir), secom,
-                       llm_factory=factory)
+
+    factory = (lambda cfg: llm_instance) if llm_instance is not None else None  # one LLM given, injected
+    settings = replace(settings, llm_steps="on")  # the cost of the papers' LLM steps is what is measured
+    return MemoryAgent(settings, store, embedder, TheanineMemory(store, embedder, data_dir), secom, llm_factory=factory)
 
 
 def synthetic_sessions(n_sessions: int = 4, turns: int = 12, seed: int = 0) -> list[SessionRecord]:
     import random
+
     rng = random.Random(seed)
-    topics = [("puppy", ["walked my puppy Biscuit in the park", "Biscuit chewed my running shoes",
-                         "took Biscuit to the vet for shots", "Biscuit learned to sit"]),
-              ("pottery", ["started pottery classes on Tuesdays", "my first bowl was lopsided",
-                           "glazed a blue vase at the studio", "the kiln cracked my mug"]),
-              ("job", ["had an interview at the bakery", "got the bakery job", "my manager praised my bread",
-                       "asked for a raise at the bakery"]),
-              ("trip", ["planned a hiking trip to the coast", "booked a cabin for the trip",
-                        "the hike was rained out", "saw seals on the coast hike"])]
+    topics = [
+        (
+            "puppy",
+            [
+                "walked my puppy Biscuit in the park",
+                "Biscuit chewed my running shoes",
+                "took Biscuit to the vet for shots",
+                "Biscuit learned to sit",
+            ],
+        ),
+        (
+            "pottery",
+            [
+                "started pottery classes on Tuesdays",
+                "my first bowl was lopsided",
+                "glazed a blue vase at the studio",
+                "the kiln cracked my mug",
+            ],
+        ),
+        (
+            "job",
+            [
+                "had an interview at the bakery",
+                "got the bakery job",
+                "my manager praised my bread",
+                "asked for a raise at the bakery",
+            ],
+        ),
+        (
+            "trip",
+            [
+                "planned a hiking trip to the coast",
+                "booked a cabin for the trip",
+                "the hike was rained out",
+                "saw seals on the coast hike",
+            ],
+        ),
+    ]
     out = []
     for s in range(n_sessions):
         ts = []
         for i in range(turns // 2):
             name, events = topics[(s + i // 2) % len(topics)]
             ts.append(Turn("user", f"Today I {rng.choice(events)}, it was quite something.", f"s{s}:{2 * i}"))
-            ts.append(Turn("assistant", f"That sounds like a lot about your {name}. Tell me more.", f"s{s}:{2 * i + 1}"))
+            ts.append(
+                Turn("assistant", f"That sounds like a lot about your {name}. Tell me more.", f"s{s}:{2 * i + 1}")
+            )
         out.append(SessionRecord(f"s{s}", f"2023-0{1 + s % 9}-1{s % 10}", ts))
     return out
 
 
-def run(agent, sessions: list[SessionRecord], questions: list[str], strategies=STRATEGIES, user: str = "cost-user",
-        options: Options | None = None) -> dict:
+def run(
+    agent,
+    sessions: list[SessionRecord],
+    questions: list[str],
+    strategies=STRATEGIES,
+    user: str = "cost-user",
+    options: Options | None = None,
+) -> dict:
     opts = options or Options()
     closes = []
     for s in sessions:
@@ -159,8 +231,11 @@ def run(agent, sessions: list[SessionRecord], questions: list[str], strategies=S
             row["segments"] = len(trace.segments)
             row["error"] = trace.error
             rows.append(row)
-        out["replies"][strat] = {**_summary(rows), "timelines_per_reply": _avg(r["timelines"] for r in rows),
-                                 "errors": sum(1 for r in rows if r["error"])}
+        out["replies"][strat] = {
+            **_summary(rows),
+            "timelines_per_reply": _avg(r["timelines"] for r in rows),
+            "errors": sum(1 for r in rows if r["error"]),
+        }
         progress(f"{strat}: {out['replies'][strat]['calls_per_op']} LLM calls per reply")
     return out
 
@@ -169,10 +244,14 @@ def _calls(trace: Trace) -> dict:
     by: dict[str, int] = defaultdict(int)
     for c in trace.llm_calls:
         by[c.purpose] += 1
-    return {"calls": len(trace.llm_calls), "tokens": trace.tokens,
-            "prompt_tokens": sum(c.prompt_tokens for c in trace.llm_calls),
-            "completion_tokens": sum(c.completion_tokens for c in trace.llm_calls),
-            "by_purpose": dict(by), "seconds": round(trace.timings.get("total", 0.0), 3)}
+    return {
+        "calls": len(trace.llm_calls),
+        "tokens": trace.tokens,
+        "prompt_tokens": sum(c.prompt_tokens for c in trace.llm_calls),
+        "completion_tokens": sum(c.completion_tokens for c in trace.llm_calls),
+        "by_purpose": dict(by),
+        "seconds": round(trace.timings.get("total", 0.0), 3),
+    }
 
 
 def _avg(xs) -> float:
@@ -182,13 +261,16 @@ def _avg(xs) -> float:
 
 def _summary(rows: list[dict]) -> dict:
     purposes = sorted({p for r in rows for p in r["by_purpose"]})
-    return {"n": len(rows), "calls_per_op": _avg(r["calls"] for r in rows),
-            "max_calls": max((r["calls"] for r in rows), default=0),
-            "tokens_per_op": _avg(r["tokens"] for r in rows),
-            "prompt_tokens_per_op": _avg(r["prompt_tokens"] for r in rows),
-            "completion_tokens_per_op": _avg(r["completion_tokens"] for r in rows),
-            "by_purpose": {p: _avg(r["by_purpose"].get(p, 0) for r in rows) for p in purposes},
-            "seconds_per_op": _avg(r["seconds"] for r in rows)}
+    return {
+        "n": len(rows),
+        "calls_per_op": _avg(r["calls"] for r in rows),
+        "max_calls": max((r["calls"] for r in rows), default=0),
+        "tokens_per_op": _avg(r["tokens"] for r in rows),
+        "prompt_tokens_per_op": _avg(r["prompt_tokens"] for r in rows),
+        "completion_tokens_per_op": _avg(r["completion_tokens"] for r in rows),
+        "by_purpose": {p: _avg(r["by_purpose"].get(p, 0) for r in rows) for p in purposes},
+        "seconds_per_op": _avg(r["seconds"] for r in rows),
+    }
 
 
 def official(result: dict, pairs_per_close: list[int], options: Options) -> dict:
@@ -196,12 +278,17 @@ def official(result: dict, pairs_per_close: list[int], options: Options) -> dict
     n_close = len(result["close_each"])
     th = result["replies"].get("theanine", {})
     return {
-        "theanine": {"close_calls_per_op": _avg(1 + p for p in pairs_per_close),
-                     "reply_calls_per_op": round(th.get("timelines_per_reply", options.k * options.n) + 1, 2),
-                     "pattern": "1 summarise + 1 relation call per candidate pair per close; "
-                                "1 refine call per timeline + 1 reply per reply"},
-        "secom": {"close_calls_per_op": 1.0 if n_close else 0.0, "reply_calls_per_op": 1.0,
-                  "pattern": "1 segmentation call per close (LLMLingua-2 is not an LLM call); 1 reply per reply"},
+        "theanine": {
+            "close_calls_per_op": _avg(1 + p for p in pairs_per_close),
+            "reply_calls_per_op": round(th.get("timelines_per_reply", options.k * options.n) + 1, 2),
+            "pattern": "1 summarise + 1 relation call per candidate pair per close; "
+            "1 refine call per timeline + 1 reply per reply",
+        },
+        "secom": {
+            "close_calls_per_op": 1.0 if n_close else 0.0,
+            "reply_calls_per_op": 1.0,
+            "pattern": "1 segmentation call per close (LLMLingua-2 is not an LLM call); 1 reply per reply",
+        },
     }
 
 
@@ -229,45 +316,65 @@ def cost_bars(out: dict) -> tuple[list[str], dict[str, list[float]]]:
 
 
 def cost_table(out: dict) -> str:
-    lines = ["| strategy | calls / reply | tokens / reply | official calls / reply | calls / close "
-             "| official calls / close |", "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| strategy | calls / reply | tokens / reply | official calls / reply | calls / close "
+        "| official calls / close |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for s, r in out["ours"]["replies"].items():
         off = out["official"].get(s, {})
-        lines.append(f"| {s} | {r['calls_per_op']} | {r['tokens_per_op']} | {off.get('reply_calls_per_op', '-')} | "
-                     f"{close_calls(out, s) if s in CLOSE_PURPOSES else '-'} | {off.get('close_calls_per_op', '-')} |")
+        lines.append(
+            f"| {s} | {r['calls_per_op']} | {r['tokens_per_op']} | {off.get('reply_calls_per_op', '-')} | "
+            f"{close_calls(out, s) if s in CLOSE_PURPOSES else '-'} | {off.get('close_calls_per_op', '-')} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
     p = common.parser("cost", __doc__.split("\n\n")[0], "bench_out/cost.json")
-    p.add_argument("--data", default=None, help="a LoCoMo-format file: its first conversation's sessions and "
-                                                "questions (default: a small synthetic user)")
+    p.add_argument(
+        "--data",
+        default=None,
+        help="a LoCoMo-format file: its first conversation's sessions and questions (default: a small synthetic user)",
+    )
     p.add_argument("--sessions", type=int, default=4, help="sessions to close (default 4)")
     p.add_argument("--questions", type=int, default=10, help="replies per strategy (default 10)")
-    p.add_argument("--llm", choices=("fake", "configured"), default="fake",
-                   help="fake: a counting stand-in (exact counts, seconds); configured: the configured endpoint")
+    p.add_argument(
+        "--llm",
+        choices=("fake", "configured"),
+        default="fake",
+        help="fake: a counting stand-in (exact counts, seconds); configured: the configured endpoint",
+    )
     p.add_argument("--embedder", choices=("minilm", "openai"), default="minilm")
     args = p.parse_args(argv)
 
     from ..embeddings import make_embedder
+
     settings = Settings.from_env()
     options = settings.options.with_(seed=args.seed)
-    embedder = make_embedder(args.embedder, api_key=settings.llm.api_key, base_url=settings.llm.base_url,
-                             model=settings.embed_model)
+    embedder = make_embedder(
+        args.embedder, api_key=settings.llm.api_key, base_url=settings.llm.base_url, model=settings.embed_model
+    )
     if args.data:
         from .. import locomo as lc
+
         data = json.loads(Path(args.data).read_text(encoding="utf-8"))
         sample = data[0] if isinstance(data, list) else data
-        sessions = lc.load_sessions(sample)[0][1][:args.sessions]
-        questions = [q.question for q in lc.questions(sample)][:args.questions]
+        sessions = lc.load_sessions(sample)[0][1][: args.sessions]
+        questions = [q.question for q in lc.questions(sample)][: args.questions]
     else:
         sessions = synthetic_sessions(args.sessions, seed=args.seed)
-        questions = ["What did my puppy chew?", "How are the pottery classes going?", "Did I get the bakery job?",
-                     "Where did I go hiking?"] * ((args.questions + 3) // 4)
-        questions = questions[:args.questions]
+        questions = [
+            "What did my puppy chew?",
+            "How are the pottery classes going?",
+            "Did I get the bakery job?",
+            "Where did I go hiking?",
+        ] * ((args.questions + 3) // 4)
+        questions = questions[: args.questions]
     fake = CountingLLM() if args.llm == "fake" else None
     if fake is None:
         from ..llm import make_llm
+
         llm = make_llm(settings.llm)
     else:
         llm = fake
@@ -276,16 +383,29 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-cost-") as tmp:
         agent = make_agent(settings, Path(tmp), embedder, llm_instance=counter)
         ours = run(agent, sessions, questions, options=options)
-    out = {"ours": ours, "official": official(ours, counter.pairs_per_close(len(sessions)), options),
-           "config": {"llm": "counting fake (valid answers, tiktoken counts)" if fake else settings.llm.describe(),
-                      "sessions": len(sessions), "questions": len(questions), "seed": args.seed,
-                      "j": options.j, "k": options.k, "n": options.n, "segmenter": "llm",
-                      "data": args.data or "synthetic", "seconds": round(time.perf_counter() - t0, 1),
-                      "machine": common.machine()}}
+    out = {
+        "ours": ours,
+        "official": official(ours, counter.pairs_per_close(len(sessions)), options),
+        "config": {
+            "llm": "counting fake (valid answers, tiktoken counts)" if fake else settings.llm.describe(),
+            "sessions": len(sessions),
+            "questions": len(questions),
+            "seed": args.seed,
+            "j": options.j,
+            "k": options.k,
+            "n": options.n,
+            "segmenter": "llm",
+            "data": args.data or "synthetic",
+            "seconds": round(time.perf_counter() - t0, 1),
+            "machine": common.machine(),
+        },
+    }
     common.write_json(args.out, out)
     from .plots import plot_bars
-    png = plot_bars(*cost_bars(out), common.plot_path(args.out, "calls"),
-                    "LLM calls per reply and per session close", "LLM calls")
+
+    png = plot_bars(
+        *cost_bars(out), common.plot_path(args.out, "calls"), "LLM calls per reply and per session close", "LLM calls"
+    )
     print(cost_table(out))
     progress(f"wrote {args.out} and {png}")
     return 0

@@ -7,6 +7,7 @@ question retrieves top-k memories and untangles timelines (Phase II-1). Prints
 graph size, edges per relation, timelines per query, and the median and p95
 time to retrieve and to untangle per query.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,18 @@ def build_from_observations(tm: TheanineMemory, user: str, sample: dict, opts: O
     trace = Trace("close")
     llm = LLMSession(make_llm(Settings.from_env().llm), trace, opts.temperature) if use_llm else None
     for sid, obs in sorted(by_session.items(), key=lambda kv: int(kv[0][1:])):
-        mems = [Memory(id=f"{sid}:o{i}", event=o.text, time=o.date, session_id=sid, ts=sortable_time(o.date),
-                       turns=o.dia_ids, speaker=o.speaker) for i, o in enumerate(obs)]
+        mems = [
+            Memory(
+                id=f"{sid}:o{i}",
+                event=o.text,
+                time=o.date,
+                session_id=sid,
+                ts=sortable_time(o.date),
+                turns=o.dia_ids,
+                speaker=o.speaker,
+            )
+            for i, o in enumerate(obs)
+        ]
         tm.add_memories(user, sid, mems, llm, opts, trace)
     return trace
 
@@ -70,24 +81,46 @@ def main(argv: list[str]) -> int:
                 retrieve_ms.append(t.timings["theanine_retrieve"] * 1000)
                 untangle_ms.append(t.timings["theanine_untangle"] * 1000)
                 per_query.append(len(raw))
-            rows.append({"sample": user, "memories": len(g), "edges": g.g.number_of_edges(),
-                         "components": len(comps), "largest_component": max((len(c) for c in comps), default=0),
-                         "edges_per_relation": g.relation_counts(), "questions": len(qs)})
+            rows.append(
+                {
+                    "sample": user,
+                    "memories": len(g),
+                    "edges": g.g.number_of_edges(),
+                    "components": len(comps),
+                    "largest_component": max((len(c) for c in comps), default=0),
+                    "edges_per_relation": g.relation_counts(),
+                    "questions": len(qs),
+                }
+            )
     result = {
         "samples": rows,
-        "timelines_per_query": {"mean": sum(per_query) / max(1, len(per_query)), "min": min(per_query, default=0),
-                                "max": max(per_query, default=0)},
+        "timelines_per_query": {
+            "mean": sum(per_query) / max(1, len(per_query)),
+            "min": min(per_query, default=0),
+            "max": max(per_query, default=0),
+        },
         "retrieve_ms": {"p50": percentile(retrieve_ms, 50), "p95": percentile(retrieve_ms, 95)},
         "untangle_ms": {"p50": percentile(untangle_ms, 50), "p95": percentile(untangle_ms, 95)},
-        "config": {"data": a.data, "j": a.j, "k": a.k, "n": a.n, "seed": a.seed,
-                   "linking": "llm" if use_llm else "offline rule", "embedder": embedder.name, "machine": machine()},
+        "config": {
+            "data": a.data,
+            "j": a.j,
+            "k": a.k,
+            "n": a.n,
+            "seed": a.seed,
+            "linking": "llm" if use_llm else "offline rule",
+            "embedder": embedder.name,
+            "machine": machine(),
+        },
     }
     write_json(a.out, result)
     for r in rows:
         rel = ", ".join(f"{k} {v}" for k, v in r["edges_per_relation"].items() if v)
-        print(f"{r['sample']}: {r['memories']} memories, {r['edges']} edges ({rel}), {r['components']} components "
-              f"(largest {r['largest_component']})")
+        print(
+            f"{r['sample']}: {r['memories']} memories, {r['edges']} edges ({rel}), {r['components']} components "
+            f"(largest {r['largest_component']})"
+        )
     print(f"timelines per query: mean {result['timelines_per_query']['mean']:.2f}")
-    print(f"retrieve (embed + Chroma top-k) ms: p50 {result['retrieve_ms']['p50']:.1f}, p95 {result['retrieve_ms']['p95']:.1f}")
+    rt = result["retrieve_ms"]
+    print(f"retrieve (embed + Chroma top-k) ms: p50 {rt['p50']:.1f}, p95 {rt['p95']:.1f}")
     print(f"untangle ms: p50 {result['untangle_ms']['p50']:.2f}, p95 {result['untangle_ms']['p95']:.2f}")
     return 0

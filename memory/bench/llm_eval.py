@@ -1,5 +1,6 @@
 """What `qa` and `teafarm` share: a MemoryAgent on the configured providers in a scratch folder,
 a LoCoMo user's sessions closed into memory, replies with their cost, and an LLM judge."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,8 +8,9 @@ import dataclasses
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import locomo as lc
 from ..llm import LLMSession, make_llm
@@ -24,29 +26,42 @@ STRATEGIES = ("theanine", "secom", "none")
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="a file in LoCoMo's format")
     p.add_argument("--limit", type=int, default=20, help="questions to ask (default 20; 2 for a plumbing check)")
-    p.add_argument("--conversations", type=common.str_list, default=None,
-                   help="sample ids to use (default: the first in the file)")
-    p.add_argument("--max-sessions", type=int, default=0,
-                   help="close only the first M sessions of each conversation (0 = all)")
-    p.add_argument("--strategies", type=common.str_list, default=list(STRATEGIES),
-                   help=f"subset of {','.join(STRATEGIES)}")
+    p.add_argument(
+        "--conversations", type=common.str_list, default=None, help="sample ids to use (default: the first in the file)"
+    )
+    p.add_argument(
+        "--max-sessions", type=int, default=0, help="close only the first M sessions of each conversation (0 = all)"
+    )
+    p.add_argument(
+        "--strategies", type=common.str_list, default=list(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}"
+    )
     p.add_argument("--max-reply-tokens", type=int, default=128, help="reply length cap (default 128)")
-    p.add_argument("--judge-model", default="",
-                   help="generator and judge model (default: the agent's configured model)")
-    p.add_argument("--judge-base-url", default="",
-                   help="generator and judge OpenAI-compatible endpoint (default: the agent's); its key is "
-                        "JUDGE_API_KEY, else OPENAI_API_KEY")
+    p.add_argument(
+        "--judge-model", default="", help="generator and judge model (default: the agent's configured model)"
+    )
+    p.add_argument(
+        "--judge-base-url",
+        default="",
+        help="generator and judge OpenAI-compatible endpoint (default: the agent's); its key is "
+        "JUDGE_API_KEY, else OPENAI_API_KEY",
+    )
 
 
 def judge_config(settings: Settings, args) -> LLMConfig:
     """The generator / judge LLM: the agent's, with the model and endpoint the arguments name."""
     import os
+
     cfg = settings.llm
     model, url = getattr(args, "judge_model", ""), getattr(args, "judge_base_url", "")
     if not (model or url):
         return cfg
-    return dataclasses.replace(cfg, backend="openai", model=model or cfg.model, base_url=url or cfg.base_url,
-                               api_key=os.environ.get("JUDGE_API_KEY") or cfg.api_key)
+    return dataclasses.replace(
+        cfg,
+        backend="openai",
+        model=model or cfg.model,
+        base_url=url or cfg.base_url,
+        api_key=os.environ.get("JUDGE_API_KEY") or cfg.api_key,
+    )
 
 
 def settings_for(data_dir: Path) -> Settings:
@@ -56,6 +71,7 @@ def settings_for(data_dir: Path) -> Settings:
 
 def make_agent(settings: Settings):
     from ..agent import MemoryAgent
+
     return MemoryAgent.from_settings(settings)
 
 
@@ -88,7 +104,9 @@ def load_users(path: str, only: list[str] | None, max_sessions: int) -> list[Use
 def _after(date: str) -> str:
     """A date string for "the next conversation": the day after the last session, when it parses."""
     from datetime import datetime, timedelta
+
     from ..records import sortable_time
+
     iso = sortable_time(date)
     if not iso:
         return date
@@ -103,12 +121,18 @@ def close_all(agent, user: User, options: Options) -> dict:
         seconds += time.perf_counter() - t0
         calls += len(rep.trace.llm_calls)
         tokens += rep.trace.tokens
-        progress(f"{user.user_id}: closed {s.session_id} ({i + 1}/{len(user.sessions)}): "
-                 f"{len(rep.new_memories)} memories, {len(rep.new_segments)} segments, "
-                 f"{len(rep.trace.llm_calls)} LLM calls, {time.perf_counter() - t0:.1f}s")
+        progress(
+            f"{user.user_id}: closed {s.session_id} ({i + 1}/{len(user.sessions)}): "
+            f"{len(rep.new_memories)} memories, {len(rep.new_segments)} segments, "
+            f"{len(rep.trace.llm_calls)} LLM calls, {time.perf_counter() - t0:.1f}s"
+        )
     n = max(1, len(user.sessions))
-    return {"sessions": len(user.sessions), "llm_calls_per_close": round(calls / n, 2),
-            "tokens_per_close": round(tokens / n, 1), "seconds_per_close": round(seconds / n, 2)}
+    return {
+        "sessions": len(user.sessions),
+        "llm_calls_per_close": round(calls / n, 2),
+        "tokens_per_close": round(tokens / n, 1),
+        "seconds_per_close": round(seconds / n, 2),
+    }
 
 
 def ask(agent, user: User, question: str, options: Options, hint: str = "") -> dict:
@@ -122,12 +146,17 @@ def ask(agent, user: User, question: str, options: Options, hint: str = "") -> d
         if ev.kind == "done":
             text, trace = ev.text, ev.trace
     latency = time.perf_counter() - t0
-    return {"reply": text, "latency_s": round(latency, 3),
-            "first_token_s": round(first, 3) if first is not None else None,
-            "llm_calls": len(trace.llm_calls), "tokens": trace.tokens,
-            "prompt_tokens": sum(c.prompt_tokens for c in trace.llm_calls),
-            "completion_tokens": sum(c.completion_tokens for c in trace.llm_calls),
-            "retrieved": len(trace.timelines_raw) or len(trace.segments), "error": trace.error}
+    return {
+        "reply": text,
+        "latency_s": round(latency, 3),
+        "first_token_s": round(first, 3) if first is not None else None,
+        "llm_calls": len(trace.llm_calls),
+        "tokens": trace.tokens,
+        "prompt_tokens": sum(c.prompt_tokens for c in trace.llm_calls),
+        "completion_tokens": sum(c.completion_tokens for c in trace.llm_calls),
+        "retrieved": len(trace.timelines_raw) or len(trace.segments),
+        "error": trace.error,
+    }
 
 
 class Judge:
@@ -140,8 +169,11 @@ class Judge:
         self.session = LLMSession(self.llm, self.trace, temperature=0.0, max_retries=settings.llm.max_retries)
 
     def verdict(self, purpose: str, messages: list[dict], key: str) -> bool | None:
-        schema = {"type": "object", "properties": {key: {"type": "boolean"}, "reason": {"type": "string"}},
-                  "required": [key]}
+        schema = {
+            "type": "object",
+            "properties": {key: {"type": "boolean"}, "reason": {"type": "string"}},
+            "required": [key],
+        }
 
         def validate(raw: Any) -> bool:
             v = raw.get(key) if isinstance(raw, dict) else None
@@ -155,8 +187,11 @@ class Judge:
 
     def verdicts(self, purpose: str, messages: list[dict], keys: tuple[str, ...]) -> dict | None:
         """Several boolean verdicts in one answer ({key: bool}); None when the answer is unusable."""
-        schema = {"type": "object", "properties": {**{k: {"type": "boolean"} for k in keys},
-                                                   "reason": {"type": "string"}}, "required": list(keys)}
+        schema = {
+            "type": "object",
+            "properties": {**{k: {"type": "boolean"} for k in keys}, "reason": {"type": "string"}},
+            "required": list(keys),
+        }
 
         def validate(raw: Any) -> dict:
             out = {}
@@ -174,8 +209,9 @@ class Judge:
     def describe(self) -> str:
         return self.cfg.describe()
 
-    def generate(self, purpose: str, messages: list[dict], schema: dict, validate: Callable[[Any], Any],
-                 max_tokens: int = 256):
+    def generate(
+        self, purpose: str, messages: list[dict], schema: dict, validate: Callable[[Any], Any], max_tokens: int = 256
+    ):
         return self.session.json(purpose, messages, schema, validate, lambda: None, max_tokens=max_tokens)
 
     @property
@@ -186,13 +222,16 @@ class Judge:
 def summarise_rows(rows: list[dict], flag: str) -> dict:
     judged = [r for r in rows if r.get(flag) is not None]
     lat = [r["latency_s"] for r in rows]
-    return {"n": len(rows), "n_judged": len(judged),
-            "rate": round(sum(1 for r in judged if r[flag]) / len(judged), 4) if judged else None,
-            "tokens_per_question": round(sum(r["tokens"] for r in rows) / len(rows), 1) if rows else None,
-            "llm_calls_per_reply": round(sum(r["llm_calls"] for r in rows) / len(rows), 2) if rows else None,
-            "latency_s_p50": round(common.percentile(lat, 50), 2) if lat else None,
-            "latency_s_p95": round(common.percentile(lat, 95), 2) if lat else None,
-            "errors": sum(1 for r in rows if r.get("error"))}
+    return {
+        "n": len(rows),
+        "n_judged": len(judged),
+        "rate": round(sum(1 for r in judged if r[flag]) / len(judged), 4) if judged else None,
+        "tokens_per_question": round(sum(r["tokens"] for r in rows) / len(rows), 1) if rows else None,
+        "llm_calls_per_reply": round(sum(r["llm_calls"] for r in rows) / len(rows), 2) if rows else None,
+        "latency_s_p50": round(common.percentile(lat, 50), 2) if lat else None,
+        "latency_s_p95": round(common.percentile(lat, 95), 2) if lat else None,
+        "errors": sum(1 for r in rows if r.get("error")),
+    }
 
 
 def sample(items: list, limit: int, seed: int) -> list:
@@ -211,18 +250,28 @@ def finish(args, out: dict, metric: str, label: str, plot_suffix: str, title: st
     """Write OUT.json, the per-strategy bar plot and the table (shared by `qa` and `teafarm`)."""
     common.write_json(args.out, out)
     from .plots import plot_bars
+
     strategies = list(out["strategies"])
-    png = plot_bars(strategies, {label: [out["strategies"][s][metric] or 0 for s in strategies]},
-                    common.plot_path(args.out, plot_suffix), title, label)
+    png = plot_bars(
+        strategies,
+        {label: [out["strategies"][s][metric] or 0 for s in strategies]},
+        common.plot_path(args.out, plot_suffix),
+        title,
+        label,
+    )
     print(table(out, metric, label))
     progress(f"wrote {args.out} and {png}")
     return 0
 
 
 def table(out: dict, metric: str, label: str) -> str:
-    lines = [f"| strategy | {label} | judged | tokens / question | LLM calls / reply | latency p50 (s) |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| strategy | {label} | judged | tokens / question | LLM calls / reply | latency p50 (s) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for s, r in out["strategies"].items():
-        lines.append(f"| {s} | {r[metric]} | {r['n_judged']}/{r['n']} | {r['tokens_per_question']} | "
-                     f"{r['llm_calls_per_reply']} | {r['latency_s_p50']} |")
+        lines.append(
+            f"| {s} | {r[metric]} | {r['n_judged']}/{r['n']} | {r['tokens_per_question']} | "
+            f"{r['llm_calls_per_reply']} | {r['latency_s_p50']} |"
+        )
     return "\n".join(lines)

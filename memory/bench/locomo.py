@@ -33,6 +33,7 @@ Methods and the code they run:
   ranked facts, most relevant anchor first. Dense ranking goes through the
   store; BM25 ranks the same events with the engine's BM25Index.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,9 @@ import random
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -57,15 +58,17 @@ from .common import Piece, Unit, progress
 METHODS = ("turn", "session", "secom", "secom-raw", "theanine-topk", "theanine-timeline")
 RETRIEVERS = ("bm25", "dense", "hybrid")
 DEFAULT_BUDGETS = (250, 500, 1000, 2000)
-DEFAULT_TIMELINE_LEN = 3        # tuned on conv-26 (2, 3, 5, 12 tried; see docs/benchmarks.md)
+DEFAULT_TIMELINE_LEN = 3  # tuned on conv-26 (2, 3, 5, 12 tried; see docs/benchmarks.md)
 CATEGORIES = ("1", "2", "3", "4")
 
 
 # --- ranking ------------------------------------------------------------------
 
+
 def fuse(bm25: np.ndarray, dense: np.ndarray) -> np.ndarray:
     """Hybrid score: reciprocal-rank fusion with SeCom's constant, as `SecomMemory.rank` fuses."""
     from ..secom.strategy import RRF_K
+
     return rrf(bm25, dense, k=RRF_K)
 
 
@@ -107,6 +110,7 @@ class Ranker:
 
 # --- conversations --------------------------------------------------------------
 
+
 @dataclass
 class Conversation:
     sample_id: str
@@ -145,6 +149,7 @@ def _turn_line(t) -> str:
 # Each method object is built once per conversation and yields, per question and
 # retriever, the ranked units (a generator is fine: pack() stops at the budget).
 
+
 class DialogueUnits:
     """Baselines: one unit per turn, or per session."""
 
@@ -171,11 +176,22 @@ class DialogueUnits:
 class TheanineUnits:
     """The observation facts as THEANINE memories, linked by the engine into a graph."""
 
-    def __init__(self, conv: Conversation, store, embedder, data_dir: Path, llm_session, options: Options,
-                 dates: bool, max_len: int, seed: int):
+    def __init__(
+        self,
+        conv: Conversation,
+        store,
+        embedder,
+        data_dir: Path,
+        llm_session,
+        options: Options,
+        dates: bool,
+        max_len: int,
+        seed: int,
+    ):
         from ..records import sortable_time
         from ..theanine.graph import Memory
         from ..theanine.strategy import KIND, TheanineMemory
+
         self.kind, self.options, self.dates, self.max_len, self.seed = KIND, options, dates, max_len, seed
         self.user = f"locomo-{conv.sample_id}"
         self.store = store
@@ -187,9 +203,18 @@ class TheanineUnits:
         t0 = time.perf_counter()
         for s in conv.sessions:
             obs = by_session.get(s.session_id, [])
-            mems = [Memory(id=f"{s.session_id}:o{i}", event=o.text, time=o.date, session_id=s.session_id,
-                           ts=sortable_time(o.date), turns=list(o.dia_ids), speaker=o.speaker)
-                    for i, o in enumerate(obs)]
+            mems = [
+                Memory(
+                    id=f"{s.session_id}:o{i}",
+                    event=o.text,
+                    time=o.date,
+                    session_id=s.session_id,
+                    ts=sortable_time(o.date),
+                    turns=list(o.dia_ids),
+                    speaker=o.speaker,
+                )
+                for i, o in enumerate(obs)
+            ]
             if mems:
                 self.tm.add_memories(self.user, s.session_id, mems, llm_session, options, trace)
         self.build_seconds = time.perf_counter() - t0
@@ -205,10 +230,15 @@ class TheanineUnits:
         comps: dict[str, int] = defaultdict(int)
         for m in self.mids:
             comps[self.graph.component_of(m)] += 1
-        return {"memories": len(self.mids), "edges": g.number_of_edges(), "components": len(comps),
-                "largest_component": max(comps.values()) if comps else 0,
-                "relations": {k: v for k, v in self.graph.relation_counts().items() if v},
-                "link_seconds": round(self.build_seconds, 2), "link_llm_calls": self.llm_calls}
+        return {
+            "memories": len(self.mids),
+            "edges": g.number_of_edges(),
+            "components": len(comps),
+            "largest_component": max(comps.values()) if comps else 0,
+            "relations": {k: v for k, v in self.graph.relation_counts().items() if v},
+            "link_seconds": round(self.build_seconds, 2),
+            "link_llm_calls": self.llm_calls,
+        }
 
     def _dense(self, qvec: np.ndarray) -> np.ndarray:
         # The engine's store: every memory of the user, by cosine similarity.
@@ -250,6 +280,7 @@ class TheanineUnits:
         timeline is skipped, and a timeline is cut to the run of memories around its anchor that are
         not in the context yet."""
         from ..theanine import timelines as tl
+
         rng = random.Random(self.seed)
         shown: set[str] = set()
         for mid in self.rank(retriever, q, qvec):
@@ -267,6 +298,7 @@ class SecomUnits:
 
     def __init__(self, conv: Conversation, secom, llm_session, options: Options, dates: bool, tag: str):
         from ..secom.strategy import KIND
+
         self.secom, self.options, self.dates = secom, options, dates
         self.user = f"locomo-{conv.sample_id}-{tag}"
         self.turns = {t.turn_id: t for s in conv.sessions for t in s.turns}
@@ -291,10 +323,14 @@ class SecomUnits:
     def stats(self) -> dict:
         sizes = [len(u.pieces) - (1 if self.dates else 0) for u in self._units.values()]
         ratio = [len(self._keys[i]) / max(1, len(self._units[i].text)) for i in self._units]
-        return {"segments": len(self._units), "mean_turns": round(float(np.mean(sizes)), 2) if sizes else 0,
-                "key_chars_over_text_chars": round(float(np.mean(ratio)), 3) if ratio else None,
-                "build_seconds": round(self.build_seconds, 2), "build_llm_calls": self.llm_calls,
-                "notices": self.notices}
+        return {
+            "segments": len(self._units),
+            "mean_turns": round(float(np.mean(sizes)), 2) if sizes else 0,
+            "key_chars_over_text_chars": round(float(np.mean(ratio)), 3) if ratio else None,
+            "build_seconds": round(self.build_seconds, 2),
+            "build_llm_calls": self.llm_calls,
+            "notices": self.notices,
+        }
 
     def ranked(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
         for h, _ in self.secom.rank(self.user, q.question, retriever):
@@ -302,6 +338,7 @@ class SecomUnits:
 
 
 # --- evaluation ----------------------------------------------------------------------
+
 
 class _Cached:
     """Re-iterable view of a generator: pack() for several budgets shares one ranking."""
@@ -328,17 +365,32 @@ def _mean(xs):
     return round(float(np.mean(xs)), 4) if xs else None
 
 
-def evaluate(convs: list[Conversation], methods: list[str], retrievers: list[str], budgets: list[int], *,
-             embedder, store, data_dir: Path, llm_session=None, secom=None, options: Options | None = None,
-             dates: bool = True, max_len: int = DEFAULT_TIMELINE_LEN, seed: int = 0) -> dict:
+def evaluate(
+    convs: list[Conversation],
+    methods: list[str],
+    retrievers: list[str],
+    budgets: list[int],
+    *,
+    embedder,
+    store,
+    data_dir: Path,
+    llm_session=None,
+    secom=None,
+    options: Options | None = None,
+    dates: bool = True,
+    max_len: int = DEFAULT_TIMELINE_LEN,
+    seed: int = 0,
+) -> dict:
     options = options or Options()
     per_q: dict[tuple[str, str, int], list[tuple[str, int, float]]] = defaultdict(list)
     built: dict[str, dict] = defaultdict(dict)
     timing: dict[str, float] = defaultdict(float)
     for ci, conv in enumerate(convs):
-        progress(f"{conv.sample_id} ({ci + 1}/{len(convs)}): {len(conv.sessions)} sessions, "
-                 f"{sum(len(s.turns) for s in conv.sessions)} turns, {len(conv.questions)} questions, "
-                 f"{len(conv.observations)} observations")
+        progress(
+            f"{conv.sample_id} ({ci + 1}/{len(convs)}): {len(conv.sessions)} sessions, "
+            f"{sum(len(s.turns) for s in conv.sessions)} turns, {len(conv.questions)} questions, "
+            f"{len(conv.observations)} observations"
+        )
         conv.qvecs = embedder.embed([q.question for q in conv.questions])
         for method in methods:
             t0 = time.perf_counter()
@@ -356,24 +408,40 @@ def evaluate(convs: list[Conversation], methods: list[str], retrievers: list[str
             else:
                 key = "theanine-units"
                 if key not in built[conv.sample_id]:
-                    built[conv.sample_id][key] = TheanineUnits(conv, store, embedder, data_dir, llm_session,
-                                                               options, dates, max_len, seed)
+                    built[conv.sample_id][key] = TheanineUnits(
+                        conv, store, embedder, data_dir, llm_session, options, dates, max_len, seed
+                    )
                 obj = built[conv.sample_id][key]
                 make = obj.topk if method == "theanine-topk" else obj.timelines
             timing[f"build:{method}"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             for retriever in retrievers:
-                for q, qvec in zip(conv.questions, conv.qvecs):
+                for q, qvec in zip(conv.questions, conv.qvecs, strict=False):
                     ranked = _Cached(make(retriever, q, qvec))
                     for b in budgets:
                         packed = common.pack(ranked, b)
                         per_q[(method, retriever, b)].append(
-                            (conv.sample_id, q.category, common.evidence_recall(q.evidence, packed.covered)))
+                            (conv.sample_id, q.category, common.evidence_recall(q.evidence, packed.covered))
+                        )
             timing[f"rank+pack:{method}"] += time.perf_counter() - t0
-            best = max((_mean([x[2] for x in per_q[(method, r, 1000 if 1000 in budgets else budgets[-1])]
-                               if x[0] == conv.sample_id]) or 0.0, r) for r in retrievers)
-            progress(f"  {method:18s} recall@{1000 if 1000 in budgets else budgets[-1]} best {best[0]:.3f} "
-                     f"({best[1]})  [{time.perf_counter() - t0:.1f}s]")
+            best = max(
+                (
+                    _mean(
+                        [
+                            x[2]
+                            for x in per_q[(method, r, 1000 if 1000 in budgets else budgets[-1])]
+                            if x[0] == conv.sample_id
+                        ]
+                    )
+                    or 0.0,
+                    r,
+                )
+                for r in retrievers
+            )
+            progress(
+                f"  {method:18s} recall@{1000 if 1000 in budgets else budgets[-1]} best {best[0]:.3f} "
+                f"({best[1]})  [{time.perf_counter() - t0:.1f}s]"
+            )
     # What memories built from observation facts can reach at best: evidence turns some fact carries.
     ceiling = []
     for conv in convs:
@@ -386,17 +454,27 @@ def evaluate(convs: list[Conversation], methods: list[str], retrievers: list[str
                 rows = per_q.get((method, retriever, b))
                 if not rows:
                     continue
-                results.append({
-                    "method": method, "retriever": retriever, "budget": b,
-                    "recall": _mean([r for _, _, r in rows]),
-                    "by_category": {c: _mean([r for _, cat, r in rows if str(cat) == c]) for c in CATEGORIES},
-                    "n_questions": len(rows),
-                    "by_conversation": {cid: _mean([r for c2, _, r in rows if c2 == cid])
-                                        for cid in dict.fromkeys(c for c, _, _ in rows)},
-                })
+                results.append(
+                    {
+                        "method": method,
+                        "retriever": retriever,
+                        "budget": b,
+                        "recall": _mean([r for _, _, r in rows]),
+                        "by_category": {c: _mean([r for _, cat, r in rows if str(cat) == c]) for c in CATEGORIES},
+                        "n_questions": len(rows),
+                        "by_conversation": {
+                            cid: _mean([r for c2, _, r in rows if c2 == cid])
+                            for cid in dict.fromkeys(c for c, _, _ in rows)
+                        },
+                    }
+                )
     stats = {cid: {k.replace("-units", ""): v.stats() for k, v in d.items()} for cid, d in built.items()}
-    return {"results": results, "built": stats, "timing_seconds": {k: round(v, 2) for k, v in timing.items()},
-            "observation_ceiling": _mean(ceiling)}
+    return {
+        "results": results,
+        "built": stats,
+        "timing_seconds": {k: round(v, 2) for k, v in timing.items()},
+        "observation_ceiling": _mean(ceiling),
+    }
 
 
 def best_by_method(results: list[dict], budget: int) -> dict[str, dict]:
@@ -413,19 +491,26 @@ def table(results: list[dict], budgets: list[int]) -> str:
     rows = defaultdict(dict)
     for r in results:
         rows[(r["method"], r["retriever"])][r["budget"]] = r["recall"]
-    lines = ["| method | retriever | " + " | ".join(str(b) for b in budgets) + " |",
-             "| --- | --- | " + " | ".join("---:" for _ in budgets) + " |"]
+    lines = [
+        "| method | retriever | " + " | ".join(str(b) for b in budgets) + " |",
+        "| --- | --- | " + " | ".join("---:" for _ in budgets) + " |",
+    ]
     for (m, ret), vals in rows.items():
-        lines.append(f"| {m} | {ret} | " + " | ".join(f"{vals[b]:.3f}" if vals.get(b) is not None else "-"
-                                                         for b in budgets) + " |")
+        lines.append(
+            f"| {m} | {ret} | "
+            + " | ".join(f"{vals[b]:.3f}" if vals.get(b) is not None else "-" for b in budgets)
+            + " |"
+        )
     return "\n".join(lines)
 
 
 def best_table(results: list[dict], budgets: list[int]) -> str:
     """Markdown: each method's best retriever at each budget."""
     methods = list(dict.fromkeys(r["method"] for r in results))
-    lines = ["| method (best retriever) | " + " | ".join(str(b) for b in budgets) + " |",
-             "| --- | " + " | ".join("---:" for _ in budgets) + " |"]
+    lines = [
+        "| method (best retriever) | " + " | ".join(str(b) for b in budgets) + " |",
+        "| --- | " + " | ".join("---:" for _ in budgets) + " |",
+    ]
     for m in methods:
         cells = []
         for b in budgets:
@@ -436,6 +521,7 @@ def best_table(results: list[dict], budgets: list[int]) -> str:
 
 
 # --- command ---------------------------------------------------------------------
+
 
 def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: int | None = None):
     """The engine's SecomMemory twice: with the configured compressor (`secom`) and without (`secom-raw`),
@@ -451,37 +537,70 @@ def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: i
     segmenter = LLMSegmenter(rubric, fallback=offline) if (use_llm and settings.segmenter == "llm") else offline
     compressor, note = load_compressor(settings.compressor_model)
     note = note or f"compressed keys: {getattr(compressor, 'name', 'compressor')}"
-    return {"secom": SecomMemory(store, embedder, compressor, note, segmenter),
-            "secom-raw": SecomMemory(store, embedder, None, "secom-raw: keys are the original text", segmenter)}, \
-        f"{note}; segmenter: {getattr(segmenter, 'name', type(segmenter).__name__)}"
+    return {
+        "secom": SecomMemory(store, embedder, compressor, note, segmenter),
+        "secom-raw": SecomMemory(store, embedder, None, "secom-raw: keys are the original text", segmenter),
+    }, f"{note}; segmenter: {getattr(segmenter, 'name', type(segmenter).__name__)}"
 
 
 def main(argv: list[str]) -> int:
     p = common.parser("locomo", __doc__.split("\n\n")[0], "bench_out/locomo.json")
     p.add_argument("--data", required=True, help="a file in LoCoMo's format (a list of samples)")
-    p.add_argument("--budgets", type=common.int_list, default=list(DEFAULT_BUDGETS),
-                   help="token budgets, comma-separated (default 250,500,1000,2000)")
+    p.add_argument(
+        "--budgets",
+        type=common.int_list,
+        default=list(DEFAULT_BUDGETS),
+        help="token budgets, comma-separated (default 250,500,1000,2000)",
+    )
     p.add_argument("--methods", type=common.str_list, default=list(METHODS), help=f"subset of {','.join(METHODS)}")
-    p.add_argument("--retrievers", type=common.str_list, default=list(RETRIEVERS),
-                   help=f"subset of {','.join(RETRIEVERS)}")
-    p.add_argument("--conversations", type=common.str_list, default=None,
-                   help="sample ids to evaluate (default: all in the file), e.g. conv-30,conv-41")
-    p.add_argument("--linking", choices=("auto", "offline", "llm"), default="auto",
-                   help="THEANINE linking: the configured LLM, or the offline rule (auto: LLM only when an "
-                        "endpoint is configured)")
+    p.add_argument(
+        "--retrievers", type=common.str_list, default=list(RETRIEVERS), help=f"subset of {','.join(RETRIEVERS)}"
+    )
+    p.add_argument(
+        "--conversations",
+        type=common.str_list,
+        default=None,
+        help="sample ids to evaluate (default: all in the file), e.g. conv-30,conv-41",
+    )
+    p.add_argument(
+        "--linking",
+        choices=("auto", "offline", "llm"),
+        default="auto",
+        help="THEANINE linking: the configured LLM, or the offline rule (auto: LLM only when an "
+        "endpoint is configured)",
+    )
     p.add_argument("--no-dates", action="store_true", help="do not prefix units with their session date")
-    p.add_argument("--max-len", type=int, default=DEFAULT_TIMELINE_LEN,
-                   help=f"longest timeline, in memories (default {DEFAULT_TIMELINE_LEN}: the anchor and its neighbours)")
-    p.add_argument("--segment-max-len", type=int, default=None,
-                   help="offline segmenter: split segments longer than this many exchanges "
-                        "(default: the segmenter's own setting)")
-    p.add_argument("--path", choices=("agent", "units"), default="agent",
-                   help="agent: the app's path (MemoryAgent.close_session + memory_context); units: the "
-                        "packer-only path over LoCoMo's observation facts (default agent)")
-    p.add_argument("--summariser", type=common.str_list, default=["offline"],
-                   help="--path agent: offline, reference, llm, comma-separated (default offline)")
-    p.add_argument("--embedder", choices=("minilm", "openai"), default=None,
-                   help="default: the configured embedder (MiniLM offline)")
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=DEFAULT_TIMELINE_LEN,
+        help=f"longest timeline, in memories (default {DEFAULT_TIMELINE_LEN}: the anchor and its neighbours)",
+    )
+    p.add_argument(
+        "--segment-max-len",
+        type=int,
+        default=None,
+        help="offline segmenter: split segments longer than this many exchanges (default: the segmenter's own setting)",
+    )
+    p.add_argument(
+        "--path",
+        choices=("agent", "units"),
+        default="agent",
+        help="agent: the app's path (MemoryAgent.close_session + memory_context); units: the "
+        "packer-only path over LoCoMo's observation facts (default agent)",
+    )
+    p.add_argument(
+        "--summariser",
+        type=common.str_list,
+        default=["offline"],
+        help="--path agent: offline, reference, llm, comma-separated (default offline)",
+    )
+    p.add_argument(
+        "--embedder",
+        choices=("minilm", "openai"),
+        default=None,
+        help="default: the configured embedder (MiniLM offline)",
+    )
     args = p.parse_args(argv)
     bad = [m for m in args.methods if m not in METHODS] + [r for r in args.retrievers if r not in RETRIEVERS]
     if bad:
@@ -497,12 +616,14 @@ def main(argv: list[str]) -> int:
     settings = Settings.from_env()
     options = settings.options.with_(seed=args.seed)
     embedder_kind = args.embedder or settings.embedder
-    embedder = make_embedder(embedder_kind, api_key=settings.llm.api_key, base_url=settings.llm.base_url,
-                             model=settings.embed_model)
+    embedder = make_embedder(
+        embedder_kind, api_key=settings.llm.api_key, base_url=settings.llm.base_url, model=settings.embed_model
+    )
     use_llm = args.linking == "llm" or (args.linking == "auto" and common.llm_configured())
     llm_session = None
     if use_llm:
         from ..llm import LLMSession, make_llm
+
         llm_session = LLMSession(make_llm(settings.llm), Trace("close"), options.temperature, settings.llm.max_retries)
     max_len = args.max_len
     convs = load(args.data, args.conversations)
@@ -513,30 +634,58 @@ def main(argv: list[str]) -> int:
             secom, secom_note = _secom_memories(store, embedder, settings, use_llm, args.segment_max_len)
             progress(secom_note)
             seg = getattr(secom.get("secom"), "segmenter", None)
-            seg = getattr(seg, "fallback", seg)                  # an LLM segmenter's offline fallback
+            seg = getattr(seg, "fallback", seg)  # an LLM segmenter's offline fallback
             seg_params = seg.params.to_dict() if hasattr(getattr(seg, "params", None), "to_dict") else None
         t0 = time.perf_counter()
-        out = evaluate(convs, args.methods, args.retrievers, args.budgets, embedder=embedder, store=store,
-                       data_dir=Path(tmp), llm_session=llm_session, secom=secom, options=options,
-                       dates=not args.no_dates, max_len=max_len, seed=args.seed)
+        out = evaluate(
+            convs,
+            args.methods,
+            args.retrievers,
+            args.budgets,
+            embedder=embedder,
+            store=store,
+            data_dir=Path(tmp),
+            llm_session=llm_session,
+            secom=secom,
+            options=options,
+            dates=not args.no_dates,
+            max_len=max_len,
+            seed=args.seed,
+        )
     out["config"] = {
-        "data": str(args.data), "conversations": [c.sample_id for c in convs],
-        "n_questions": sum(len(c.questions) for c in convs), "budgets": args.budgets, "methods": args.methods,
-        "retrievers": args.retrievers, "seed": args.seed, "tokenizer": "tiktoken cl100k_base",
+        "data": str(args.data),
+        "conversations": [c.sample_id for c in convs],
+        "n_questions": sum(len(c.questions) for c in convs),
+        "budgets": args.budgets,
+        "methods": args.methods,
+        "retrievers": args.retrievers,
+        "seed": args.seed,
+        "tokenizer": "tiktoken cl100k_base",
         "embedder": getattr(embedder, "name", embedder_kind),
-        "linking": ("llm: " + settings.llm.describe()) if use_llm else
-                   f"offline rule (SameTopic if cosine >= {linking.OFFLINE_SAMETOPIC_THRESHOLD})",
-        "j": options.j, "n": options.n, "timeline_max_len": max_len, "dates": not args.no_dates,
-        "secom": secom_note, "segmenter": settings.segmenter if use_llm else "embedding",
-        "segment_max_len": args.segment_max_len, "segmenter_params": seg_params,
+        "linking": ("llm: " + settings.llm.describe())
+        if use_llm
+        else f"offline rule (SameTopic if cosine >= {linking.OFFLINE_SAMETOPIC_THRESHOLD})",
+        "j": options.j,
+        "n": options.n,
+        "timeline_max_len": max_len,
+        "dates": not args.no_dates,
+        "secom": secom_note,
+        "segmenter": settings.segmenter if use_llm else "embedding",
+        "segment_max_len": args.segment_max_len,
+        "segmenter_params": seg_params,
         "packing": "units in rank order while they fit; the first that does not fit is cut to the pieces "
-                   "around its anchor that fit; then stop",
-        "seconds": round(time.perf_counter() - t0, 1), "machine": common.machine(),
+        "around its anchor that fit; then stop",
+        "seconds": round(time.perf_counter() - t0, 1),
+        "machine": common.machine(),
     }
     common.write_json(args.out, out)
     from .plots import plot_recall
-    png = plot_recall(out["results"], common.plot_path(args.out, "recall"),
-                      title=f"LoCoMo evidence recall ({', '.join(out['config']['conversations'])})")
+
+    png = plot_recall(
+        out["results"],
+        common.plot_path(args.out, "recall"),
+        title=f"LoCoMo evidence recall ({', '.join(out['config']['conversations'])})",
+    )
     print(table(out["results"], args.budgets))
     print()
     print(best_table(out["results"], args.budgets))
@@ -546,11 +695,11 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-
 def _main_agent(p, args) -> int:
     from ..embeddings import make_embedder
     from ..settings import Settings
     from . import locomo_agent as la
+
     bad = [s for s in args.summariser if s not in la.SUMMARISERS]
     if bad:
         p.error(f"unknown summariser: {', '.join(bad)} (choose from {', '.join(la.SUMMARISERS)})")
@@ -562,34 +711,63 @@ def _main_agent(p, args) -> int:
     settings = Settings.from_env()
     if args.embedder:
         import dataclasses
+
         settings = dataclasses.replace(settings, embedder=args.embedder)
     options = settings.options.with_(seed=args.seed)
-    embedder = make_embedder(settings.embedder, api_key=settings.llm.api_key, base_url=settings.llm.base_url,
-                             model=settings.embed_model)
+    embedder = make_embedder(
+        settings.embedder, api_key=settings.llm.api_key, base_url=settings.llm.base_url, model=settings.embed_model
+    )
     convs = load(args.data, args.conversations)
     t0 = time.perf_counter()
-    out = la.evaluate(convs, methods, args.retrievers, args.budgets, args.summariser, settings=settings,
-                      embedder=embedder, options=options, dates=not args.no_dates,
-                      segment_max_len=args.segment_max_len)
+    out = la.evaluate(
+        convs,
+        methods,
+        args.retrievers,
+        args.budgets,
+        args.summariser,
+        settings=settings,
+        embedder=embedder,
+        options=options,
+        dates=not args.no_dates,
+        segment_max_len=args.segment_max_len,
+    )
     from ..theanine import strategy as ts
+
     out["config"] = {
-        "path": "agent", "summarisers": args.summariser, "data": str(args.data),
-        "conversations": [c.sample_id for c in convs], "n_questions": sum(len(c.questions) for c in convs),
-        "budgets": args.budgets, "methods": methods, "retrievers": args.retrievers, "seed": args.seed,
-        "tokenizer": "tiktoken cl100k_base", "embedder": settings.embedder, "k": la.BENCH_K, "j": options.j,
-        "n": options.n, "timeline_max_len": ts.TIMELINE_MAX_LEN, "segmenter": settings.segmenter,
-        "segmenter_params": settings.segmenter_params or None, "segment_max_len": args.segment_max_len,
+        "path": "agent",
+        "summarisers": args.summariser,
+        "data": str(args.data),
+        "conversations": [c.sample_id for c in convs],
+        "n_questions": sum(len(c.questions) for c in convs),
+        "budgets": args.budgets,
+        "methods": methods,
+        "retrievers": args.retrievers,
+        "seed": args.seed,
+        "tokenizer": "tiktoken cl100k_base",
+        "embedder": settings.embedder,
+        "k": la.BENCH_K,
+        "j": options.j,
+        "n": options.n,
+        "timeline_max_len": ts.TIMELINE_MAX_LEN,
+        "segmenter": settings.segmenter,
+        "segmenter_params": settings.segmenter_params or None,
+        "segment_max_len": args.segment_max_len,
         "compressor": settings.compressor_model,
         "llm": settings.llm.describe() if "llm" in args.summariser else None,
         "theanine_retriever": "dense (the app's)",
         "packing": "memory.packing.pack (shared by reply and benchmark)",
-        "seconds": round(time.perf_counter() - t0, 1), "machine": common.machine(),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "machine": common.machine(),
     }
     common.write_json(args.out, out)
     rows = [{**r, "method": la.method_label(r)} for r in out["results"]]
     from .plots import plot_recall
-    png = plot_recall(rows, common.plot_path(args.out, "recall"),
-                      title=f"LoCoMo evidence recall, agent path ({', '.join(out['config']['conversations'])})")
+
+    png = plot_recall(
+        rows,
+        common.plot_path(args.out, "recall"),
+        title=f"LoCoMo evidence recall, agent path ({', '.join(out['config']['conversations'])})",
+    )
     print(table(rows, args.budgets))
     print()
     print(best_table(rows, args.budgets))
@@ -603,8 +781,10 @@ def category_table(results: list[dict], budget: int) -> str:
     """Markdown: each method's best retriever at `budget`, per LoCoMo category."""
     best = best_by_method(results, budget)
     names = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
-    lines = [f"| method @{budget} | all | " + " | ".join(f"{c} {names[c]}" for c in CATEGORIES) + " |",
-             "| --- | ---: | " + " | ".join("---:" for _ in CATEGORIES) + " |"]
+    lines = [
+        f"| method @{budget} | all | " + " | ".join(f"{c} {names[c]}" for c in CATEGORIES) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in CATEGORIES) + " |",
+    ]
     for m, r in best.items():
         cells = [f"{r['by_category'][c]:.3f}" if r["by_category"].get(c) is not None else "-" for c in CATEGORIES]
         lines.append(f"| {m} ({r['retriever']}) | {r['recall']:.3f} | " + " | ".join(cells) + " |")

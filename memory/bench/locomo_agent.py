@@ -18,6 +18,7 @@ Summarisers (`--summariser`, comma-separated for several):
   trace says so); SeCom's segmenter is the configured one.
 * llm: the configured endpoint, for every step.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,8 +27,8 @@ import re
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..llm import Completion, LLMSession
 from ..trace import Trace
@@ -36,7 +37,7 @@ from .common import progress
 
 SUMMARISERS = ("offline", "reference", "llm")
 AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline")
-BENCH_K = 20        # the most Options allows: memories / segments retrieved, so that the budget decides
+BENCH_K = 20  # the most Options allows: memories / segments retrieved, so that the budget decides
 
 
 def _norm(text: str) -> str:
@@ -57,7 +58,7 @@ class ReferenceLLM:
         self.calls: dict[str, int] = defaultdict(int)
 
     def _memories(self, prompt: str) -> str:
-        index: dict[str, int] = {}                  # dia_id -> the number the prompt gives that turn
+        index: dict[str, int] = {}  # dia_id -> the number the prompt gives that turn
         for i, sp, body in re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", prompt, re.M):
             d = self.dia_by_text.get((_norm(sp), _norm(body)))
             if d:
@@ -68,8 +69,9 @@ class ReferenceLLM:
             for o in self.obs.get(s, []):
                 # A fact belongs to the part of a long session that holds its first evidence turn.
                 if o.dia_ids and o.dia_ids[0] in index:
-                    mems.append({"speaker": o.speaker, "event": o.text,
-                                 "turns": [index[d] for d in o.dia_ids if d in index]})
+                    mems.append(
+                        {"speaker": o.speaker, "event": o.text, "turns": [index[d] for d in o.dia_ids if d in index]}
+                    )
         return json.dumps({"memories": mems})
 
     def _answer(self, messages: list[dict]) -> str:
@@ -81,7 +83,7 @@ class ReferenceLLM:
             self.calls["refine"] += 1
             return json.dumps({"timelines": re.findall(r"^Timeline \d+: (.*)$", prompt, re.M)})
         self.calls["other"] += 1
-        return "{}"                                 # relations, segmentation: the engine falls back
+        return "{}"  # relations, segmentation: the engine falls back
 
     def chat(self, messages, *, temperature, max_tokens, json_schema=None) -> Completion:
         return Completion(self._answer(messages))
@@ -100,9 +102,10 @@ class CachedEmbedder:
 
     def embed(self, texts):
         import numpy as np
+
         todo = [t for t in dict.fromkeys(texts) if t not in self._memo]
         if todo:
-            for t, v in zip(todo, self.inner.embed(todo)):
+            for t, v in zip(todo, self.inner.embed(todo), strict=False):
                 self._memo[t] = v
         return np.stack([self._memo[t] for t in texts]) if texts else self.inner.embed(texts)
 
@@ -120,16 +123,19 @@ def build(conv, summariser: str, settings, data_dir: Path, options, segment_max_
     """A MemoryAgent on the app's providers (settings) with the conversation's sessions closed."""
     from ..agent import MemoryAgent
     from ..llm import make_llm
+
     llm = ReferenceLLM(conv) if summariser == "reference" else (make_llm(settings.llm) if summariser == "llm" else None)
     s = dataclasses.replace(settings, data_dir=Path(data_dir))
     agent = MemoryAgent.from_settings(s, llm_factory=(lambda cfg: llm) if llm is not None else None)
     cached = CachedEmbedder(agent.embedder)
     agent.embedder = agent.theanine.embedder = agent.secom.embedder = cached
-    if segment_max_len:                     # the offline segmenter with its longest segment capped
+    if segment_max_len:  # the offline segmenter with its longest segment capped
         from ..secom.segmentation import EmbeddingSegmenter, LLMSegmenter
+
         seg = agent.secom.segmenter
-        offline = EmbeddingSegmenter(cached, getattr(agent.secom._embedding_segmenter(), "params", None),
-                                     max_len=segment_max_len)
+        offline = EmbeddingSegmenter(
+            cached, getattr(agent.secom._embedding_segmenter(), "params", None), max_len=segment_max_len
+        )
         agent.secom.segmenter = LLMSegmenter(seg.rubric, fallback=offline) if isinstance(seg, LLMSegmenter) else offline
     user = f"locomo-{conv.sample_id}-{summariser}"
     t0 = time.perf_counter()
@@ -143,11 +149,21 @@ def build(conv, summariser: str, settings, data_dir: Path, options, segment_max_
         memories += len(rep.new_memories)
         segments += len(rep.new_segments)
         notices += [n for n in rep.trace.notices if n not in notices]
-    close = {"sessions": len(conv.sessions), "memories": memories, "segments": segments, "llm_calls": calls,
-             "fallbacks": dict(fallbacks), "notices": notices[:10], "seconds": round(time.perf_counter() - t0, 1)}
+    close = {
+        "sessions": len(conv.sessions),
+        "memories": memories,
+        "segments": segments,
+        "llm_calls": calls,
+        "fallbacks": dict(fallbacks),
+        "notices": notices[:10],
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
     g = agent.theanine.graph(user)
-    close["graph"] = {"memories": len(g.g), "edges": g.g.number_of_edges(),
-                      "relations": {k: v for k, v in g.relation_counts().items() if v}}
+    close["graph"] = {
+        "memories": len(g.g),
+        "edges": g.g.number_of_edges(),
+        "relations": {k: v for k, v in g.relation_counts().items() if v},
+    }
     return Built(agent, user, summariser, llm, close)
 
 
@@ -159,27 +175,42 @@ def recall_rows(b: Built, conv, method: str, retriever: str, budgets: list[int],
     for q in conv.questions:
         for budget in budgets:
             opts = options.with_(strategy=strategy, budget=budget, k=BENCH_K, retriever=retriever)
-            ctx = b.agent.memory_context(b.user, [], q.question, opts, Trace(strategy), session,
-                                         timelines=method != "theanine-topk")
+            ctx = b.agent.memory_context(
+                b.user, [], q.question, opts, Trace(strategy), session, timelines=method != "theanine-topk"
+            )
             covered = {t for c in ctx.covers for t in c}
             out.append((conv.sample_id, q.category, budget, common.evidence_recall(q.evidence, covered)))
     return out
 
 
-def evaluate(convs, methods: list[str], retrievers: list[str], budgets: list[int], summarisers: list[str], *,
-             settings, embedder, options, dates: bool = True, segment_max_len: int | None = None) -> dict:
+def evaluate(
+    convs,
+    methods: list[str],
+    retrievers: list[str],
+    budgets: list[int],
+    summarisers: list[str],
+    *,
+    settings,
+    embedder,
+    options,
+    dates: bool = True,
+    segment_max_len: int | None = None,
+) -> dict:
     from .locomo import CATEGORIES, DialogueUnits, _Cached, _mean
+
     per: dict[tuple, list] = defaultdict(list)
     closes: dict = defaultdict(dict)
     with tempfile.TemporaryDirectory(prefix="bench-locomo-agent-") as tmp:
         for ci, conv in enumerate(convs):
-            progress(f"{conv.sample_id} ({ci + 1}/{len(convs)}): {len(conv.sessions)} sessions, "
-                     f"{len(conv.questions)} questions")
+            progress(
+                f"{conv.sample_id} ({ci + 1}/{len(convs)}): {len(conv.sessions)} sessions, "
+                f"{len(conv.questions)} questions"
+            )
             conv.qvecs = embedder.embed([q.question for q in conv.questions])
             for method in [m for m in methods if m in ("turn", "session")]:
                 units = DialogueUnits(conv, embedder, method, dates)
                 for r in retrievers:
-                    for q, v in zip(conv.questions, conv.qvecs):
+                    for q, v in zip(conv.questions, conv.qvecs, strict=False):
                         ranked = _Cached(units.ranked(r, q, v))
                         for bud in budgets:
                             rec = common.evidence_recall(q.evidence, common.pack(ranked, bud).covered)
@@ -188,27 +219,38 @@ def evaluate(convs, methods: list[str], retrievers: list[str], budgets: list[int
                 t0 = time.perf_counter()
                 b = build(conv, summ, settings, Path(tmp) / f"{conv.sample_id}-{summ}", options, segment_max_len)
                 closes[summ][conv.sample_id] = b.close
-                progress(f"  {summ}: closed {len(conv.sessions)} sessions in {time.perf_counter() - t0:.1f}s "
-                         f"({b.close['memories']} memories, {b.close['segments']} segments, "
-                         f"{b.close['llm_calls']} LLM calls)")
+                progress(
+                    f"  {summ}: closed {len(conv.sessions)} sessions in {time.perf_counter() - t0:.1f}s "
+                    f"({b.close['memories']} memories, {b.close['segments']} segments, "
+                    f"{b.close['llm_calls']} LLM calls)"
+                )
                 for method in [m for m in methods if m not in ("turn", "session")]:
                     # THEANINE retrieves by dense similarity (the app's way); SeCom by the options' retriever.
-                    for r in (retrievers if method == "secom" else ["dense"]):
+                    for r in retrievers if method == "secom" else ["dense"]:
                         t0 = time.perf_counter()
                         for sid, cat, bud, rec in recall_rows(b, conv, method, r, budgets, options):
                             per[(summ, method, r, bud)].append((sid, cat, rec))
                         at = 1000 if 1000 in budgets else budgets[-1]
                         mine = [x[2] for x in per[(summ, method, r, at)] if x[0] == conv.sample_id]
-                        progress(f"    {method:18s} {r:6s} recall@{at} {_mean(mine)}  "
-                                 f"[{time.perf_counter() - t0:.1f}s]")
+                        progress(
+                            f"    {method:18s} {r:6s} recall@{at} {_mean(mine)}  [{time.perf_counter() - t0:.1f}s]"
+                        )
     results = []
     for (summ, method, r, bud), rows in per.items():
-        results.append({"summariser": summ, "method": method, "retriever": r, "budget": bud,
-                        "recall": _mean([x[2] for x in rows]),
-                        "by_category": {c: _mean([x[2] for x in rows if str(x[1]) == c]) for c in CATEGORIES},
-                        "n_questions": len(rows),
-                        "by_conversation": {cid: _mean([x[2] for x in rows if x[0] == cid])
-                                            for cid in dict.fromkeys(x[0] for x in rows)}})
+        results.append(
+            {
+                "summariser": summ,
+                "method": method,
+                "retriever": r,
+                "budget": bud,
+                "recall": _mean([x[2] for x in rows]),
+                "by_category": {c: _mean([x[2] for x in rows if str(x[1]) == c]) for c in CATEGORIES},
+                "n_questions": len(rows),
+                "by_conversation": {
+                    cid: _mean([x[2] for x in rows if x[0] == cid]) for cid in dict.fromkeys(x[0] for x in rows)
+                },
+            }
+        )
     return {"results": results, "close": dict(closes)}
 
 

@@ -1,4 +1,5 @@
 """Plots of the benchmark results (matplotlib, Agg backend: no display needed)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -7,8 +8,12 @@ from pathlib import Path
 from .common import matplotlib_pyplot
 
 _STYLE = {
-    "turn": ("tab:gray", "o"), "session": ("tab:brown", "s"), "secom": ("tab:blue", "^"),
-    "secom-raw": ("tab:cyan", "v"), "theanine-topk": ("tab:orange", "D"), "theanine-timeline": ("tab:red", "P"),
+    "turn": ("tab:gray", "o"),
+    "session": ("tab:brown", "s"),
+    "secom": ("tab:blue", "^"),
+    "secom-raw": ("tab:cyan", "v"),
+    "theanine-topk": ("tab:orange", "D"),
+    "theanine-timeline": ("tab:red", "P"),
 }
 
 
@@ -23,13 +28,13 @@ def plot_recall(results: list[dict], path: str | Path, title: str = "LoCoMo evid
             lines[(r["retriever"], r["method"])].append((r["budget"], r["recall"]))
             key = (r["method"], r["budget"])
             best[key] = max(best.get(key, 0.0), r["recall"])
-    if len(retrievers) > 1:                      # first panel: each method with its best retriever per budget
+    if len(retrievers) > 1:  # first panel: each method with its best retriever per budget
         for (m, b), v in best.items():
             lines[("best retriever", m)].append((b, v))
-        retrievers = ["best retriever"] + retrievers
+        retrievers = ["best retriever", *retrievers]
     fig, axes = plt.subplots(1, len(retrievers), figsize=(4.6 * len(retrievers), 4.2), sharey=True, squeeze=False)
     budgets = sorted({r["budget"] for r in results})
-    for ax, ret in zip(axes[0], retrievers):
+    for ax, ret in zip(axes[0], retrievers, strict=False):
         for (r2, method), pts in lines.items():
             if r2 != ret:
                 continue
@@ -95,8 +100,7 @@ def plot_scale(sizes: list[dict], path: str | Path, title: str = "Scale: latency
     return path
 
 
-def plot_bars(labels: list[str], series: dict[str, list[float]], path: str | Path, title: str,
-              ylabel: str) -> Path:
+def plot_bars(labels: list[str], series: dict[str, list[float]], path: str | Path, title: str, ylabel: str) -> Path:
     """Grouped bars: one group per label, one bar per series."""
     plt = matplotlib_pyplot()
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels) * max(1, len(series)) / 2), 4.2))

@@ -10,6 +10,7 @@ with `MemoryAgent.reply`, once per strategy. An LLM judge compares the reply
 with LoCoMo's gold answer (correct / wrong). Reports accuracy, tokens, LLM
 calls and latency per question for each strategy.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -25,12 +26,16 @@ JUDGE_SYSTEM = "You grade answers to questions about past conversations. Answer 
 
 
 def judge_messages(question: str, gold: str, reply: str) -> list[dict]:
-    return [{"role": "system", "content": JUDGE_SYSTEM},
-            {"role": "user", "content":
-                f"Question: {question}\nGold answer: {gold}\nResponse: {reply or '(no answer)'}\n\n"
-                "Is the response correct, i.e. does it give the gold answer or something with the same meaning "
-                "(dates may be written differently; extra detail is fine; a refusal or a different answer is "
-                'wrong)? Answer as {"correct": true} or {"correct": false}.'}]
+    return [
+        {"role": "system", "content": JUDGE_SYSTEM},
+        {
+            "role": "user",
+            "content": f"Question: {question}\nGold answer: {gold}\nResponse: {reply or '(no answer)'}\n\n"
+            "Is the response correct, i.e. does it give the gold answer or something with the same meaning "
+            "(dates may be written differently; extra detail is fine; a refusal or a different answer is "
+            'wrong)? Answer as {"correct": true} or {"correct": false}.',
+        },
+    ]
 
 
 def main(argv: list[str]) -> int:
@@ -60,11 +65,21 @@ def main(argv: list[str]) -> int:
                     opts = llm_eval.options_for(settings, strat, args.seed, args.max_reply_tokens)
                     r = llm_eval.ask(agent, user, q.question, opts)
                     r["correct"] = judge.verdict("judge", judge_messages(q.question, q.answer, r["reply"]), "correct")
-                    r.update({"strategy": strat, "user": user.user_id, "question": q.question, "gold": q.answer,
-                              "category": q.category, "evidence": q.evidence})
+                    r.update(
+                        {
+                            "strategy": strat,
+                            "user": user.user_id,
+                            "question": q.question,
+                            "gold": q.answer,
+                            "category": q.category,
+                            "evidence": q.evidence,
+                        }
+                    )
                     rows.append(r)
-                    progress(f"  q{qi + 1}/{len(qs)} {strat:8s} correct={r['correct']} "
-                             f"{r['llm_calls']} calls {r['tokens']} tokens {r['latency_s']:.1f}s")
+                    progress(
+                        f"  q{qi + 1}/{len(qs)} {strat:8s} correct={r['correct']} "
+                        f"{r['llm_calls']} calls {r['tokens']} tokens {r['latency_s']:.1f}s"
+                    )
     out = {"strategies": {}, "questions": rows, "close": closes}
     for strat in args.strategies:
         mine = [r for r in rows if r["strategy"] == strat]
@@ -76,9 +91,20 @@ def main(argv: list[str]) -> int:
                 by_cat[str(r["category"])].append(r["correct"])
         s["by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(by_cat.items())}
         out["strategies"][strat] = s
-    out["config"] = {"data": args.data, "users": [u.user_id for u in users], "limit": args.limit,
-                     "max_sessions": args.max_sessions, "seed": args.seed, "llm": settings.llm.describe(),
-                     "embedder": settings.embedder, "judge": judge.describe(),
-                     "judge_tokens": judge.tokens, "max_reply_tokens": args.max_reply_tokens,
-                     "seconds": round(time.perf_counter() - t_start, 1), "machine": common.machine()}
-    return llm_eval.finish(args, out, "accuracy", "accuracy", "accuracy", f"LoCoMo QA accuracy (LLM judge, {settings.llm.describe()})")
+    out["config"] = {
+        "data": args.data,
+        "users": [u.user_id for u in users],
+        "limit": args.limit,
+        "max_sessions": args.max_sessions,
+        "seed": args.seed,
+        "llm": settings.llm.describe(),
+        "embedder": settings.embedder,
+        "judge": judge.describe(),
+        "judge_tokens": judge.tokens,
+        "max_reply_tokens": args.max_reply_tokens,
+        "seconds": round(time.perf_counter() - t_start, 1),
+        "machine": common.machine(),
+    }
+    return llm_eval.finish(
+        args, out, "accuracy", "accuracy", "accuracy", f"LoCoMo QA accuracy (LLM judge, {settings.llm.describe()})"
+    )

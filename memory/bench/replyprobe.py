@@ -8,6 +8,7 @@ answer is streamed by `LLMSession.stream` (with its retry of an empty answer).
 Per model it reports the share of replies that are empty, that continue the
 transcript or are not prose, and that mention the remembered fact.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,7 +20,7 @@ from ..records import Turn
 from ..reply_prompts import reply_messages
 from ..settings import BUNDLED_MODELS, LLMConfig
 from ..trace import Trace
-from .common import machine, parser, plot_path, progress, str_list, write_json, matplotlib_pyplot
+from .common import machine, matplotlib_pyplot, parser, plot_path, progress, str_list, write_json
 
 # (remembered fact, what the user says now, words of which any shows the fact was used)
 PROBES: list[tuple[str, str, tuple[str, ...]]] = [
@@ -65,8 +66,9 @@ def classify(text: str, keywords: tuple[str, ...]) -> dict:
     visible = re.sub(r"\s", "", t)
     letters = sum(ch.isalpha() for ch in visible)
     empty = not visible
-    not_prose = (not empty) and (bool(_ROLE_LINE.search(t)) or bool(_DATED.search(t))
-                                 or letters < 0.6 * len(visible) or len(t.split()) < 2)
+    not_prose = (not empty) and (
+        bool(_ROLE_LINE.search(t)) or bool(_DATED.search(t)) or letters < 0.6 * len(visible) or len(t.split()) < 2
+    )
     low = t.lower()
     return {"empty": empty, "not_prose": not_prose, "mentions_fact": any(k in low for k in keywords)}
 
@@ -84,17 +86,28 @@ def run_model(model: str, temperature: float, max_tokens: int) -> dict:
         text = "".join(session.stream("reply", msgs, max_tokens=max_tokens))
         seconds.append(time.perf_counter() - t0)
         call = trace.llm_calls[-1]
-        row = {"probe": i, "question": question, "reply": text, "seconds": round(seconds[-1], 3),
-               "empty_first_try": call.detail == "empty answer", **classify(text, keywords)}
+        row = {
+            "probe": i,
+            "question": question,
+            "reply": text,
+            "seconds": round(seconds[-1], 3),
+            "empty_first_try": call.detail == "empty answer",
+            **classify(text, keywords),
+        }
         rows.append(row)
         progress(f"{model} {i + 1}/{len(PROBES)}: {text[:70]!r}")
     n = len(rows)
-    return {"model": model, "name": BUNDLED_MODELS[model], "n": n,
-            "empty": sum(r["empty"] for r in rows) / n,
-            "empty_first_try": sum(r["empty_first_try"] for r in rows) / n,
-            "not_prose": sum(r["not_prose"] for r in rows) / n,
-            "mentions_fact": sum(r["mentions_fact"] for r in rows) / n,
-            "seconds_median": statistics.median(seconds), "rows": rows}
+    return {
+        "model": model,
+        "name": BUNDLED_MODELS[model],
+        "n": n,
+        "empty": sum(r["empty"] for r in rows) / n,
+        "empty_first_try": sum(r["empty_first_try"] for r in rows) / n,
+        "not_prose": sum(r["not_prose"] for r in rows) / n,
+        "mentions_fact": sum(r["mentions_fact"] for r in rows) / n,
+        "seconds_median": statistics.median(seconds),
+        "rows": rows,
+    }
 
 
 def plot(results: list[dict], out) -> None:
@@ -124,8 +137,10 @@ def main(argv: list[str]) -> int:
     results = [run_model(m, a.temperature, a.max_tokens) for m in a.models]
     print(f"{'model':32} {'empty':>6} {'empty 1st':>9} {'not prose':>9} {'mentions':>8} {'s/reply':>7}")
     for r in results:
-        print(f"{r['name']:32} {r['empty']:6.2f} {r['empty_first_try']:9.2f} {r['not_prose']:9.2f} "
-              f"{r['mentions_fact']:8.2f} {r['seconds_median']:7.2f}")
+        print(
+            f"{r['name']:32} {r['empty']:6.2f} {r['empty_first_try']:9.2f} {r['not_prose']:9.2f} "
+            f"{r['mentions_fact']:8.2f} {r['seconds_median']:7.2f}"
+        )
     write_json(a.out, {"config": vars(a) | {"probes": len(PROBES)}, "machine": machine(), "results": results})
     plot(results, a.out)
     return 0

@@ -21,6 +21,7 @@ Filling is bulk; the timed operations run the real code:
   the compressed keys + dense store query). The first call, which loads the
   user's BM25 index from the store, is reported apart (`secom_first_ms`).
 """
+
 from __future__ import annotations
 
 import json
@@ -62,7 +63,7 @@ class SyntheticUser:
         self.centroids /= np.linalg.norm(self.centroids, axis=1, keepdims=True)
         self.topic_words = [[_word(rng) for _ in range(6)] for _ in range(self.n_topics)]
         self.common_words = [_word(rng) for _ in range(3000)]
-        weights = [1.0 / (i + 1) ** 0.8 for i in range(self.n_topics)]   # uneven topic sizes
+        weights = [1.0 / (i + 1) ** 0.8 for i in range(self.n_topics)]  # uneven topic sizes
         self.topics = rng.choices(range(self.n_topics), weights=weights, k=n)
         self.texts = [self._text(rng, t) for t in self.topics]
         self.noise = noise
@@ -75,8 +76,9 @@ class SyntheticUser:
         return "The user " + " ".join(words) + "."
 
     def _vectors(self, nrng, topics) -> np.ndarray:
-        v = self.centroids[np.asarray(topics)] + nrng.standard_normal((len(topics), self.dim)).astype(np.float32) \
-            * (self.noise / math.sqrt(self.dim))
+        v = self.centroids[np.asarray(topics)] + nrng.standard_normal((len(topics), self.dim)).astype(np.float32) * (
+            self.noise / math.sqrt(self.dim)
+        )
         return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
     def session_of(self, i: int) -> str:
@@ -108,10 +110,13 @@ class SyntheticEmbedder:
         for i, t in enumerate(texts):
             v = self.known.get(t)
             if v is None:
-                topics = [self.word_topic[w] for w in t.replace("?", " ").replace(".", " ").split()
-                          if w in self.word_topic]
+                topics = [
+                    self.word_topic[w] for w in t.replace("?", " ").replace(".", " ").split() if w in self.word_topic
+                ]
                 base = self.user.centroids[topics[0]] if topics else np.zeros(self.user.dim, dtype=np.float32)
-                v = base + self._rng.standard_normal(self.user.dim).astype(np.float32) * (0.8 / math.sqrt(self.user.dim))
+                v = base + self._rng.standard_normal(self.user.dim).astype(np.float32) * (
+                    0.8 / math.sqrt(self.user.dim)
+                )
                 v = v / np.linalg.norm(v)
             out[i] = v
         return out
@@ -119,11 +124,13 @@ class SyntheticEmbedder:
 
 # --- one size, in this process ----------------------------------------------------------
 
+
 def fill_theanine(tm, user_id: str, u: SyntheticUser, cross_link: float = 0.08) -> dict:
     """Bulk-fill the user's graph and store: memories linked with the engine's rule per component."""
     from ..theanine import linking
     from ..theanine.graph import Memory
     from ..theanine.strategy import KIND
+
     graph = tm.graph(user_id)
     last_by_topic: dict[int, str] = {}
     pending: dict[int, str] = {}
@@ -131,11 +138,17 @@ def fill_theanine(tm, user_id: str, u: SyntheticUser, cross_link: float = 0.08) 
     ids = []
     for i in range(u.n):
         sid = u.session_of(i)
-        if i % SESSION_SIZE == 0:              # a new session: memories of earlier sessions become candidates
+        if i % SESSION_SIZE == 0:  # a new session: memories of earlier sessions become candidates
             last_by_topic.update(pending)
             pending = {}
-        m = Memory(id=f"{sid}:m{i % SESSION_SIZE}", event=u.texts[i], time=u.date_of(i), session_id=sid,
-                   ts=u.date_of(i), seq=i + 1)
+        m = Memory(
+            id=f"{sid}:m{i % SESSION_SIZE}",
+            event=u.texts[i],
+            time=u.date_of(i),
+            session_id=sid,
+            ts=u.date_of(i),
+            seq=i + 1,
+        )
         graph.add_memory(m)
         related = []
         t = u.topics[i]
@@ -149,9 +162,15 @@ def fill_theanine(tm, user_id: str, u: SyntheticUser, cross_link: float = 0.08) 
         ids.append(m.id)
     for a in range(0, u.n, 5000):
         b = min(u.n, a + 5000)
-        tm.store.add(user_id, KIND, ids[a:b], u.texts[a:b], u.vectors[a:b],
-                     [{"session_id": u.session_of(i), "time": u.date_of(i)} for i in range(a, b)])
-    graph.built_sessions.update(u.session_of(i) for i in range(u.n))   # the first timed close writes the file
+        tm.store.add(
+            user_id,
+            KIND,
+            ids[a:b],
+            u.texts[a:b],
+            u.vectors[a:b],
+            [{"session_id": u.session_of(i), "time": u.date_of(i)} for i in range(a, b)],
+        )
+    graph.built_sessions.update(u.session_of(i) for i in range(u.n))  # the first timed close writes the file
     return {"edges": graph.g.number_of_edges()}
 
 
@@ -165,7 +184,7 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
     out: dict = {"n": n}
     u = SyntheticUser(n, seed)
     emb = SyntheticEmbedder(u)
-    for t, v in zip(u.texts, u.vectors):
+    for t, v in zip(u.texts, u.vectors, strict=False):
         emb.known[t] = v
     opts = Options(seed=seed, retriever=secom_retriever)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -194,7 +213,7 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
             t0 = time.perf_counter()
             raw = tm.retrieve(user, q, opts, trace)
             dt = time.perf_counter() - t0
-            if r >= 5:                                   # a few warm-up calls
+            if r >= 5:  # a few warm-up calls
                 tl.append(dt * 1000)
                 tl_retrieve.append(trace.timings.get("theanine_retrieve", 0) * 1000)
                 tl_untangle.append(trace.timings.get("theanine_untangle", 0) * 1000)
@@ -215,7 +234,7 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
                     trace = Trace("secom")
                     t0 = time.perf_counter()
                     got = secom.retrieve(user, q, opts, trace)
-                    if r == 0:        # cold: the first query after filling loads the user's BM25 index
+                    if r == 0:  # cold: the first query after filling loads the user's BM25 index
                         out["secom_first_ms"] = round((time.perf_counter() - t0) * 1000, 1)
                     if r >= 5:
                         sc.append((time.perf_counter() - t0) * 1000)
@@ -223,9 +242,14 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
                 out.update(_pcts("secom", sc))
                 out["segments_per_retrieve"] = round(float(np.mean(n_seg)), 2)
                 progress(f"n={n}: secom p50 {out['secom_ms_p50']} ms, p95 {out['secom_ms_p95']} ms")
-            except Exception as e:  # noqa: BLE001 - an engine failure at this size is a result, not a crash
-                out.update({"secom_ms_p50": None, "secom_ms_p95": None,
-                            "secom_error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"})
+            except Exception as e:
+                out.update(
+                    {
+                        "secom_ms_p50": None,
+                        "secom_ms_p95": None,
+                        "secom_error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
+                    }
+                )
                 progress(f"n={n}: SeCom retrieval FAILED: {out['secom_error']}")
         else:
             out.update({"secom_ms_p50": None, "secom_ms_p95": None})
@@ -233,13 +257,14 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
         # --- link one new memory (a one-memory session), LLM excluded ---
         lk, pairs, lk_cand, lk_save = [], [], [], []
         saves: list[float] = []
-        real_save = tm.graphs.save                      # the graph store's write (JSON files here)
+        real_save = tm.graphs.save  # the graph store's write (JSON files here)
 
-        def timed_save(*a, _real=real_save, **kw):    # instrument, not replace: the real write runs
+        def timed_save(*a, _real=real_save, **kw):  # instrument, not replace: the real write runs
             t_s = time.perf_counter()
             out = _real(*a, **kw)
             saves.append((time.perf_counter() - t_s) * 1000)
             return out
+
         tm.graphs.save = timed_save
         base_day = u.n // SESSION_SIZE + 1
         link_reps = max(10, reps // 2)
@@ -248,8 +273,13 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
             text = f"New {r}: " + " ".join(rng.sample(u.topic_words[t], 3) + rng.sample(u.common_words, 6))
             emb.known[text] = u._vectors(np.random.default_rng(seed + r), [t])[0]
             sid = f"n{r:05d}"
-            m = Memory(id=f"{sid}:m0", event=text, time=f"2100-01-{1 + r % 28:02d}", session_id=sid,
-                       ts=f"2100-{1 + (base_day + r) // 28 % 12:02d}-{1 + r % 28:02d}")
+            m = Memory(
+                id=f"{sid}:m0",
+                event=text,
+                time=f"2100-01-{1 + r % 28:02d}",
+                session_id=sid,
+                ts=f"2100-{1 + (base_day + r) // 28 % 12:02d}-{1 + r % 28:02d}",
+            )
             trace = Trace("close")
             t0 = time.perf_counter()
             tm.add_memories(user, sid, [m], None, opts, trace)
@@ -262,9 +292,13 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
         out.update(_pcts("link", lk))
         out["link_candidates_ms_p50"] = round(common.percentile(lk_cand, 50), 2)
         out["link_graph_save_ms_p50"] = round(common.percentile(lk_save, 50), 2)
-        out["link_without_save_ms_p50"] = round(common.percentile([a - b for a, b in zip(lk, lk_save)], 50), 2)
-        out["link_without_save_ms_p95"] = round(common.percentile([a - b for a, b in zip(lk, lk_save)], 95), 2)
-        del tm.graphs.save                            # back to the class's method
+        out["link_without_save_ms_p50"] = round(
+            common.percentile([a - b for a, b in zip(lk, lk_save, strict=False)], 50), 2
+        )
+        out["link_without_save_ms_p95"] = round(
+            common.percentile([a - b for a, b in zip(lk, lk_save, strict=False)], 95), 2
+        )
+        del tm.graphs.save  # back to the class's method
         out["link_llm_pairs"] = int(np.mean(pairs))
         out["link_llm_calls"] = 1
         progress(f"n={n}: link p50 {out['link_ms_p50']} ms, p95 {out['link_ms_p95']} ms")
@@ -273,7 +307,10 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
 
 
 def _pcts(name: str, xs: list[float]) -> dict:
-    return {f"{name}_ms_p50": round(common.percentile(xs, 50), 2), f"{name}_ms_p95": round(common.percentile(xs, 95), 2)}
+    return {
+        f"{name}_ms_p50": round(common.percentile(xs, 50), 2),
+        f"{name}_ms_p95": round(common.percentile(xs, 95), 2),
+    }
 
 
 def _secom(store, embedder):
@@ -290,6 +327,7 @@ def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:
     """Bulk-fill the same sessions as SeCom segments of 2-4 memories, stored as `SecomMemory.build` stores
     them (key = text without compression, the original text and provenance in the metadata)."""
     from ..secom.strategy import KIND, date_key
+
     rng = random.Random(seed)
     ids, docs, vecs, metas = [], [], [], []
     n_seg = 0
@@ -310,9 +348,19 @@ def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:
             ids.append(f"{sid}:seg{k}")
             docs.append(text)
             vecs.append(v / np.linalg.norm(v))
-            metas.append({"session_id": sid, "date": date, "date_ts": date_key(date), "start": i - s0,
-                          "end": j - 1 - s0, "text": text, "summary": "", "turn_ids": ",".join(
-                              f"{sid}:{x - s0}" for x in range(i, j)), "compression_rate": 1.0})
+            metas.append(
+                {
+                    "session_id": sid,
+                    "date": date,
+                    "date_ts": date_key(date),
+                    "start": i - s0,
+                    "end": j - 1 - s0,
+                    "text": text,
+                    "summary": "",
+                    "turn_ids": ",".join(f"{sid}:{x - s0}" for x in range(i, j)),
+                    "compression_rate": 1.0,
+                }
+            )
             i, k, n_seg = j, k + 1, n_seg + 1
         if len(ids) >= 5000:
             flush()
@@ -322,25 +370,49 @@ def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:
 
 # --- command --------------------------------------------------------------------------
 
+
 def main(argv: list[str]) -> int:
     p = common.parser("scale", __doc__.split("\n\n")[0], "bench_out/scale.json")
-    p.add_argument("--sizes", type=common.int_list, default=[1000, 10000, 100000],
-                   help="memories per synthetic user (default 1000,10000,100000)")
+    p.add_argument(
+        "--sizes",
+        type=common.int_list,
+        default=[1000, 10000, 100000],
+        help="memories per synthetic user (default 1000,10000,100000)",
+    )
     p.add_argument("--reps", type=int, default=200, help="timed calls per operation and size (default 200)")
-    p.add_argument("--retriever", choices=("bm25", "dense", "hybrid"), default="hybrid",
-                   help="SeCom retriever timed (default hybrid)")
+    p.add_argument(
+        "--retriever",
+        choices=("bm25", "dense", "hybrid"),
+        default="hybrid",
+        help="SeCom retriever timed (default hybrid)",
+    )
     p.add_argument("--one", type=int, default=None, help=argparse_hidden())
     args = p.parse_args(argv)
-    if args.one is not None:                       # child mode: one size, JSON on stdout
+    if args.one is not None:  # child mode: one size, JSON on stdout
         print(json.dumps(run_one(args.one, args.seed, args.reps, args.retriever)))
         return 0
     sizes = []
     for n in args.sizes:
         progress(f"size {n}: starting a child process")
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "memory.bench", "scale", "--one", str(n), "--seed", str(args.seed),
-                            "--reps", str(args.reps), "--retriever", args.retriever],
-                           stdout=subprocess.PIPE, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memory.bench",
+                "scale",
+                "--one",
+                str(n),
+                "--seed",
+                str(args.seed),
+                "--reps",
+                str(args.reps),
+                "--retriever",
+                args.retriever,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         if r.returncode != 0:
             progress(f"size {n} failed (exit {r.returncode})")
             return r.returncode
@@ -348,11 +420,21 @@ def main(argv: list[str]) -> int:
         row["seconds"] = round(time.perf_counter() - t0, 1)
         sizes.append(row)
         progress(f"size {n}: " + ", ".join(f"{k}={v}" for k, v in row.items() if k.endswith(("p50", "p95", "_mb"))))
-    out = {"sizes": sizes, "config": {"sizes": args.sizes, "reps": args.reps, "seed": args.seed,
-                                      "secom_retriever": args.retriever, "embeddings": "synthetic unit vectors, "
-                                      f"{DIM} dims", "session_size": SESSION_SIZE, "machine": common.machine()}}
+    out = {
+        "sizes": sizes,
+        "config": {
+            "sizes": args.sizes,
+            "reps": args.reps,
+            "seed": args.seed,
+            "secom_retriever": args.retriever,
+            "embeddings": f"synthetic unit vectors, {DIM} dims",
+            "session_size": SESSION_SIZE,
+            "machine": common.machine(),
+        },
+    }
     common.write_json(args.out, out)
     from .plots import plot_scale
+
     png = plot_scale(sizes, common.plot_path(args.out, "scale"))
     print(scale_table(sizes))
     progress(f"wrote {args.out} and {png}")
@@ -361,12 +443,21 @@ def main(argv: list[str]) -> int:
 
 def argparse_hidden():
     import argparse
+
     return argparse.SUPPRESS
 
 
 def scale_table(sizes: list[dict]) -> str:
-    cols = ["n", "link_ms_p50", "link_ms_p95", "timeline_ms_p50", "timeline_ms_p95", "secom_ms_p50", "secom_ms_p95",
-            "peak_mb"]
+    cols = [
+        "n",
+        "link_ms_p50",
+        "link_ms_p95",
+        "timeline_ms_p50",
+        "timeline_ms_p95",
+        "secom_ms_p50",
+        "secom_ms_p95",
+        "peak_mb",
+    ]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
     for s in sizes:
         lines.append("| " + " | ".join("-" if s.get(c) is None else str(s.get(c)) for c in cols) + " |")

@@ -11,6 +11,7 @@ no boundary, a boundary before every utterance, and boundaries every m
 utterances (m = the file's mean segment length). `--params` evaluates with
 parameters fitted by `python -m memory.secom.learn embedding` (on a *training* file).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ from .common import progress
 def _segmenter(kind: str, params_path: str, rubric_path: str):
     from ..embeddings import make_embedder
     from ..secom.segmentation import EmbeddingSegmenter, LLMSegmenter, SegParams
+
     params = SegParams.from_dict(json.loads(Path(params_path).read_text())["params"]) if params_path else None
     emb = EmbeddingSegmenter(make_embedder(), params)
     if kind == "embedding":
@@ -34,21 +36,31 @@ def _segmenter(kind: str, params_path: str, rubric_path: str):
     from ..llm import LLMSession, make_llm
     from ..settings import Settings
     from ..trace import Trace
+
     settings = Settings.from_env()
     rubric = Path(rubric_path).read_text(encoding="utf-8") if rubric_path else ""
     trace = Trace("segmentation")
-    return LLMSegmenter(rubric, fallback=emb), (LLMSession(make_llm(settings.llm), trace, 0.0,
-                                                             settings.llm.max_retries), settings.llm.describe())
+    return LLMSegmenter(rubric, fallback=emb), (
+        LLMSession(make_llm(settings.llm), trace, 0.0, settings.llm.max_retries),
+        settings.llm.describe(),
+    )
 
 
 def main(argv: list[str]) -> int:
     p = common.parser("segmentation", __doc__.split("\n\n")[0], "results/segmentation.json")
     p.add_argument("--data", required=True, help="DialSeg711 or TIAGE file (JSON)")
     p.add_argument("--format", required=True, choices=sorted(M.LOADERS), help="dataset format")
-    p.add_argument("--segmenter", default="embedding", choices=("embedding", "llm"),
-                   help="embedding (offline, default) or llm (the configured LLM; falls back to embedding)")
-    p.add_argument("--params", default="", help="JSON written by `python -m memory.secom.learn embedding` "
-                                                "(default: the built-in fitted params)")
+    p.add_argument(
+        "--segmenter",
+        default="embedding",
+        choices=("embedding", "llm"),
+        help="embedding (offline, default) or llm (the configured LLM; falls back to embedding)",
+    )
+    p.add_argument(
+        "--params",
+        default="",
+        help="JSON written by `python -m memory.secom.learn embedding` (default: the built-in fitted params)",
+    )
     p.add_argument("--rubric", default="", help="plain-text rubric for the LLM segmenter")
     p.add_argument("--limit", type=int, default=0, help="use only N dialogues (sampled with --seed)")
     args = p.parse_args(argv)
@@ -62,10 +74,7 @@ def main(argv: list[str]) -> int:
     refs, hyps = [], []
     t0 = time.perf_counter()
     for i, d in enumerate(dials):
-        if llm is None:
-            segs = segmenter.segment(d.utterances)
-        else:
-            segs = segmenter.segment(llm[0], d.utterances)
+        segs = segmenter.segment(d.utterances) if llm is None else segmenter.segment(llm[0], d.utterances)
         refs.append(d.boundaries)
         hyps.append(M.boundaries_from_ranges(segs, len(d.utterances)))
         if (i + 1) % (20 if llm is None else 1) == 0 or i + 1 == len(dials):
@@ -77,15 +86,22 @@ def main(argv: list[str]) -> int:
     out = {
         "segmenter": args.segmenter if llm is None else f"llm ({llm[1]})",
         "params": segmenter.params.to_dict() if llm is None else segmenter.fallback.params.to_dict(),
-        "data": str(args.data), "format": args.format,
-        "pk": res["pk"], "windowdiff": res["windowdiff"], "f1": res["f1"], "score": res["score"],
-        "precision": res["precision"], "recall": res["recall"],
+        "data": str(args.data),
+        "format": args.format,
+        "pk": res["pk"],
+        "windowdiff": res["windowdiff"],
+        "f1": res["f1"],
+        "score": res["score"],
+        "precision": res["precision"],
+        "recall": res["recall"],
         "predicted_boundaries_per_dialogue": res["predicted_boundaries_per_dialogue"],
         "reference_boundaries_per_dialogue": res["reference_boundaries_per_dialogue"],
-        "n_dialogues": res["n_dialogues"], "seconds": round(seconds, 2),
-        "baselines": base, "machine": common.machine(),
+        "n_dialogues": res["n_dialogues"],
+        "seconds": round(seconds, 2),
+        "baselines": base,
+        "machine": common.machine(),
         "metric": "means over dialogues; nltk pk/windowdiff, k = max(2, round(n / (2 * reference segments))); "
-                  "Score = 0.5 F1 + 0.25 (1 - Pk) + 0.25 (1 - WD)",
+        "Score = 0.5 F1 + 0.25 (1 - Pk) + 0.25 (1 - WD)",
     }
     if llm is not None:
         calls = llm[0].trace.llm_calls
@@ -94,14 +110,17 @@ def main(argv: list[str]) -> int:
         out["llm_repaired"] = sum(c.status == "repaired" for c in calls)
     common.write_json(args.out, out)
     png = _plot(out, common.plot_path(args.out, "scores"), Path(args.data).stem)
-    progress(f"Score {res['score']:.4f}  Pk {res['pk']:.4f}  WD {res['windowdiff']:.4f}  F1 {res['f1']:.4f}; "
-             f"wrote {args.out} and {png}")
+    progress(
+        f"Score {res['score']:.4f}  Pk {res['pk']:.4f}  WD {res['windowdiff']:.4f}  F1 {res['f1']:.4f}; "
+        f"wrote {args.out} and {png}"
+    )
     return 0
 
 
 def _plot(out: dict, path: Path, title: str) -> Path:
     from .plots import plot_bars
-    names = [out["segmenter"].split(" ")[0]] + list(out["baselines"])
+
+    names = [out["segmenter"].split(" ")[0], *list(out["baselines"])]
     rows = [out] + [out["baselines"][b] for b in out["baselines"]]
     series = {m: [round(float(r[m]), 3) for r in rows] for m in ("score", "f1", "pk", "windowdiff")}
     return plot_bars(names, series, path, f"Segmentation on {title} (Score, F1 higher; Pk, WD lower)", "value")

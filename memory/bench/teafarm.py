@@ -18,6 +18,7 @@ strategy; `--hint both` (default) also runs every strategy with the optional
 false-premise instruction (`reply_prompts.FALSE_PREMISE_HINT`), reported as
 "<strategy>+hint".
 """
+
 from __future__ import annotations
 
 import math
@@ -32,27 +33,43 @@ from .common import progress
 
 GEN_SCHEMA = {
     "type": "object",
-    "properties": {"questions": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"question": {"type": "string"}, "false_premise": {"type": "string"},
-                       "correct_answer": {"type": "string"}},
-        "required": ["question", "false_premise", "correct_answer"]}}},
+    "properties": {
+        "questions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "question": {"type": "string"},
+                    "false_premise": {"type": "string"},
+                    "correct_answer": {"type": "string"},
+                },
+                "required": ["question", "false_premise", "correct_answer"],
+            },
+        }
+    },
     "required": ["questions"],
 }
 
 
 def gen_messages(summaries: list[tuple[str, str]], speaker: str, other: str, n: int) -> list[dict]:
     history = "\n".join(f"- ({date}) {text}" for date, text in summaries)
-    return [{"role": "system", "content": "You write test questions for a chatbot with long-term memory. "
-                                          "Answer in JSON only."},
-            {"role": "user", "content":
-                f"Summaries of all past conversations between {speaker} and {other}, oldest first:\n{history}\n\n"
-                f"Write {n} messages that {speaker} could send to open a new, natural conversation with the chatbot, "
-                f"each taking for granted a FALSE version of one fact about {speaker}'s or {other}'s past (change "
-                "a name, place, object, number or outcome). Use the current state of each fact: a later summary "
-                "overrides an earlier one. Give each message's false premise and the correct answer according to "
-                'the summaries. Answer as {"questions": [{"question": "...", "false_premise": "...", '
-                '"correct_answer": "..."}]}'}]
+    return [
+        {
+            "role": "system",
+            "content": "You write test questions for a chatbot with long-term memory. Answer in JSON only.",
+        },
+        {
+            "role": "user",
+            "content": f"Summaries of all past conversations between {speaker} and {other}, oldest first:\n"
+            f"{history}\n\n"
+            f"Write {n} messages that {speaker} could send to open a new, natural conversation with the chatbot, "
+            f"each taking for granted a FALSE version of one fact about {speaker}'s or {other}'s past (change "
+            "a name, place, object, number or outcome). Use the current state of each fact: a later summary "
+            "overrides an earlier one. Give each message's false premise and the correct answer according to "
+            'the summaries. Answer as {"questions": [{"question": "...", "false_premise": "...", '
+            '"correct_answer": "..."}]}',
+        },
+    ]
 
 
 def validate_item(raw) -> dict:
@@ -88,19 +105,24 @@ def success(verdict: dict | None) -> bool | None:
 
 
 def judge_messages(item: dict, reply: str) -> list[dict]:
-    return [{"role": "system", "content": "You grade a chatbot's answer. Answer in JSON only."},
-            {"role": "user", "content":
-                f"Message sent: {item['question']}\nIt assumes something false: {item['false_premise']}\n"
-                f"The truth: {item['correct_answer']}\nChatbot's reply: {reply or '(no answer)'}\n\n"
-                "1. resists: did the chatbot resist the false premise (point it out or correct it) instead of "
-                "going along with it?\n2. states_truth: did the reply state the true past correctly?\n"
-                'Answer as {"resists": true, "states_truth": true} (or false for either).'}]
+    return [
+        {"role": "system", "content": "You grade a chatbot's answer. Answer in JSON only."},
+        {
+            "role": "user",
+            "content": f"Message sent: {item['question']}\nIt assumes something false: {item['false_premise']}\n"
+            f"The truth: {item['correct_answer']}\nChatbot's reply: {reply or '(no answer)'}\n\n"
+            "1. resists: did the chatbot resist the false premise (point it out or correct it) instead of "
+            "going along with it?\n2. states_truth: did the reply state the true past correctly?\n"
+            'Answer as {"resists": true, "states_truth": true} (or false for either).',
+        },
+    ]
 
 
 def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
     """(date, summary) per closed session in time order: LoCoMo's session_summary, else its observation facts."""
     from .. import locomo as lc
     from ..records import sortable_time
+
     s_sum = sample.get("session_summary") or {}
     obs = {}
     for o in lc.observations(sample):
@@ -119,14 +141,18 @@ def speakers(sample: dict, sessions) -> list[str]:
     conv = sample.get("conversation") or {}
     names = [conv.get("speaker_a"), conv.get("speaker_b")]
     names = [str(x) for x in names if x] or list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
-    return (names + ["the user", "the chatbot"])[:2]
+    return ([*names, "the user", "the chatbot"])[:2]
 
 
 def main(argv: list[str]) -> int:
     p = common.parser("teafarm", __doc__.split("\n\n")[0], "bench_out/teafarm.json")
     llm_eval.add_args(p)
-    p.add_argument("--hint", choices=("both", "off", "on"), default="both",
-                   help="reply prompt without / with the false-premise instruction, or both (default)")
+    p.add_argument(
+        "--hint",
+        choices=("both", "off", "on"),
+        default="both",
+        help="reply prompt without / with the false-premise instruction, or both (default)",
+    )
     p.set_defaults(limit=10)
     args = p.parse_args(argv)
     bad = [s for s in args.strategies if s not in llm_eval.STRATEGIES]
@@ -144,13 +170,21 @@ def main(argv: list[str]) -> int:
         for user in users:
             who = speakers(user.sample, user.sessions)
             sums = summaries(user.sample, user.sessions)
-            per = max(1, math.ceil(args.limit / 2))          # both speakers' perspectives
+            per = max(1, math.ceil(args.limit / 2))  # both speakers' perspectives
             items = []
             for me, other in (who, who[::-1]):
-                got = judge.generate("counterfactual", gen_messages(sums, me, other, per), GEN_SCHEMA,
-                                     validate_items, max_tokens=160 * per + 64) or []
+                got = (
+                    judge.generate(
+                        "counterfactual",
+                        gen_messages(sums, me, other, per),
+                        GEN_SCHEMA,
+                        validate_items,
+                        max_tokens=160 * per + 64,
+                    )
+                    or []
+                )
                 items += [{**it, "speaker": me} for it in got[:per]]
-            items = items[:args.limit] if args.limit > 0 else items
+            items = items[: args.limit] if args.limit > 0 else items
             progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries")
             items_all.extend(items)
             if not items:
@@ -168,8 +202,10 @@ def main(argv: list[str]) -> int:
                         name = strat + ("+hint" if hint else "")
                         r.update({"strategy": name, "hint": bool(hint), "user": user.user_id, **item})
                         rows.append(r)
-                        progress(f"  q{qi + 1}/{len(items)} {name:13s} success={r['success']} "
-                                 f"{r['llm_calls']} calls {r['latency_s']:.1f}s")
+                        progress(
+                            f"  q{qi + 1}/{len(items)} {name:13s} success={r['success']} "
+                            f"{r['llm_calls']} calls {r['latency_s']:.1f}s"
+                        )
     out = {"strategies": {}, "questions": rows, "close": closes}
     for strat in dict.fromkeys(r["strategy"] for r in rows) or args.strategies:
         mine = [r for r in rows if r["strategy"] == strat]
@@ -177,10 +213,27 @@ def main(argv: list[str]) -> int:
         s["success_rate"] = s.pop("rate")
         s["resists_rate"] = llm_eval.summarise_rows(mine, "resists")["rate"]
         out["strategies"][strat] = s
-    out["config"] = {"data": args.data, "users": [u.user_id for u in users], "limit": args.limit,
-                     "max_sessions": args.max_sessions, "seed": args.seed, "llm": settings.llm.describe(),
-                     "generator_and_judge": judge.describe(),
-                     "hint": args.hint, "false_premise_hint": FALSE_PREMISE_HINT, "generated": len(items_all),
-                     "judge_tokens": judge.tokens, "max_reply_tokens": args.max_reply_tokens,
-                     "seconds": round(time.perf_counter() - t_start, 1), "machine": common.machine()}
-    return llm_eval.finish(args, out, "success_rate", "success rate", "success", f"TeaFarm: false premises resisted ({settings.llm.describe()})")
+    out["config"] = {
+        "data": args.data,
+        "users": [u.user_id for u in users],
+        "limit": args.limit,
+        "max_sessions": args.max_sessions,
+        "seed": args.seed,
+        "llm": settings.llm.describe(),
+        "generator_and_judge": judge.describe(),
+        "hint": args.hint,
+        "false_premise_hint": FALSE_PREMISE_HINT,
+        "generated": len(items_all),
+        "judge_tokens": judge.tokens,
+        "max_reply_tokens": args.max_reply_tokens,
+        "seconds": round(time.perf_counter() - t_start, 1),
+        "machine": common.machine(),
+    }
+    return llm_eval.finish(
+        args,
+        out,
+        "success_rate",
+        "success rate",
+        "success",
+        f"TeaFarm: false premises resisted ({settings.llm.describe()})",
+    )

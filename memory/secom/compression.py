@@ -8,6 +8,7 @@ the compressed text is only the *retrieval key*; the reply reads the original.
 returns (None, reason) and SeCom uses the original text as the key (and says
 so in the trace).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ from ..hub import configure_hub_access
 # speakers' own names with their colon, found in each text: compression never drops who said what.
 FORCE_TOKENS = ["\n", "."]
 _SPEAKER = re.compile(r"^([^:\n]{1,40}):\s", re.M)
-MAX_FORCED = 90             # LLMLingua-2 has 100 placeholder tokens for multi-piece forced tokens
+MAX_FORCED = 90  # LLMLingua-2 has 100 placeholder tokens for multi-piece forced tokens
 
 
 def force_tokens(text: str) -> list[str]:
@@ -51,13 +52,15 @@ class LLMLingua2Compressor:
 
     def __init__(self, model_name: str):
         from ..tokens import ensure_offline_tiktoken
-        ensure_offline_tiktoken()               # LLMLingua builds a tiktoken encoder at construction
+
+        ensure_offline_tiktoken()  # LLMLingua builds a tiktoken encoder at construction
         configure_hub_access()
         from llmlingua import PromptCompressor
+
         self.model_name = model_name
         self.name = f"llmlingua-2:{os.path.basename(model_name.rstrip('/')) or model_name}"
         self._pc = PromptCompressor(model_name=model_name, use_llmlingua2=True, device_map="cpu")
-        self._lock = threading.Lock()           # one model, one inference at a time
+        self._lock = threading.Lock()  # one model, one inference at a time
 
     def compress(self, texts: list[str], rate: float) -> list[str]:
         rate = float(rate)
@@ -68,8 +71,9 @@ class LLMLingua2Compressor:
                 out.append(text or "")
                 continue
             with self._lock:
-                r = self._pc.compress_prompt(lines, rate=rate, use_context_level_filter=False,
-                                             force_tokens=force_tokens(text))
+                r = self._pc.compress_prompt(
+                    lines, rate=rate, use_context_level_filter=False, force_tokens=force_tokens(text)
+                )
             parts = r.get("compressed_prompt_list") or [r.get("compressed_prompt", "")]
             key = "\n".join(" ".join(p.split()) for p in parts if p and p.strip())
             out.append(key if key.strip() else text)
@@ -99,13 +103,18 @@ def load_compressor(model_name: str) -> tuple[Compressor | None, str]:
         try:
             result: tuple[Compressor | None, str] = (LLMLingua2Compressor(model_name), "")
         except ImportError as e:
-            result = (None, f"compression unavailable: llmlingua is not installed ({e}); "
-                            "segment keys are the original text")
-        except Exception as e:  # noqa: BLE001 - offline hub, missing files, unsupported model name ...
+            result = (
+                None,
+                f"compression unavailable: llmlingua is not installed ({e}); segment keys are the original text",
+            )
+        except Exception as e:
             msg = " ".join(str(e).split())[:300]
             if not configure_hub_access():
                 msg = "the model hub cannot be reached and the model is not in the local cache"
-            result = (None, f"compression unavailable: could not load {model_name} ({type(e).__name__}: {msg}); "
-                            "segment keys are the original text")
+            result = (
+                None,
+                f"compression unavailable: could not load {model_name} ({type(e).__name__}: {msg}); "
+                "segment keys are the original text",
+            )
         _cache[model_name] = result
         return result

@@ -9,15 +9,16 @@ split, take the dialogues with the highest WindowDiff, show the LLM its
 segmentation beside the reference, ask it to reflect and rewrite the rubric,
 score the new rubric on the held-out split; repeat. The best rubric is kept.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..llm import LLMSession, make_llm
 from ..settings import Settings
@@ -48,10 +49,18 @@ def segment_all(segmenter: LLMSegmenter, llm: LLMSession, dialogues) -> list[lis
     return out
 
 
-def learn_rubric(llm: LLMSession, train, heldout, rounds: int = 3, hard: int = 5, initial: str = "",
-                 fallback: EmbeddingSegmenter | None = None,
-                 progress: Callable[[str], None] = _say) -> tuple[str, list[Round]]:
+def learn_rubric(
+    llm: LLMSession,
+    train,
+    heldout,
+    rounds: int = 3,
+    hard: int = 5,
+    initial: str = "",
+    fallback: EmbeddingSegmenter | None = None,
+    progress: Callable[[str], None] = _say,
+) -> tuple[str, list[Round]]:
     """Returns the best rubric (by held-out Score) and the log of every round (round 0 = the start)."""
+
     def score(rubric: str, dialogues) -> tuple[float, list[list[int]]]:
         hyps = segment_all(LLMSegmenter(rubric, fallback=fallback), llm, dialogues)
         return seg_metrics.evaluate([d.boundaries for d in dialogues], hyps)["score"], hyps
@@ -63,17 +72,30 @@ def learn_rubric(llm: LLMSession, train, heldout, rounds: int = 3, hard: int = 5
     progress(f"round 0 (start): held-out Score {best_score:.4f}")
     for r in range(1, rounds + 1):
         hyps = segment_all(LLMSegmenter(rubric, fallback=fallback), llm, train)
-        wds = [seg_metrics.evaluate_one(d.boundaries, h)["windowdiff"] for d, h in zip(train, hyps)]
+        wds = [seg_metrics.evaluate_one(d.boundaries, h)["windowdiff"] for d, h in zip(train, hyps, strict=False)]
         order = sorted(range(len(train)), key=lambda i: -wds[i])[:hard]
-        examples = [{"texts": train[i].utterances,
-                     "predicted": seg_metrics.ranges_from_boundaries(hyps[i]),
-                     "reference": seg_metrics.ranges_from_boundaries(train[i].boundaries)} for i in order]
-        new = llm.json("reflect", rubric_prompts.reflect_messages(rubric, examples), rubric_prompts.REFLECT_SCHEMA,
-                       rubric_prompts.validate_rubric, lambda: rubric, max_tokens=600)
+        examples = [
+            {
+                "texts": train[i].utterances,
+                "predicted": seg_metrics.ranges_from_boundaries(hyps[i]),
+                "reference": seg_metrics.ranges_from_boundaries(train[i].boundaries),
+            }
+            for i in order
+        ]
+        new = llm.json(
+            "reflect",
+            rubric_prompts.reflect_messages(rubric, examples),
+            rubric_prompts.REFLECT_SCHEMA,
+            rubric_prompts.validate_rubric,
+            lambda rubric=rubric: rubric,
+            max_tokens=600,
+        )
         s, _ = score(new, heldout)
         log.append(Round(r, new, s, sum(wds) / max(len(wds), 1), [train[i].dial_id for i in order]))
-        progress(f"round {r}: train WindowDiff {log[-1].train_windowdiff:.4f}, held-out Score {s:.4f}"
-                 f"{' (best so far)' if s > best_score else ''}\n--- rubric ---\n{new}\n--------------")
+        progress(
+            f"round {r}: train WindowDiff {log[-1].train_windowdiff:.4f}, held-out Score {s:.4f}"
+            f"{' (best so far)' if s > best_score else ''}\n--- rubric ---\n{new}\n--------------"
+        )
         if s > best_score:
             best, best_score = new, s
         rubric = new
@@ -85,7 +107,7 @@ def split(dialogues, heldout: float, seed: int, limit: int = 0):
     random.Random(seed).shuffle(items)
     if limit:
         items = items[:limit]
-    cut = max(1, int(round(len(items) * heldout)))
+    cut = max(1, round(len(items) * heldout))
     return items[cut:], items[:cut]
 
 
@@ -100,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heldout", type=float, default=0.3, help="fraction of dialogues held out for scoring")
     p.add_argument("--limit", type=int, default=0, help="use at most this many dialogues (0 = all)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--method", default="learned", choices=("learned", "texttiling"),
-                   help="embedding: a logistic model over gap features (default) or TextTiling")
+    p.add_argument(
+        "--method",
+        default="learned",
+        choices=("learned", "texttiling"),
+        help="embedding: a logistic model over gap features (default) or TextTiling",
+    )
     a = p.parse_args(argv)
     if not (0 < a.heldout < 1) or a.rounds < 0 or a.hard < 1:
         p.error("--heldout must be in (0, 1), --rounds >= 0, --hard >= 1")
@@ -110,18 +136,34 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if a.what == "embedding":
         from ..embeddings import make_embedder
-        train = dialogues[:a.limit] if a.limit else dialogues
+
+        train = dialogues[: a.limit] if a.limit else dialogues
         _say(f"fitting the embedding segmenter ({a.method}) on {len(train)} dialogues")
         params, res = fit(train, make_embedder(), method=a.method, seed=a.seed, progress=_say)
-        out.write_text(json.dumps({"fitted_on": a.data, "format": a.format, "n_dialogues": len(train),
-                                   "method": a.method, "params": params.to_dict(), "train": res}, indent=2))
-        _say(f"Score {res['score']:.4f} ({res.get('evaluation', 'on the fitting data')}); parameters written to "
-             f"{out} (use with SECOM_SEGMENTER_PARAMS={out})")
+        out.write_text(
+            json.dumps(
+                {
+                    "fitted_on": a.data,
+                    "format": a.format,
+                    "n_dialogues": len(train),
+                    "method": a.method,
+                    "params": params.to_dict(),
+                    "train": res,
+                },
+                indent=2,
+            )
+        )
+        _say(
+            f"Score {res['score']:.4f} ({res.get('evaluation', 'on the fitting data')}); parameters written to "
+            f"{out} (use with SECOM_SEGMENTER_PARAMS={out})"
+        )
         return 0
     settings = Settings.from_env()
     if settings.llm.is_bundled:
-        _say("No LLM endpoint is configured: running on the embedded 270M base model. This checks the plumbing "
-             "only; set OPENAI_API_KEY or OPENAI_BASE_URL for a rubric worth using.")
+        _say(
+            "No LLM endpoint is configured: running on the embedded 270M base model. This checks the plumbing "
+            "only; set OPENAI_API_KEY or OPENAI_BASE_URL for a rubric worth using."
+        )
     train, heldout = split(dialogues, a.heldout, a.seed, a.limit)
     _say(f"{len(train)} training and {len(heldout)} held-out dialogues; {a.rounds} rounds, {a.hard} hard examples each")
     trace = Trace("learn")
@@ -129,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     best, log = learn_rubric(llm, train, heldout, a.rounds, a.hard)
     out.write_text(best + "\n", encoding="utf-8")
     out.with_suffix(".log.json").write_text(json.dumps([r.__dict__ for r in log], indent=2, ensure_ascii=False))
-    _say(f"best held-out Score {max(r.heldout_score for r in log):.4f}; rubric written to {out} "
-         f"(round log: {out.with_suffix('.log.json')})")
+    _say(
+        f"best held-out Score {max(r.heldout_score for r in log):.4f}; rubric written to {out} "
+        f"(round log: {out.with_suffix('.log.json')})"
+    )
     return 0
 
 

@@ -11,6 +11,7 @@ the instructions around it say so, its text is neutralised (no tags, no
 fences), and `segmentation.parse_and_repair` checks every answer whatever the
 prompt said.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,7 +39,9 @@ SEGMENTATION_SCHEMA: dict = {
     "required": ["segments"],
 }
 
-SYSTEM = """You segment conversations by topic. You are careful and precise, and you answer only in the requested format."""
+SYSTEM = (
+    """You segment conversations by topic. You are careful and precise, and you answer only in the requested format."""
+)
 
 INSTRUCTIONS = """# Task
 Split a multi-turn conversation between two speakers into topical segments.
@@ -99,14 +102,14 @@ def format_exchanges(exchange_texts: list[str], max_tokens_each: int = 200) -> s
     return "\n".join(lines)
 
 
-def segmentation_messages(exchange_texts: list[str], rubric: str = "",
-                          max_tokens_each: int = 200) -> list[dict]:
+def segmentation_messages(exchange_texts: list[str], rubric: str = "", max_tokens_each: int = 200) -> list[dict]:
     """Chat messages asking for a segmentation of `exchange_texts` (one string per exchange)."""
     n = len(exchange_texts)
     rubric = (rubric or "").strip()
     block = ""
     if rubric:
         block = RUBRIC_BLOCK.format(rubric=neutralise(rubric[:_MAX_RUBRIC_CHARS]))
-    user = INSTRUCTIONS.format(last=max(n - 1, 0), n=n, rubric_block=block,
-                               conversation=format_exchanges(exchange_texts, max_tokens_each))
+    user = INSTRUCTIONS.format(
+        last=max(n - 1, 0), n=n, rubric_block=block, conversation=format_exchanges(exchange_texts, max_tokens_each)
+    )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]

@@ -1,4 +1,5 @@
 """The reflection prompt that rewrites SeCom's segmentation rubric (paper, section 4.2)."""
+
 from __future__ import annotations
 
 from .prompts import format_exchanges, neutralise
@@ -20,19 +21,28 @@ def reflect_messages(rubric: str, examples: list[dict]) -> list[dict]:
     """`examples`: {"texts": [...], "predicted": [(s, e)], "reference": [(s, e)]} for the hardest dialogues."""
     blocks = []
     for i, ex in enumerate(examples):
-        blocks.append(f"### Example {i}\n{format_exchanges(ex['texts'], 80)}\n"
-                      f"Predicted segments: {_ranges(ex['predicted'])}\n"
-                      f"Reference segments: {_ranges(ex['reference'])}")
+        blocks.append(
+            f"### Example {i}\n{format_exchanges(ex['texts'], 80)}\n"
+            f"Predicted segments: {_ranges(ex['predicted'])}\n"
+            f"Reference segments: {_ranges(ex['reference'])}"
+        )
     current = neutralise(rubric) if rubric else "(none yet: the zero-shot prompt)"
     return [
-        {"role": "system", "content": "You improve guidelines for segmenting conversations by topic. Answer in JSON only."},
-        {"role": "user", "content":
-            "A model segmented the conversations below by topic, following the current guidelines. Compare its "
+        {
+            "role": "system",
+            "content": "You improve guidelines for segmenting conversations by topic. Answer in JSON only.",
+        },
+        {
+            "role": "user",
+            "content": "A model segmented the conversations below by topic, following the current guidelines. "
+            "Compare its "
             "segments with the reference segments, reflect on where and why it cut too often or too rarely, and "
             "rewrite the guidelines so it matches the references better on new conversations. The guidelines "
             "are advice on where topics change; they must not describe the output format. At most 200 words.\n\n"
-            f"Current guidelines:\n{current}\n\n" + "\n\n".join(blocks) +
-            '\n\nAnswer as {"reflection": "...", "rubric": "..."}'},
+            f"Current guidelines:\n{current}\n\n"
+            + "\n\n".join(blocks)
+            + '\n\nAnswer as {"reflection": "...", "rubric": "..."}',
+        },
     ]
 
 

@@ -12,19 +12,20 @@ paper and the DialSTART/CSM line of work:
 
 Corpus figures are means over dialogues.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 
 @dataclass
 class LabelledDialogue:
     dial_id: str
     utterances: list[str]
-    boundaries: list[int]            # 0/1 per utterance; 1 = a new segment starts here
+    boundaries: list[int]  # 0/1 per utterance; 1 = a new segment starts here
 
     @property
     def n_segments(self) -> int:
@@ -35,6 +36,7 @@ class LabelledDialogue:
 
 
 # --- conversions --------------------------------------------------------------
+
 
 def boundaries_from_lengths(lengths: Sequence[int]) -> list[int]:
     out: list[int] = []
@@ -69,6 +71,7 @@ def lengths_from_boundaries(boundaries: Sequence[int]) -> list[int]:
 
 # --- loaders ------------------------------------------------------------------
 
+
 def load_dialseg711(path: str | Path) -> list[LabelledDialogue]:
     """DialSeg711 as a JSON list of {"dial_id", "utterances", "segments": [segment lengths]}."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -77,8 +80,9 @@ def load_dialseg711(path: str | Path) -> list[LabelledDialogue]:
         utts = [str(u) for u in d["utterances"]]
         b = boundaries_from_lengths(d["segments"])
         if len(b) != len(utts):
-            raise ValueError(f"dialogue {d.get('dial_id')}: segment lengths sum to {len(b)}, "
-                             f"but there are {len(utts)} utterances")
+            raise ValueError(
+                f"dialogue {d.get('dial_id')}: segment lengths sum to {len(b)}, but there are {len(utts)} utterances"
+            )
         out.append(LabelledDialogue(str(d.get("dial_id", len(out))), utts, b))
     return out
 
@@ -108,6 +112,7 @@ def load(path: str | Path, fmt: str) -> list[LabelledDialogue]:
 
 # --- metrics ------------------------------------------------------------------
 
+
 def window_k(reference: Sequence[int]) -> int:
     n_segments = 1 + sum(reference[1:])
     return max(2, round(len(reference) / (2 * n_segments)))
@@ -119,6 +124,7 @@ def _as_str(seq: Sequence[int]) -> str:
 
 def pk(reference: Sequence[int], hypothesis: Sequence[int], k: int | None = None) -> float:
     from nltk.metrics.segmentation import pk as nltk_pk
+
     k = window_k(reference) if k is None else k
     k = min(k, len(reference))
     return float(nltk_pk(_as_str(reference), _as_str(hypothesis), k=k, boundary="1"))
@@ -126,6 +132,7 @@ def pk(reference: Sequence[int], hypothesis: Sequence[int], k: int | None = None
 
 def windowdiff(reference: Sequence[int], hypothesis: Sequence[int], k: int | None = None) -> float:
     from nltk.metrics.segmentation import windowdiff as nltk_wd
+
     k = window_k(reference) if k is None else k
     k = min(k, len(reference))
     return float(nltk_wd(_as_str(reference), _as_str(hypothesis), k, boundary="1"))
@@ -162,7 +169,7 @@ def evaluate(references: Sequence[Sequence[int]], hypotheses: Sequence[Sequence[
     """Mean Pk, WindowDiff, precision, recall and F1 over dialogues; Score from the means."""
     if len(references) != len(hypotheses):
         raise ValueError("as many hypotheses as references are needed")
-    rows = [evaluate_one(r, h) for r, h in zip(references, hypotheses)]
+    rows = [evaluate_one(r, h) for r, h in zip(references, hypotheses, strict=False)]
     n = max(len(rows), 1)
     out = {m: sum(r[m] for r in rows) / n for m in ("pk", "windowdiff", "precision", "recall", "f1")}
     out["score"] = score_of(out["f1"], out["pk"], out["windowdiff"])
@@ -173,6 +180,7 @@ def evaluate(references: Sequence[Sequence[int]], hypotheses: Sequence[Sequence[
 
 
 # --- baselines ----------------------------------------------------------------
+
 
 def baseline_no_boundary(n: int) -> list[int]:
     return [0] * n
@@ -188,7 +196,7 @@ def baseline_even(n: int, segment_length: float) -> list[int]:
     step = max(float(segment_length), 1.0)
     pos = step
     while round(pos) < n:
-        out[int(round(pos))] = 1
+        out[round(pos)] = 1
         pos += step
     return out
 

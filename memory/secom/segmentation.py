@@ -12,22 +12,24 @@
   depth scores, with a minimum segment length. `fit` grid-searches its
   parameters on labelled dialogues.
 """
+
 from __future__ import annotations
 
 import itertools
 import json
 import math
 import re
-from dataclasses import dataclass, asdict, fields
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import numpy as np
 
 from ..bm25 import tokenize
-from ..llm import LLMSession, Completion
+from ..llm import Completion, LLMSession
 from .prompts import SEGMENTATION_SCHEMA, segmentation_messages
 
-Segment = tuple[int, int, str]          # (start, end) inclusive, 0-based; summary
+Segment = tuple[int, int, str]  # (start, end) inclusive, 0-based; summary
 
 
 # --- parsing and repair -------------------------------------------------------
@@ -81,7 +83,7 @@ def _items(answer: Any) -> list[Any]:
         text, in_block = answer, False
         m = _OPEN_TAG.search(text)
         if m:
-            text, in_block = text[m.end():], True
+            text, in_block = text[m.end() :], True
         else:
             f = _FENCE.search(text)
             if f:
@@ -103,7 +105,7 @@ def _items(answer: Any) -> list[Any]:
         out: list[Any] = []
         for v in answer:
             if isinstance(v, (list, tuple)) and len(v) >= 2 and all(not isinstance(x, (dict, list)) for x in v):
-                out.append(v)              # [start, end(, summary)]
+                out.append(v)  # [start, end(, summary)]
             elif isinstance(v, dict):
                 out.append(v)
             elif isinstance(v, str):
@@ -166,7 +168,7 @@ def repair_segments(answer: Any, n_exchanges: int) -> tuple[list[Segment], bool]
         else:
             continue
         if s is None or e is None:
-            repaired = True                # non-integer or missing numbers: dropped
+            repaired = True  # non-integer or missing numbers: dropped
             continue
         raw.append((s, e, _summary_of(it)))
     if not raw:
@@ -180,9 +182,9 @@ def repair_segments(answer: Any, n_exchanges: int) -> tuple[list[Segment], bool]
     clean: list[tuple[int, int, str]] = []
     for s, e, t in raw:
         if s > e:
-            s, e, repaired = e, s, True    # reversed
+            s, e, repaired = e, s, True  # reversed
         if e < 0 or s > n_exchanges - 1:
-            repaired = True                # entirely out of range: dropped
+            repaired = True  # entirely out of range: dropped
             continue
         if s < 0 or e > n_exchanges - 1:
             s, e, repaired = max(s, 0), min(e, n_exchanges - 1), True
@@ -194,17 +196,17 @@ def repair_segments(answer: Any, n_exchanges: int) -> tuple[list[Segment], bool]
         repaired = True
 
     out: list[list] = []
-    nxt = 0                                # first exchange not yet covered
+    nxt = 0  # first exchange not yet covered
     for i in order:
         s, e, t = clean[i]
-        if e < nxt:                        # wholly inside earlier segments: drop
+        if e < nxt:  # wholly inside earlier segments: drop
             if out and t and not out[-1][2]:
                 out[-1][2] = t
             repaired = True
             continue
-        if s < nxt:                        # overlap: trim the start
+        if s < nxt:  # overlap: trim the start
             s, repaired = nxt, True
-        elif s > nxt:                      # gap: the previous segment absorbs it (or this one starts at 0)
+        elif s > nxt:  # gap: the previous segment absorbs it (or this one starts at 0)
             repaired = True
             if out:
                 out[-1][1] = s - 1
@@ -212,7 +214,7 @@ def repair_segments(answer: Any, n_exchanges: int) -> tuple[list[Segment], bool]
                 s = 0
         out.append([s, e, t])
         nxt = e + 1
-    if nxt < n_exchanges:                  # trailing exchanges: the last segment absorbs them
+    if nxt < n_exchanges:  # trailing exchanges: the last segment absorbs them
         out[-1][1] = n_exchanges - 1
         repaired = True
     return [(s, e, t) for s, e, t in out], repaired
@@ -240,10 +242,11 @@ def is_valid_cover(ranges: Sequence[tuple], n: int) -> bool:
         if s != nxt or e < s or e > n - 1:
             return False
         nxt = e + 1
-    return nxt == n and n > 0 or (n == 0 and not ranges)
+    return (nxt == n and n > 0) or (n == 0 and not ranges)
 
 
 # --- LLM segmenter ----------------------------------------------------------
+
 
 class _SegmentationAnswers:
     """Wraps an LLM so a SeCom-style answer (JSON lines in tags) reaches LLMSession as one JSON object.
@@ -282,21 +285,22 @@ class LLMSegmenter:
 
     name = "llm"
 
-    def __init__(self, rubric: str = "", fallback: "EmbeddingSegmenter | None" = None,
-                 max_tokens_each: int = 200):
+    def __init__(self, rubric: str = "", fallback: EmbeddingSegmenter | None = None, max_tokens_each: int = 200):
         self.rubric = rubric or ""
         self._fallback = fallback
         self.max_tokens_each = max_tokens_each
 
     @property
-    def fallback(self) -> "EmbeddingSegmenter":
+    def fallback(self) -> EmbeddingSegmenter:
         if self._fallback is None:
             from ..embeddings import make_embedder
+
             self._fallback = EmbeddingSegmenter(make_embedder())
         return self._fallback
 
-    def segment(self, llm_session: LLMSession, exchange_texts: list[str],
-                fallback_texts: list | None = None) -> list[Segment]:
+    def segment(
+        self, llm_session: LLMSession, exchange_texts: list[str], fallback_texts: list | None = None
+    ) -> list[Segment]:
         """Segments of `exchange_texts` as (start, end, summary), always a valid cover.
 
         `fallback_texts` (same length) is what the embedding fallback reads, if
@@ -315,7 +319,7 @@ class LLMSegmenter:
             repaired_flag["repaired"] = repaired
             for j, (s, e, t) in enumerate(segs):
                 if not t:
-                    segs[j] = (s, e, _extractive_summary(exchange_texts[s:e + 1]))
+                    segs[j] = (s, e, _extractive_summary(exchange_texts[s : e + 1]))
             return segs
 
         def fallback() -> list[Segment]:
@@ -325,11 +329,22 @@ class LLMSegmenter:
                 return self.fallback.segment_groups([list(g) for g in texts])
             return self.fallback.segment(list(texts))
 
-        session = LLMSession(_SegmentationAnswers(llm_session.llm), llm_session.trace,
-                             temperature=min(llm_session.temperature, 0.3), max_retries=llm_session.max_retries,
-                             backoff=llm_session.backoff, sleep=llm_session.sleep)
-        segs = session.json("segment", segmentation_messages(exchange_texts, self.rubric, self.max_tokens_each),
-                            SEGMENTATION_SCHEMA, validate, fallback, max_tokens=min(4096, 200 + 60 * n))
+        session = LLMSession(
+            _SegmentationAnswers(llm_session.llm),
+            llm_session.trace,
+            temperature=min(llm_session.temperature, 0.3),
+            max_retries=llm_session.max_retries,
+            backoff=llm_session.backoff,
+            sleep=llm_session.sleep,
+        )
+        segs = session.json(
+            "segment",
+            segmentation_messages(exchange_texts, self.rubric, self.max_tokens_each),
+            SEGMENTATION_SCHEMA,
+            validate,
+            fallback,
+            max_tokens=min(4096, 200 + 60 * n),
+        )
         call = llm_session.trace.llm_calls[-1] if llm_session.trace.llm_calls else None
         if call is not None and call.purpose == "segment":
             if repaired_flag.get("fallback"):
@@ -340,6 +355,7 @@ class LLMSegmenter:
 
 
 # --- embedding segmenter ------------------------------------------------------
+
 
 def _extractive_summary(texts: Sequence[str], embeddings: np.ndarray | None = None, max_words: int = 16) -> str:
     """The unit closest to the segment's centroid (or the longest one), cut to `max_words` words."""
@@ -357,20 +373,34 @@ def _extractive_summary(texts: Sequence[str], embeddings: np.ndarray | None = No
 
 # Per-gap features (gap g lies between unit g-1 and unit g; a boundary at g means unit g starts a segment).
 FEATURES = (
-    "depth1", "depth2", "depth3",   # TextTiling depth of the window similarity, windows of 1, 2, 3 units
-    "dist1", "dist2", "dist3",      # 1 - cosine(mean of the w units before, mean of the w units after)
-    "fwd_back",                     # cos(unit g, unit g+1) - cos(unit g-1, unit g): g opens what follows
-    "ahead_behind",                 # mean cos of unit g with the 2 after it minus with the 2 before it
-    "lex_novelty",                  # share of content words of units g, g+1 absent from the 3 units before
-    "after_question",               # the previous unit's last line asks a question (an answer follows)
+    "depth1",
+    "depth2",
+    "depth3",  # TextTiling depth of the window similarity, windows of 1, 2, 3 units
+    "dist1",
+    "dist2",
+    "dist3",  # 1 - cosine(mean of the w units before, mean of the w units after)
+    "fwd_back",  # cos(unit g, unit g+1) - cos(unit g-1, unit g): g opens what follows
+    "ahead_behind",  # mean cos of unit g with the 2 after it minus with the 2 before it
+    "lex_novelty",  # share of content words of units g, g+1 absent from the 3 units before
+    "after_question",  # the previous unit's last line asks a question (an answer follows)
 )
 
 # Fitted on TIAGE train only (300 dialogues, utterances as units, all-MiniLM-L6-v2):
 #   python -m memory.bench segmentation --fit --data tiage_train.json --format tiage --out fit.json
 # L2 strength, probability threshold and minimum segment length chosen by 5-fold cross-validated
 # Score (0.5285), then the logistic weights (raw feature scale) refitted on all 300 dialogues.
-DEFAULT_WEIGHTS: tuple[float, ...] = (-0.122518, 0.539692, 1.5217, 0.556497, 3.993735, -2.559368,
-                                      2.107654, -0.176505, 0.964162, -0.951242)
+DEFAULT_WEIGHTS: tuple[float, ...] = (
+    -0.122518,
+    0.539692,
+    1.5217,
+    0.556497,
+    3.993735,
+    -2.559368,
+    2.107654,
+    -0.176505,
+    0.964162,
+    -0.951242,
+)
 DEFAULT_BIAS = -3.898726
 DEFAULT_THRESHOLD = 0.325
 DEFAULT_L2 = 10.0
@@ -416,7 +446,7 @@ class SegParams:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SegParams":
+    def from_dict(cls, d: dict) -> SegParams:
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
         if unknown:
@@ -446,8 +476,8 @@ class EmbeddingSegmenter:
             return []
         emb = self.embedder.embed([t if (t or "").strip() else "." for t in texts])
         starts = boundaries_for(texts, emb, self.params) if n > 1 else []
-        cuts = [0] + starts + [n]
-        return [(s, e - 1, _extractive_summary(texts[s:e], emb[s:e])) for s, e in zip(cuts[:-1], cuts[1:])]
+        cuts = [0, *starts, n]
+        return [(s, e - 1, _extractive_summary(texts[s:e], emb[s:e])) for s, e in itertools.pairwise(cuts)]
 
     def segment_groups(self, groups: list[list[str]]) -> list[Segment]:
         """Segment groups of units (exchanges made of turns) without splitting a group.
@@ -463,7 +493,7 @@ class EmbeddingSegmenter:
             return []
         units, owner = [], []
         for gi, g in enumerate(groups):
-            for u in (g or [""]):
+            for u in g or [""]:
                 units.append(u)
                 owner.append(gi)
         emb = self.embedder.embed([u if (u or "").strip() else "." for u in units])
@@ -477,9 +507,9 @@ class EmbeddingSegmenter:
                     gscore[gi - 1] = max(gscore[gi - 1], scores[t - 1])
             gscore = np.where(np.isfinite(gscore), gscore, thr - 1.0)
             starts = select_boundaries(gscore, thr, m, max(1, round(self.params.min_len / 2)), self.params.max_len)
-        cuts = [0] + starts + [m]
+        cuts = [0, *starts, m]
         out = []
-        for s, e in zip(cuts[:-1], cuts[1:]):
+        for s, e in itertools.pairwise(cuts):
             idx = [i for i, o in enumerate(owner) if s <= o < e]
             out.append((s, e - 1, _extractive_summary([units[i] for i in idx], emb[idx])))
         return out
@@ -501,8 +531,9 @@ def _window_cos(emb: np.ndarray, window: int) -> np.ndarray:
     return out
 
 
-def gap_similarities(texts: Sequence[str], emb: np.ndarray, window: int, alpha: float,
-                     lex: list[set[str]] | None = None) -> np.ndarray:
+def gap_similarities(
+    texts: Sequence[str], emb: np.ndarray, window: int, alpha: float, lex: list[set[str]] | None = None
+) -> np.ndarray:
     """TextTiling similarity across each gap: alpha * window cosine + (1 - alpha) * lexical overlap."""
     sims = _window_cos(emb, window)
     if alpha >= 1.0:
@@ -539,7 +570,7 @@ def depth_scores(sims: np.ndarray) -> np.ndarray:
 def _smooth(x: np.ndarray, half: int) -> np.ndarray:
     if half <= 0 or len(x) < 3:
         return x
-    return np.array([x[max(0, i - half):i + half + 1].mean() for i in range(len(x))])
+    return np.array([x[max(0, i - half) : i + half + 1].mean() for i in range(len(x))])
 
 
 def _asks(text: str) -> bool:
@@ -563,9 +594,9 @@ def gap_features(texts: Sequence[str], emb: np.ndarray, lex: list[set[str]] | No
     for g in range(1, n):
         nxt = sim[g, g + 1] if g + 1 < n else sim[g, g - 1]
         fb[g - 1] = nxt - sim[g - 1, g]
-        ahead = sim[g, g + 1:g + 3].mean() if g + 1 < n else sim[g, g - 1]
-        ab[g - 1] = ahead - sim[g, max(0, g - 2):g].mean()
-        ctx = set().union(*lex[max(0, g - 3):g])
+        ahead = sim[g, g + 1 : g + 3].mean() if g + 1 < n else sim[g, g - 1]
+        ab[g - 1] = ahead - sim[g, max(0, g - 2) : g].mean()
+        ctx = set().union(*lex[max(0, g - 3) : g])
         cur = lex[g] | (lex[g + 1] if g + 1 < n else set())
         nov[g - 1] = len(cur - ctx) / max(len(cur), 1)
         q[g - 1] = 1.0 if _asks(texts[g - 1]) else 0.0
@@ -577,8 +608,9 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -30, 30)))
 
 
-def gap_scores(texts: Sequence[str], emb: np.ndarray, p: SegParams,
-               lex: list[set[str]] | None = None) -> tuple[np.ndarray, float]:
+def gap_scores(
+    texts: Sequence[str], emb: np.ndarray, p: SegParams, lex: list[set[str]] | None = None
+) -> tuple[np.ndarray, float]:
     """Per-gap boundary scores and the threshold they must exceed."""
     if p.method == "texttiling":
         depth = depth_scores(_smooth(gap_similarities(texts, emb, p.window, p.alpha, lex), p.smooth))
@@ -587,8 +619,7 @@ def gap_scores(texts: Sequence[str], emb: np.ndarray, p: SegParams,
     return _sigmoid(gap_features(texts, emb, lex) @ np.asarray(p.weights) + p.bias), p.threshold
 
 
-def boundaries_for(texts: Sequence[str], emb: np.ndarray, p: SegParams,
-                   lex: list[set[str]] | None = None) -> list[int]:
+def boundaries_for(texts: Sequence[str], emb: np.ndarray, p: SegParams, lex: list[set[str]] | None = None) -> list[int]:
     """Indices (1..n-1) where a new segment starts."""
     n = len(texts)
     if n < 2:
@@ -597,8 +628,7 @@ def boundaries_for(texts: Sequence[str], emb: np.ndarray, p: SegParams,
     return select_boundaries(scores, thr, n, p.min_len, p.max_len)
 
 
-def select_boundaries(scores: np.ndarray, threshold: float, n: int, min_len: int = 1,
-                      max_len: int = 0) -> list[int]:
+def select_boundaries(scores: np.ndarray, threshold: float, n: int, min_len: int = 1, max_len: int = 0) -> list[int]:
     """Best gaps first while above `threshold`, keeping segments >= min_len; then split any > max_len."""
     chosen: list[int] = []
     for gi in np.argsort(-np.asarray(scores), kind="stable"):
@@ -621,18 +651,19 @@ def _fits(b: int, chosen: list[int], n: int, min_len: int) -> bool:
 def _split_long(chosen: list[int], scores: np.ndarray, n: int, min_len: int, max_len: int) -> list[int]:
     chosen = sorted(chosen)
     while True:
-        cuts = [0] + chosen + [n]
-        long = [(s, e) for s, e in zip(cuts[:-1], cuts[1:]) if e - s > max_len]
+        cuts = [0, *chosen, n]
+        long = [(s, e) for s, e in itertools.pairwise(cuts) if e - s > max_len]
         if not long:
             return chosen
         s, e = long[0]
         lo, hi = s + min(min_len, max_len), e - min(min_len, max_len)
         cands = list(range(lo, hi + 1)) or list(range(s + 1, e))
         b = max(cands, key=lambda x: (scores[x - 1], -x))
-        chosen = sorted(chosen + [b])
+        chosen = sorted([*chosen, b])
 
 
 # --- fitting ------------------------------------------------------------------
+
 
 def _logistic(X: np.ndarray, y: np.ndarray, l2: float, iters: int = 50) -> tuple[np.ndarray, float]:
     """L2-regularised logistic regression by Newton's method on standardised features.
@@ -644,7 +675,7 @@ def _logistic(X: np.ndarray, y: np.ndarray, l2: float, iters: int = 50) -> tuple
     Z = np.hstack([(X - mu) / sd, np.ones((len(X), 1))])
     w = np.zeros(Z.shape[1])
     reg = np.full(Z.shape[1], float(l2))
-    reg[-1] = 0.0                                             # the bias is not penalised
+    reg[-1] = 0.0  # the bias is not penalised
     for _ in range(iters):
         pr = _sigmoid(Z @ w)
         grad = Z.T @ (pr - y) + reg * w
@@ -660,7 +691,7 @@ def _logistic(X: np.ndarray, y: np.ndarray, l2: float, iters: int = 50) -> tuple
 DEFAULT_GRID: dict[str, list] = {
     # learned
     "l2": [0.1, 1.0, 10.0],
-    "threshold": [round(0.1 + 0.025 * i, 3) for i in range(21)],      # 0.10 .. 0.60
+    "threshold": [round(0.1 + 0.025 * i, 3) for i in range(21)],  # 0.10 .. 0.60
     "min_len": [1, 2, 3],
     # texttiling
     "window": [1, 2, 3],
@@ -673,7 +704,7 @@ DEFAULT_GRID: dict[str, list] = {
 
 def _hyps(dials, scores_thr, min_len: int, max_len: int = 0) -> list[list[int]]:
     out = []
-    for d, (sc, thr) in zip(dials, scores_thr):
+    for d, (sc, thr) in zip(dials, scores_thr, strict=False):
         n = len(d.utterances)
         h = [0] * n
         for b in select_boundaries(sc, thr, n, min_len, max_len):
@@ -682,8 +713,15 @@ def _hyps(dials, scores_thr, min_len: int, max_len: int = 0) -> list[list[int]]:
     return out
 
 
-def fit(labelled_dialogues, embedder=None, method: str = "learned", grid: dict[str, list] | None = None,
-        folds: int = 5, seed: int = 0, progress: Callable[[str], None] | None = None) -> tuple[SegParams, dict]:
+def fit(
+    labelled_dialogues,
+    embedder=None,
+    method: str = "learned",
+    grid: dict[str, list] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[SegParams, dict]:
     """Fit `SegParams` on labelled dialogues (objects with `.utterances` and 0/1 `.boundaries`).
 
     learned: for each L2 strength, logistic weights are fitted on all but one
@@ -694,8 +732,10 @@ def fit(labelled_dialogues, embedder=None, method: str = "learned", grid: dict[s
     (cross-validated for learned) at those parameters.
     """
     from .seg_metrics import evaluate
+
     if embedder is None:
         from ..embeddings import make_embedder
+
         embedder = make_embedder()
     grid = {**DEFAULT_GRID, **(grid or {})}
     say = progress or (lambda m: None)
@@ -706,7 +746,7 @@ def fit(labelled_dialogues, embedder=None, method: str = "learned", grid: dict[s
     all_emb = embedder.embed(flat)
     embs, lexs, pos = [], [], 0
     for d in dials:
-        embs.append(all_emb[pos:pos + len(d.utterances)])
+        embs.append(all_emb[pos : pos + len(d.utterances)])
         lexs.append(_lexical_sets(d.utterances))
         pos += len(d.utterances)
     refs = [list(d.boundaries) for d in dials]
@@ -715,22 +755,26 @@ def fit(labelled_dialogues, embedder=None, method: str = "learned", grid: dict[s
     if method == "texttiling":
         for window, alpha, smooth in itertools.product(grid["window"], grid["alpha"], grid["smooth"]):
             base = SegParams(method="texttiling", window=window, alpha=alpha, smooth=smooth)
-            depths = [depth_scores(_smooth(gap_similarities(d.utterances, e, window, alpha, lx), smooth))
-                      for d, e, lx in zip(dials, embs, lexs)]
+            depths = [
+                depth_scores(_smooth(gap_similarities(d.utterances, e, window, alpha, lx), smooth))
+                for d, e, lx in zip(dials, embs, lexs, strict=False)
+            ]
             for c, md, ml in itertools.product(grid["c"], grid["min_depth"], grid["min_len"]):
                 st = [(dep, max(float(dep.mean() + c * dep.std()), md)) for dep in depths]
                 res = evaluate(refs, _hyps(dials, st, ml))
                 if res["score"] > best[0]:
                     p = SegParams(**{**base.to_dict(), "c": c, "min_depth": md, "min_len": ml})
                     best = (res["score"], p, res)
-                    say(f"score {res['score']:.4f} with window={window} alpha={alpha} smooth={smooth} "
-                        f"c={c} min_depth={md} min_len={ml}")
+                    say(
+                        f"score {res['score']:.4f} with window={window} alpha={alpha} smooth={smooth} "
+                        f"c={c} min_depth={md} min_len={ml}"
+                    )
         assert best[1] is not None
         return best[1], best[2]
 
     if method != "learned":
         raise ValueError(f"method must be learned or texttiling, not {method!r}")
-    feats = [gap_features(d.utterances, e, lx) for d, e, lx in zip(dials, embs, lexs)]
+    feats = [gap_features(d.utterances, e, lx) for d, e, lx in zip(dials, embs, lexs, strict=False)]
     labels = [np.asarray(r[1:], dtype=np.float64) for r in refs]
     order = np.random.default_rng(seed).permutation(len(dials))
     fold_of = np.empty(len(dials), dtype=int)
@@ -751,6 +795,11 @@ def fit(labelled_dialogues, embedder=None, method: str = "learned", grid: dict[s
     p = best[1]
     assert p is not None
     w, b = _logistic(np.vstack(feats), np.concatenate(labels), p.l2)
-    params = SegParams(weights=tuple(round(float(x), 6) for x in w), bias=round(b, 6), l2=p.l2,
-                       threshold=p.threshold, min_len=p.min_len)
+    params = SegParams(
+        weights=tuple(round(float(x), 6) for x in w),
+        bias=round(b, 6),
+        l2=p.l2,
+        threshold=p.threshold,
+        min_len=p.min_len,
+    )
     return params, dict(best[2], evaluation=f"{max(2, folds)}-fold cross-validation on the fitting dialogues")

@@ -13,6 +13,7 @@ budget (counted on the original text) by the rule the benchmarks use
 (memory.packing): whole segments in rank order, the first that does not fit cut
 to the turns around its best-matching exchange. Returned in chronological order.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +24,6 @@ import time
 from datetime import datetime
 from typing import Any
 
-
 from ..bm25 import BM25Index, tokenize
 from ..packing import Piece, Unit, pack
 from ..records import SessionRecord, exchanges
@@ -33,8 +33,8 @@ from .compression import Compressor
 from .segmentation import EmbeddingSegmenter, LLMSegmenter
 
 KIND = "secom_segments"
-RRF_K = 60                 # reciprocal-rank fusion constant (Cormack et al.)
-CANDIDATES = 50            # candidates taken from each ranker before fusion / budgeting
+RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.)
+CANDIDATES = 50  # candidates taken from each ranker before fusion / budgeting
 
 
 def exchange_text(ex, with_speakers: bool = True) -> str:
@@ -55,8 +55,9 @@ def date_key(date: str) -> float:
         pass
     try:
         from dateutil import parser
+
         return parser.parse(d.replace(" on ", " "), fuzzy=True).timestamp()
-    except Exception:  # noqa: BLE001 - unparseable dates sort by session id
+    except Exception:
         return -1.0
 
 
@@ -85,7 +86,7 @@ class _BM25Cache:
             self.shared.bump(user_id, KIND)
 
     def get(self, user_id: str, load) -> tuple[BM25Index, list[Any]]:
-        shared = self.shared.version(user_id, KIND) if self.shared is not None else 0   # read before loading
+        shared = self.shared.version(user_id, KIND) if self.shared is not None else 0  # read before loading
         with self._lock:
             hit = self._by_user.get(user_id)
             version = self._version.get(user_id, 0)
@@ -95,7 +96,7 @@ class _BM25Cache:
         idx = BM25Index()
         idx.add([h.document for h in hits])
         with self._lock:
-            if self._version.get(user_id, 0) == version:   # not invalidated while we were loading
+            if self._version.get(user_id, 0) == version:  # not invalidated while we were loading
                 self._by_user[user_id] = (idx, hits, shared)
         return idx, hits
 
@@ -109,8 +110,17 @@ class SecomMemory:
     `LLMSegmenter(rubric)` when `use_llm_segmenter` is true.
     """
 
-    def __init__(self, store, embedder, compressor: Compressor | None, compressor_note: str = "",
-                 segmenter=None, *, use_llm_segmenter: bool = False, rubric: str = ""):
+    def __init__(
+        self,
+        store,
+        embedder,
+        compressor: Compressor | None,
+        compressor_note: str = "",
+        segmenter=None,
+        *,
+        use_llm_segmenter: bool = False,
+        rubric: str = "",
+    ):
         self.store = store
         self.embedder = embedder
         self.compressor = compressor
@@ -137,7 +147,7 @@ class SecomMemory:
 
     def segment(self, exs: list, llm_session=None) -> list[tuple[int, int, str]]:
         """(start, end, summary) segments over a list of exchanges (lists of turns)."""
-        groups = [[t.text for t in ex] for ex in exs]       # turns: the unit the offline segmenter was fitted on
+        groups = [[t.text for t in ex] for ex in exs]  # turns: the unit the offline segmenter was fitted on
         if isinstance(self.segmenter, LLMSegmenter) and llm_session is not None:
             return self.segmenter.segment(llm_session, [exchange_text(ex) for ex in exs], fallback_texts=groups)
         seg = self._embedding_segmenter()
@@ -151,12 +161,20 @@ class SecomMemory:
             seg: Any = ["llm", self.segmenter.rubric]
         else:
             seg = ["embedding", getattr(getattr(self._embedding_segmenter(), "params", None), "to_dict", dict)()]
-        payload = json.dumps([session.date, [(t.speaker, t.text, t.turn_id) for t in session.turns],
-                              float(options.compression_rate), seg, getattr(self.compressor, "name", "none")])
+        payload = json.dumps(
+            [
+                session.date,
+                [(t.speaker, t.text, t.turn_id) for t in session.turns],
+                float(options.compression_rate),
+                seg,
+                getattr(self.compressor, "name", "none"),
+            ]
+        )
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
-    def build(self, user_id: str, session: SessionRecord, llm_session, options, trace: Trace,
-              force: bool = False) -> list[str] | None:
+    def build(
+        self, user_id: str, session: SessionRecord, llm_session, options, trace: Trace, force: bool = False
+    ) -> list[str] | None:
         """Segment, compress, embed and store one session; returns the new segment ids.
 
         Idempotent: the session's old segments are replaced. When they were built
@@ -175,7 +193,7 @@ class SecomMemory:
                 return []
             with trace.timed("secom_segment"):
                 segs = self.segment(exs, llm_session)
-            texts = ["\n".join(exchange_text(ex) for ex in exs[s:e + 1]) for s, e, _ in segs]
+            texts = ["\n".join(exchange_text(ex) for ex in exs[s : e + 1]) for s, e, _ in segs]
             with trace.timed("secom_compress"):
                 keys, compressed = self._compress(texts, options.compression_rate, trace)
             with trace.timed("secom_embed"):
@@ -184,14 +202,25 @@ class SecomMemory:
             ts = date_key(session.date)
             metas = []
             for i, (s, e, summary) in enumerate(segs):
-                seg_turns = [t for ex in exs[s:e + 1] for t in ex]
+                seg_turns = [t for ex in exs[s : e + 1] for t in ex]
                 turn_ids = [t.turn_id for t in seg_turns if t.turn_id]
-                metas.append({"turn_lines": ",".join(str(len(t.text.split("\n"))) for t in seg_turns),
-                              "turn_id_per_turn": ",".join(t.turn_id or "" for t in seg_turns),
-                              "compressed": bool(compressed), "session_id": session.session_id, "date": session.date or "", "date_ts": ts,
-                              "start": int(s), "end": int(e), "text": texts[i], "summary": summary or "",
-                              "turn_ids": ",".join(turn_ids), "compression_rate": float(options.compression_rate),
-                              "fingerprint": fp})
+                metas.append(
+                    {
+                        "turn_lines": ",".join(str(len(t.text.split("\n"))) for t in seg_turns),
+                        "turn_id_per_turn": ",".join(t.turn_id or "" for t in seg_turns),
+                        "compressed": bool(compressed),
+                        "session_id": session.session_id,
+                        "date": session.date or "",
+                        "date_ts": ts,
+                        "start": int(s),
+                        "end": int(e),
+                        "text": texts[i],
+                        "summary": summary or "",
+                        "turn_ids": ",".join(turn_ids),
+                        "compression_rate": float(options.compression_rate),
+                        "fingerprint": fp,
+                    }
+                )
             self.store.add(user_id, KIND, ids, keys, vecs, metas)
             self._bm25.invalidate(user_id)
         return ids
@@ -205,10 +234,10 @@ class SecomMemory:
             return list(texts), False
         try:
             keys = self.compressor.compress(texts, rate)
-        except Exception as e:  # noqa: BLE001 - a compressor failure must not lose the session
+        except Exception as e:
             trace.notice(f"compression failed ({type(e).__name__}: {e}); segment keys are the original text")
             return list(texts), False
-        return [k if (k or "").strip() else t for k, t in zip(keys, texts)], True
+        return [k if (k or "").strip() else t for k, t in zip(keys, texts, strict=False)], True
 
     # --- retrieval ------------------------------------------------------------
 
@@ -237,8 +266,7 @@ class SecomMemory:
         order = sorted(fused, key=lambda i: (-fused[i], i))
         return [(by_id[i], fused[i]) for i in order]
 
-    def retrieve(self, user_id: str, query: str, options, trace: Trace,
-                 max_segments: int | None = None) -> list[dict]:
+    def retrieve(self, user_id: str, query: str, options, trace: Trace, max_segments: int | None = None) -> list[dict]:
         """The best `options.k` segments for `query` packed into `options.budget` tokens, in
         chronological order. The best segment is always used: one that does not fit is cut to
         the turns around its best-matching exchange (memory.packing). `max_segments` overrides k
@@ -265,8 +293,10 @@ class SecomMemory:
             for d in picked:
                 del d["_ts"]
             if any(not d["compressed"] for d in picked):
-                trace.notice("segment keys are the original text (not compressed: "
-                             f"{self.compressor_note if self.compressor is None else 'compression off or failed'})")
+                trace.notice(
+                    "segment keys are the original text (not compressed: "
+                    f"{self.compressor_note if self.compressor is None else 'compression off or failed'})"
+                )
             trace.segments = list(picked)
             return picked
         finally:
@@ -292,16 +322,24 @@ class SecomMemory:
             if not any(tids) and ids:
                 counts, tids = [len(lines)], [",".join(ids)]
         pieces, i = [], 0
-        for n, tid in zip(counts, tids):
-            pieces.append(Piece("\n".join(lines[i:i + n]), tuple(x for x in tid.split(",") if x)))
+        for n, tid in zip(counts, tids, strict=False):
+            pieces.append(Piece("\n".join(lines[i : i + n]), tuple(x for x in tid.split(",") if x)))
             i += n
         match = [sum(idf.get(t, 0.0) for t in set(tokenize(p.text))) for p in pieces]
-        anchor = max(range(len(pieces)), key=lambda j: (match[j], -j))   # the earliest best-matching turn
-        meta = {"id": h.id, "session_id": m.get("session_id", ""), "date": m.get("date", ""),
-                "key": h.document, "summary": m.get("summary", ""), "score": float(score),
-                "start": int(m.get("start", 0)), "end": int(m.get("end", 0)),
-                "turn_ids": [x for x in str(m.get("turn_ids", "")).split(",") if x],
-                "compressed": bool(m.get("compressed", False)), "_ts": float(m.get("date_ts", -1.0))}
+        anchor = max(range(len(pieces)), key=lambda j: (match[j], -j))  # the earliest best-matching turn
+        meta = {
+            "id": h.id,
+            "session_id": m.get("session_id", ""),
+            "date": m.get("date", ""),
+            "key": h.document,
+            "summary": m.get("summary", ""),
+            "score": float(score),
+            "start": int(m.get("start", 0)),
+            "end": int(m.get("end", 0)),
+            "turn_ids": [x for x in str(m.get("turn_ids", "")).split(",") if x],
+            "compressed": bool(m.get("compressed", False)),
+            "_ts": float(m.get("date_ts", -1.0)),
+        }
         head = Piece(f"({meta['date']})") if meta["date"] else None
         return Unit(h.id, pieces, anchor=anchor, meta=meta, head=head)
 
@@ -342,10 +380,15 @@ class SecomMemory:
             keys, compressed = self._compress([text], rate, trace)
             key = keys[0]
             forgotten = sorted(set(str(m.get("forgotten", "")).split(",")) - {""} | hit)
-            m.update(text=text, summary="", turn_ids=",".join(t.turn_id for t in kept), forgotten=",".join(forgotten),
-                     compressed=bool(compressed),
-                     turn_lines=",".join(str(len(t.text.split("\n"))) for t in kept),
-                     turn_id_per_turn=",".join(t.turn_id or "" for t in kept))
+            m.update(
+                text=text,
+                summary="",
+                turn_ids=",".join(t.turn_id for t in kept),
+                forgotten=",".join(forgotten),
+                compressed=bool(compressed),
+                turn_lines=",".join(str(len(t.text.split("\n"))) for t in kept),
+                turn_id_per_turn=",".join(t.turn_id or "" for t in kept),
+            )
             self.store.delete(user_id, KIND, ids=[h.id])
             self.store.add(user_id, KIND, [h.id], [key], self.embedder.embed([key]), [m])
             out["rebuilt"].append(h.id)
@@ -376,8 +419,14 @@ class SecomMemory:
             m = dict(h.metadata or {})
             m.pop("fingerprint", None)
             out.append({"id": h.id, "key": h.document, **m})
-        out.sort(key=lambda d: (float(d.get("date_ts", -1)) < 0, float(d.get("date_ts", -1)),
-                                _natural(str(d.get("session_id", ""))), int(d.get("start", 0))))
+        out.sort(
+            key=lambda d: (
+                float(d.get("date_ts", -1)) < 0,
+                float(d.get("date_ts", -1)),
+                _natural(str(d.get("session_id", ""))),
+                int(d.get("start", 0)),
+            )
+        )
         return out
 
     def count(self, user_id: str) -> int:

@@ -15,6 +15,7 @@ the designed path instead, and also what a failed summary falls back to:
 
 Deterministic and fast (no model): a 20-turn session takes well under a millisecond.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,27 +39,248 @@ CHEER_MAX_WORDS = 6
 _SENTENCE_END = re.compile(r"(?<=[.!?\u2026])[\"')\]]*\s+|\n+")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
-_STOP = frozenset("""
-a an the and or but so if then than that this these those it its it's is are was were be been being am
-i i'm i've i'd i'll me my mine we we're our ours you you're your yours he him his she her hers they them their
-to of in on at by for with from about as into over after before up down out off just very really too also
-do does did doing done have has had having can could would should will shall may might must not no yes
-there here what which who whom whose when where why how all any some much many more most such own same
-oh ah aw wow hey hi hello yeah yep ok okay well like lol haha hmm um uh sure thanks thank please
-s t re ve ll d m don't didn't doesn't isn't wasn't aren't can't won't couldn't wouldn't shouldn't
-""".split())
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "so",
+        "if",
+        "then",
+        "than",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "it's",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "i",
+        "i'm",
+        "i've",
+        "i'd",
+        "i'll",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "we're",
+        "our",
+        "ours",
+        "you",
+        "you're",
+        "your",
+        "yours",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "hers",
+        "they",
+        "them",
+        "their",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "about",
+        "as",
+        "into",
+        "over",
+        "after",
+        "before",
+        "up",
+        "down",
+        "out",
+        "off",
+        "just",
+        "very",
+        "really",
+        "too",
+        "also",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "done",
+        "have",
+        "has",
+        "had",
+        "having",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "not",
+        "no",
+        "yes",
+        "there",
+        "here",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "all",
+        "any",
+        "some",
+        "much",
+        "many",
+        "more",
+        "most",
+        "such",
+        "own",
+        "same",
+        "oh",
+        "ah",
+        "aw",
+        "wow",
+        "hey",
+        "hi",
+        "hello",
+        "yeah",
+        "yep",
+        "ok",
+        "okay",
+        "well",
+        "like",
+        "lol",
+        "haha",
+        "hmm",
+        "um",
+        "uh",
+        "sure",
+        "thanks",
+        "thank",
+        "please",
+        "s",
+        "t",
+        "re",
+        "ve",
+        "ll",
+        "d",
+        "m",
+        "don't",
+        "didn't",
+        "doesn't",
+        "isn't",
+        "wasn't",
+        "aren't",
+        "can't",
+        "won't",
+        "couldn't",
+        "wouldn't",
+        "shouldn't",
+    ]
+)
 
 # Openers of sentences that ask rather than tell (some questions lack their "?").
-_QUESTION_OPENERS = frozenset("""
-what who whom whose when where why how which do does did is are was were can could would will should
-shall have has had may might am isn't aren't don't doesn't didn't won't wouldn't couldn't shouldn't
-""".split())
+_QUESTION_OPENERS = frozenset(
+    [
+        "what",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "which",
+        "do",
+        "does",
+        "did",
+        "is",
+        "are",
+        "was",
+        "were",
+        "can",
+        "could",
+        "would",
+        "will",
+        "should",
+        "shall",
+        "have",
+        "has",
+        "had",
+        "may",
+        "might",
+        "am",
+        "isn't",
+        "aren't",
+        "don't",
+        "doesn't",
+        "didn't",
+        "won't",
+        "wouldn't",
+        "couldn't",
+        "shouldn't",
+    ]
+)
 # Openers of reactions and pleasantries; such a sentence is kept only if it speaks of the speaker.
-_REACTION_OPENERS = frozenset("""
-that that's thats sounds wow oh aw awesome great cool nice good glad congrats congratulations thanks thank
-haha lol yay omg amazing wonderful hi hello hey bye goodbye take see talk
-""".split())
-_FIRST_PERSON = frozenset("i i'm i've i'd i'll me my mine we we're we've our ours myself".split())
+_REACTION_OPENERS = frozenset(
+    [
+        "that",
+        "that's",
+        "thats",
+        "sounds",
+        "wow",
+        "oh",
+        "aw",
+        "awesome",
+        "great",
+        "cool",
+        "nice",
+        "good",
+        "glad",
+        "congrats",
+        "congratulations",
+        "thanks",
+        "thank",
+        "haha",
+        "lol",
+        "yay",
+        "omg",
+        "amazing",
+        "wonderful",
+        "hi",
+        "hello",
+        "hey",
+        "bye",
+        "goodbye",
+        "take",
+        "see",
+        "talk",
+    ]
+)
+_FIRST_PERSON = frozenset(
+    ["i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "we're", "we've", "our", "ours", "myself"]
+)
 
 
 def sentences(text: str) -> list[str]:
@@ -88,9 +310,9 @@ def is_statement(sentence: str) -> bool:
     if words[0] in _REACTION_OPENERS and not about_self:
         return False
     # A short exclamation to the other person ("Way to go, Jon!") cheers; it tells nothing to remember.
-    if sentence.rstrip("\"') ").endswith("!") and not about_self and len(content_words(sentence)) < CHEER_MAX_WORDS:
-        return False
-    return True
+    return not (
+        sentence.rstrip("\"') ").endswith("!") and not about_self and len(content_words(sentence)) < CHEER_MAX_WORDS
+    )
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
@@ -106,13 +328,15 @@ def extract_memories(turns: Sequence[Turn]) -> list[dict]:
             if not is_statement(s):
                 continue
             key = content_words(s)
-            dup = next((j for j, k in enumerate(keys)
-                        if out[j]["speaker"] == t.speaker and _jaccard(k, key) >= DEDUP_JACCARD), None)
+            dup = next(
+                (j for j, k in enumerate(keys) if out[j]["speaker"] == t.speaker and _jaccard(k, key) >= DEDUP_JACCARD),
+                None,
+            )
             if dup is not None:
                 if i not in out[dup]["turns"]:
                     out[dup]["turns"].append(i)
                 continue
-            event = s if len(s) <= MAX_EVENT_CHARS else s[:MAX_EVENT_CHARS - 1].rstrip() + "…"
+            event = s if len(s) <= MAX_EVENT_CHARS else s[: MAX_EVENT_CHARS - 1].rstrip() + "…"
             out.append({"speaker": t.speaker, "event": f"{t.speaker}: {event}", "turns": [i]})
             keys.append(key)
     return out

@@ -11,14 +11,16 @@ JSON file per session, written atomically (one process, benchmarks and tests);
 the app stores parts in its relational database (sessions/graph_store.py), shared
 by every replica.
 """
+
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -31,14 +33,14 @@ RELATIONS = ("Changed", "Cause", "Reason", "HinderedBy", "React", "Want", "SameT
 class Memory:
     id: str
     event: str
-    time: str                 # the session's date as shown to people
+    time: str  # the session's date as shown to people
     session_id: str
-    ts: str = ""              # sortable ISO time ("" when the date could not be parsed)
-    seq: int = 0              # insertion order: breaks ties and orders undated memories
-    turns: list[str] = field(default_factory=list)   # provenance: turn ids
+    ts: str = ""  # sortable ISO time ("" when the date could not be parsed)
+    seq: int = 0  # insertion order: breaks ties and orders undated memories
+    turns: list[str] = field(default_factory=list)  # provenance: turn ids
     speaker: str = ""
-    built_by: str = ""        # how it was made: "llm" | "extracted" | "extracted-fallback" (BUILT_BY in extract)
-    excerpt: str = ""         # the source dialogue (shown to the relation prompt)
+    built_by: str = ""  # how it was made: "llm" | "extracted" | "extracted-fallback" (BUILT_BY in extract)
+    excerpt: str = ""  # the source dialogue (shown to the relation prompt)
 
     @property
     def order(self) -> tuple[str, int]:
@@ -74,7 +76,7 @@ class MemoryGraph:
         self.g = nx.DiGraph()
         self.built_sessions: set[str] = set()
         self._comp = _Components()
-        self._next_seq = 1                      # 0 means "not assigned yet"
+        self._next_seq = 1  # 0 means "not assigned yet"
         self._by_session: dict[str, list[str]] = defaultdict(list)
         self._edges_by_owner: dict[str, set[tuple[str, str]]] = defaultdict(set)
 
@@ -147,10 +149,14 @@ class MemoryGraph:
 
     # --- persistence ---------------------------------------------------------
     def session_dict(self, session_id: str) -> dict:
-        return {"version": 2, "session_id": session_id,
-                "memories": [dict(vars(self.memory(mid))) for mid in self._by_session.get(session_id, [])],
-                "edges": [[a, b, self.g.edges[a, b]["relation"]]
-                          for a, b in sorted(self._edges_by_owner.get(session_id, ()))]}
+        return {
+            "version": 2,
+            "session_id": session_id,
+            "memories": [dict(vars(self.memory(mid))) for mid in self._by_session.get(session_id, [])],
+            "edges": [
+                [a, b, self.g.edges[a, b]["relation"]] for a, b in sorted(self._edges_by_owner.get(session_id, ()))
+            ],
+        }
 
     def to_dict(self) -> dict:
         """The whole graph (for export)."""
@@ -162,7 +168,7 @@ class MemoryGraph:
         }
 
     @classmethod
-    def from_sessions(cls, parts: list[dict]) -> "MemoryGraph":
+    def from_sessions(cls, parts: list[dict]) -> MemoryGraph:
         g = cls()
         mems = sorted((md for p in parts for md in p.get("memories", [])), key=lambda md: md.get("seq", 0))
         for md in mems:
@@ -178,7 +184,7 @@ class MemoryGraph:
         atomic_write_json(session_file(folder, session_id), self.session_dict(session_id))
 
     @classmethod
-    def load(cls, folder: Path) -> "MemoryGraph":
+    def load(cls, folder: Path) -> MemoryGraph:
         return cls.from_sessions(load_parts(folder))
 
 
@@ -196,16 +202,14 @@ def atomic_write_json(path: Path, obj) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        dfd = os.open(path.parent, os.O_RDONLY)   # make the rename itself durable
+        dfd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -241,6 +245,7 @@ class JsonGraphStore:
 
     def folder(self, user_id: str) -> Path:
         from ..userspace import user_dir
+
         return user_dir(self.data_dir, user_id) / "theanine_graph"
 
     def version(self, user_id: str) -> int:
@@ -260,6 +265,7 @@ class JsonGraphStore:
 
     def drop(self, user_id: str) -> None:
         import shutil
+
         shutil.rmtree(self.folder(user_id), ignore_errors=True)
         self._versions[user_id] += 1
 

@@ -7,6 +7,7 @@ a similarity threshold). Then, as the paper says, in every connected component
 that holds a related candidate, the new memory is linked to that component's
 most recent related candidate.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,9 +33,9 @@ class Candidate:
     similarity: float
 
 
-PART_TOKENS = 2500          # a longer session is summarised in parts of about this many dialogue tokens
+PART_TOKENS = 2500  # a longer session is summarised in parts of about this many dialogue tokens
 ANSWER_TOKENS_PER_TURN = 48  # answer budget: room for about one memory per turn, whatever the session's size
-EXCERPT_CHARS = 300         # source dialogue kept with each memory (the relation prompt shows it)
+EXCERPT_CHARS = 300  # source dialogue kept with each memory (the relation prompt shows it)
 
 
 def _parts(numbered: list[str]) -> list[tuple[int, int]]:
@@ -64,8 +65,9 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
     numbered = [f"[{i}] {t.speaker}: {' '.join(t.text.split())[:600]}" for i, t in enumerate(turns)]
 
     def extracted(lo: int = 0, hi: int | None = None, built_by: str = "extracted") -> list[dict]:
-        return [dict(it, turns=[lo + i for i in it["turns"]], built_by=built_by)
-                for it in extract_memories(turns[lo:hi])]
+        return [
+            dict(it, turns=[lo + i for i in it["turns"]], built_by=built_by) for it in extract_memories(turns[lo:hi])
+        ]
 
     if llm is None:
         items = extracted()
@@ -74,16 +76,29 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
         parts = _parts(numbered)
         items = []
         for pi, (lo, hi) in enumerate(parts):
-            items += llm.json("summarise", prompts.summarise_messages(session.date, numbered[lo:hi], speakers,
-                                                                       (pi + 1, len(parts))),
-                              prompts.SUMMARISE_SCHEMA, lambda raw, lo=lo, hi=hi: prompts.validate_memories(raw, hi, lo),
-                              lambda lo=lo, hi=hi: extracted(lo, hi, "extracted-fallback"),
-                              max_tokens=min(8192, ANSWER_TOKENS_PER_TURN * (hi - lo) + 64))
+            items += llm.json(
+                "summarise",
+                prompts.summarise_messages(session.date, numbered[lo:hi], speakers, (pi + 1, len(parts))),
+                prompts.SUMMARISE_SCHEMA,
+                lambda raw, lo=lo, hi=hi: prompts.validate_memories(raw, hi, lo),
+                lambda lo=lo, hi=hi: extracted(lo, hi, "extracted-fallback"),
+                max_tokens=min(8192, ANSWER_TOKENS_PER_TURN * (hi - lo) + 64),
+            )
     ts = sortable_time(session.date)
-    return [Memory(id=f"{session.session_id}:m{i}", event=it["event"], time=session.date, session_id=session.session_id,
-                   ts=ts, turns=[turns[t].turn_id for t in it["turns"]], speaker=it["speaker"],
-                   built_by=it.get("built_by", "llm"), excerpt=_excerpt(turns, it["turns"]))
-            for i, it in enumerate(items)]
+    return [
+        Memory(
+            id=f"{session.session_id}:m{i}",
+            event=it["event"],
+            time=session.date,
+            session_id=session.session_id,
+            ts=ts,
+            turns=[turns[t].turn_id for t in it["turns"]],
+            speaker=it["speaker"],
+            built_by=it.get("built_by", "llm"),
+            excerpt=_excerpt(turns, it["turns"]),
+        )
+        for i, it in enumerate(items)
+    ]
 
 
 def _in_time_order(old: Memory, new: Memory) -> bool:
@@ -95,8 +110,9 @@ def _side(m: Memory) -> dict:
     return {"time": m.time, "event": m.event, "speaker": m.speaker, "excerpt": m.excerpt}
 
 
-def classify(graph: MemoryGraph, cands: list[Candidate], new: dict[str, Memory], llm: LLMSession | None,
-             ) -> dict[tuple[str, str], str]:
+def classify(
+    graph: MemoryGraph, cands: list[Candidate], new: dict[str, Memory], llm: LLMSession | None
+) -> dict[tuple[str, str], str]:
     """Relation label for each (old, new) pair: one batched LLM call, the pairs it left out asked
     once more, and any still missing labelled by the offline rule (the trace says which). Each pair
     is shown in true time order (a new memory dated before its candidate is A, not B)."""
@@ -114,27 +130,35 @@ def classify(graph: MemoryGraph, cands: list[Candidate], new: dict[str, Memory],
         a, b = (old, nm) if _in_time_order(old, nm) else (nm, old)
         pairs.append(({**_side(a), "pair": i}, {**_side(b), "pair": i}))
     labels: dict[int, str] = {}
-    for attempt, purpose in enumerate(("relation", "relation_missing")):
+    for _attempt, purpose in enumerate(("relation", "relation_missing")):
         ask = [i for i in range(len(cands)) if i not in labels]
         if not ask:
             break
-        got = llm.json(purpose, prompts.relation_messages([pairs[i] for i in ask]), prompts.RELATION_SCHEMA,
-                       lambda raw, ask=set(ask): prompts.validate_relations(raw, len(cands), ask), dict,
-                       max_tokens=24 * len(ask) + 32)
+        got = llm.json(
+            purpose,
+            prompts.relation_messages([pairs[i] for i in ask]),
+            prompts.RELATION_SCHEMA,
+            lambda raw, ask=set(ask): prompts.validate_relations(raw, len(cands), ask),
+            dict,
+            max_tokens=24 * len(ask) + 32,
+        )
         labels.update(got)
     missing = [i for i in range(len(cands)) if i not in labels]
     if missing:
         names = ", ".join(f"{cands[i].old_id}->{cands[i].new_id}" for i in missing[:8])
         more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-        llm.trace.notice(f"relations: {len(missing)} of {len(cands)} pairs were not labelled by the LLM (asked "
-                         f"twice) and were labelled by the offline rule: {names}{more}")
+        llm.trace.notice(
+            f"relations: {len(missing)} of {len(cands)} pairs were not labelled by the LLM (asked "
+            f"twice) and were labelled by the offline rule: {names}{more}"
+        )
         for i in missing:
             labels[i] = offline(i)
     return {(c.old_id, c.new_id): labels[i] for i, c in enumerate(cands)}
 
 
-def link(graph: MemoryGraph, m_new: Memory, related: list[tuple[str, str]],
-         components: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
+def link(
+    graph: MemoryGraph, m_new: Memory, related: list[tuple[str, str]], components: dict[str, str] | None = None
+) -> list[tuple[str, str, str]]:
     """Link m_new to the most recent related memory of each component (paper, Phase I-2).
 
     `related` holds (old_id, relation) with relation != None. `components` maps each

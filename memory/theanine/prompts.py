@@ -1,4 +1,5 @@
 """THEANINE prompts, each next to the schema and validator of the answer it expects."""
+
 from __future__ import annotations
 
 import re
@@ -11,29 +12,41 @@ from .graph import RELATIONS
 
 SUMMARISE_SCHEMA = {
     "type": "object",
-    "properties": {"memories": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"speaker": {"type": "string"}, "event": {"type": "string"},
-                       "turns": {"type": "array", "items": {"type": "integer"}}},
-        "required": ["speaker", "event"]}}},
+    "properties": {
+        "memories": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "speaker": {"type": "string"},
+                    "event": {"type": "string"},
+                    "turns": {"type": "array", "items": {"type": "integer"}},
+                },
+                "required": ["speaker", "event"],
+            },
+        }
+    },
     "required": ["memories"],
 }
 
 
-def summarise_messages(date: str, numbered_turns: list[str], speakers: list[str] | None = None,
-                       part: tuple[int, int] | None = None) -> list[dict]:
+def summarise_messages(
+    date: str, numbered_turns: list[str], speakers: list[str] | None = None, part: tuple[int, int] | None = None
+) -> list[dict]:
     dialogue = "\n".join(numbered_turns)
     who = f" between {', '.join(speakers)}" if speakers else ""
     where = f" (part {part[0]} of {part[1]}; the other parts are summarised separately)" if part and part[1] > 1 else ""
     return [
         {"role": "system", "content": "You write long-term memories of a conversation. Answer in JSON only."},
-        {"role": "user", "content":
-            f"Conversation{who} of {date}{where}:\n{dialogue}\n\n"
+        {
+            "role": "user",
+            "content": f"Conversation{who} of {date}{where}:\n{dialogue}\n\n"
             "List every fact about each speaker worth remembering in later conversations "
             "(events, plans, preferences, feelings, changes, people and things they mention), one short "
             "third-person sentence each that names the speaker, with the numbers of the turns it comes from. "
             "Leave none out. Answer as "
-            '{"memories": [{"speaker": "...", "event": "...", "turns": [0]}]}'},
+            '{"memories": [{"speaker": "...", "event": "...", "turns": [0]}]}',
+        },
     ]
 
 
@@ -47,7 +60,7 @@ def validate_memories(raw, n_turns: int, lo: int = 0) -> list[dict]:
         if not isinstance(it, dict):
             continue
         event = " ".join(str(it.get("event", "")).split())[:400]
-        if len(re.findall(r"[^\W\d_]{2,}", event)) < 3:     # placeholders like "..." are not memories
+        if len(re.findall(r"[^\W\d_]{2,}", event)) < 3:  # placeholders like "..." are not memories
             continue
         turns = [t for t in it.get("turns", []) or [] if isinstance(t, int) and lo <= t < n_turns]
         out.append({"speaker": str(it.get("speaker", ""))[:80], "event": event, "turns": sorted(set(turns))})
@@ -58,13 +71,22 @@ def validate_memories(raw, n_turns: int, lo: int = 0) -> list[dict]:
 
 # --- Phase I-2: relation between an earlier memory and a new one -------------------
 
-RELATION_LABELS = RELATIONS + ("None",)
+RELATION_LABELS = (*RELATIONS, "None")
 RELATION_SCHEMA = {
     "type": "object",
-    "properties": {"relations": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"pair": {"type": "integer"}, "relation": {"type": "string", "enum": list(RELATION_LABELS)}},
-        "required": ["pair", "relation"]}}},
+    "properties": {
+        "relations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "pair": {"type": "integer"},
+                    "relation": {"type": "string", "enum": list(RELATION_LABELS)},
+                },
+                "required": ["pair", "relation"],
+            },
+        }
+    },
     "required": ["relations"],
 }
 
@@ -98,9 +120,11 @@ def relation_messages(pairs: list[tuple[dict, dict]]) -> list[dict]:
         lines.append("\n".join(block))
     return [
         {"role": "system", "content": "You relate memories of a person across conversations. Answer in JSON only."},
-        {"role": "user", "content":
-            RELATION_GUIDE + "\n\n" + "\n".join(lines) + "\n\nFor every pair give one relation. Answer as "
-            '{"relations": [{"pair": 0, "relation": "None"}]}'},
+        {
+            "role": "user",
+            "content": RELATION_GUIDE + "\n\n" + "\n".join(lines) + "\n\nFor every pair give one relation. Answer as "
+            '{"relations": [{"pair": 0, "relation": "None"}]}',
+        },
     ]
 
 
@@ -116,8 +140,7 @@ def validate_relations(raw, n_pairs: int, asked: set[int] | None = None) -> dict
         if not isinstance(it, dict):
             continue
         p, r = it.get("pair"), canon.get(str(it.get("relation", "")).strip().lower())
-        if isinstance(p, int) and 0 <= p < n_pairs and (asked is None or p in asked) and r is not None \
-                and p not in out:
+        if isinstance(p, int) and 0 <= p < n_pairs and (asked is None or p in asked) and r is not None and p not in out:
             out[p] = r
     if not out and n_pairs:
         raise ValueError("no valid relation label in the answer")
@@ -138,13 +161,15 @@ def refine_messages(dialogue: str, timelines: list[str]) -> list[dict]:
     numbered = "\n".join(f"Timeline {i}: {t}" for i, t in enumerate(timelines))
     return [
         {"role": "system", "content": "You prepare memories for a conversational agent. Answer in JSON only."},
-        {"role": "user", "content":
-            RELATION_GUIDE.split("\nMind which speaker")[0] + "\n\n"
+        {
+            "role": "user",
+            "content": RELATION_GUIDE.split("\nMind which speaker")[0] + "\n\n"
             f"Current conversation:\n{dialogue}\n\nPast memory timelines (events linked by the relations above, "
             f"oldest first):\n{numbered}\n\nRewrite each timeline into one or two sentences with the information "
             "most useful for the agent's next reply in the current conversation, keeping dates, who each event "
             "is about and how things changed. Answer as "
-            f'{{"timelines": ["...", "..."]}} with exactly {len(timelines)} entries, one per timeline, in order.'},
+            f'{{"timelines": ["...", "..."]}} with exactly {len(timelines)} entries, one per timeline, in order.',
+        },
     ]
 
 

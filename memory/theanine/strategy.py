@@ -1,4 +1,5 @@
 """THEANINE memory of each user: build at session close, retrieve timelines at reply time."""
+
 from __future__ import annotations
 
 import random
@@ -10,24 +11,24 @@ import numpy as np
 
 from ..embeddings import Embedder
 from ..llm import LLMSession
+from ..packing import Piece, Unit, pack
 from ..records import SessionRecord
 from ..settings import Options
 from ..store import VectorStore
 from ..trace import Trace
-from ..packing import Piece, Unit, pack
 from . import linking, prompts
 from . import timelines as timelines_mod
 from .extract import BUILT_BY
 from .graph import GraphStore, JsonGraphStore, Memory, MemoryGraph
 
 KIND = "theanine_memories"
-TIMELINE_MAX_LEN = 12      # memories per timeline (the paper retrieves whole timelines; longer ones keep
-                           # the memories nearest the retrieved one)
+TIMELINE_MAX_LEN = 12  # memories per timeline (the paper retrieves whole timelines; longer ones keep
+# the memories nearest the retrieved one)
 
 
 @dataclass
 class NodePiece(Piece):
-    meta: str = ""          # the memory id this piece renders
+    meta: str = ""  # the memory id this piece renders
 
 
 class _AlreadyBuilt(Exception):
@@ -41,7 +42,7 @@ class TheanineMemory:
         self.store, self.embedder, self.data_dir = store, embedder, Path(data_dir)
         self.graphs: GraphStore = graphs or JsonGraphStore(self.data_dir)
         self.max_len = TIMELINE_MAX_LEN
-        self._graphs: dict[str, tuple[MemoryGraph, int]] = {}     # user -> (graph, the store's version of it)
+        self._graphs: dict[str, tuple[MemoryGraph, int]] = {}  # user -> (graph, the store's version of it)
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
 
@@ -71,19 +72,20 @@ class TheanineMemory:
         try:
             version = self.graphs.save(user_id, [graph.session_dict(s) for s in sorted(session_ids)], new_session)
         except BaseException:
-            self._graphs.pop(user_id, None)     # the cached graph was changed in place; the stored one was not
+            self._graphs.pop(user_id, None)  # the cached graph was changed in place; the stored one was not
             raise
         if version is None:
             self._graphs.pop(user_id, None)
             raise _AlreadyBuilt(new_session)
         if before is not None and version == before + 1:
             self._graphs[user_id] = (graph, version)
-        else:                        # someone else wrote in between: reload on next use
+        else:  # someone else wrote in between: reload on next use
             self._graphs.pop(user_id, None)
 
     # --- Phase I --------------------------------------------------------------
-    def build(self, user_id: str, session: SessionRecord, llm: LLMSession | None, options: Options,
-              trace: Trace) -> list[str] | None:
+    def build(
+        self, user_id: str, session: SessionRecord, llm: LLMSession | None, options: Options, trace: Trace
+    ) -> list[str] | None:
         """Summarise and link one session. Returns the new memory ids, or None if already built."""
         with self.lock(user_id):
             if session.session_id in self.graph(user_id).built_sessions:
@@ -100,8 +102,9 @@ class TheanineMemory:
             except _AlreadyBuilt:
                 return None
 
-    def add_memories(self, user_id: str, session_id: str, mems: list[Memory], llm: LLMSession | None,
-                     options: Options, trace: Trace) -> list[str]:
+    def add_memories(
+        self, user_id: str, session_id: str, mems: list[Memory], llm: LLMSession | None, options: Options, trace: Trace
+    ) -> list[str]:
         """Link memories of one session into the graph and index them; the graph part is stored last,
         in one transaction, so a crash before it leaves the session unbuilt and a rerun rebuilds it once."""
         try:
@@ -125,25 +128,35 @@ class TheanineMemory:
             cands = self._candidates(user_id, session_id, mems, vecs, options.j)
         with trace.timed("theanine_relations"):
             labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm)
-        g_t = {c.old_id: graph.component_of(c.old_id) for c in cands}   # components before this session
+        g_t = {c.old_id: graph.component_of(c.old_id) for c in cands}  # components before this session
         for m in mems:
             graph.add_memory(m)
         for m in mems:
-            related = [(c.old_id, labels[(c.old_id, c.new_id)]) for c in cands
-                       if c.new_id == m.id and labels[(c.old_id, c.new_id)] != "None"]
+            related = [
+                (c.old_id, labels[(c.old_id, c.new_id)])
+                for c in cands
+                if c.new_id == m.id and labels[(c.old_id, c.new_id)] != "None"
+            ]
             linking.link(graph, m, related, g_t)
         if mems:
-            self.store.add(user_id, KIND, [m.id for m in mems], [m.event for m in mems], vecs,
-                           [{"session_id": m.session_id, "time": m.time} for m in mems])
+            self.store.add(
+                user_id,
+                KIND,
+                [m.id for m in mems],
+                [m.event for m in mems],
+                vecs,
+                [{"session_id": m.session_id, "time": m.time} for m in mems],
+            )
         graph.built_sessions.add(session_id)
         self._save(user_id, graph, [session_id], new_session=session_id)
         return [m.id for m in mems]
 
-    def _candidates(self, user_id: str, session_id: str, mems: list[Memory], vecs: np.ndarray,
-                    j: int) -> list[linking.Candidate]:
+    def _candidates(
+        self, user_id: str, session_id: str, mems: list[Memory], vecs: np.ndarray, j: int
+    ) -> list[linking.Candidate]:
         graph = self.graph(user_id)
         out = []
-        for m, v in zip(mems, vecs):
+        for m, v in zip(mems, vecs, strict=False):
             # No `where` filter: Chroma evaluates it over the whole collection (slow at 100k), and this
             # session's own memories are not in the store yet (leftovers were deleted above).
             for h in self.store.query(user_id, KIND, v, j):
@@ -152,8 +165,9 @@ class TheanineMemory:
         return out
 
     # --- Phase II ---------------------------------------------------------------
-    def retrieve(self, user_id: str, context: str, options: Options, trace: Trace,
-                 timelines: bool = True) -> list[dict]:
+    def retrieve(
+        self, user_id: str, context: str, options: Options, trace: Trace, timelines: bool = True
+    ) -> list[dict]:
         """Top-k memories for the dialogue context, n sampled timelines through each, packed into
         `options.budget` tokens by the shared rule (memory.packing: whole timelines in anchor order,
         the first that does not fit cut to the memories around its anchor). A memory already shown
@@ -172,12 +186,23 @@ class TheanineMemory:
                 if h.id not in graph:
                     continue
                 m = graph.memory(h.id)
-                trace.memories.append({"id": m.id, "event": m.event, "time": m.time, "session_id": m.session_id,
-                                       "score": round(h.score, 4), "built_by": BUILT_BY.get(m.built_by, "")})
+                trace.memories.append(
+                    {
+                        "id": m.id,
+                        "event": m.event,
+                        "time": m.time,
+                        "session_id": m.session_id,
+                        "score": round(h.score, 4),
+                        "built_by": BUILT_BY.get(m.built_by, ""),
+                    }
+                )
                 if h.id in shown:
                     continue
-                paths = (timelines_mod.sample_timelines(graph, h.id, options.n, rng, max_len=self.max_len)
-                         if timelines else [[h.id]])
+                paths = (
+                    timelines_mod.sample_timelines(graph, h.id, options.n, rng, max_len=self.max_len)
+                    if timelines
+                    else [[h.id]]
+                )
                 for path in paths:
                     path = timelines_mod.unshown_run(path, h.id, shown)
                     shown.update(path)
@@ -186,9 +211,14 @@ class TheanineMemory:
             out = []
             for unit, pieces in packed.chosen:
                 nodes = [p.meta for p in pieces]
-                out.append({"anchor": unit.meta["anchor"], "nodes": nodes,
-                            "text": timelines_mod.render(graph, nodes),
-                            "covers": [t for p in pieces for t in p.covers]})
+                out.append(
+                    {
+                        "anchor": unit.meta["anchor"],
+                        "nodes": nodes,
+                        "text": timelines_mod.render(graph, nodes),
+                        "covers": [t for p in pieces for t in p.covers],
+                    }
+                )
         trace.timelines_raw = out
         return out
 
@@ -209,10 +239,15 @@ class TheanineMemory:
             return []
         texts = [t["text"] for t in raw]
         with trace.timed("theanine_refine"):
-            refined = llm.json("refine", prompts.refine_messages(dialogue, texts), prompts.REFINE_SCHEMA,
-                               lambda r: prompts.validate_refined(r, len(texts)), lambda: list(texts),
-                               max_tokens=120 * len(texts) + 32)
-        refined = [r or texts[i] for i, r in enumerate(refined)] + texts[len(refined):]
+            refined = llm.json(
+                "refine",
+                prompts.refine_messages(dialogue, texts),
+                prompts.REFINE_SCHEMA,
+                lambda r: prompts.validate_refined(r, len(texts)),
+                lambda: list(texts),
+                max_tokens=120 * len(texts) + 32,
+            )
+        refined = [r or texts[i] for i, r in enumerate(refined)] + texts[len(refined) :]
         trace.timelines_refined = refined
         return refined
 
@@ -236,7 +271,17 @@ class TheanineMemory:
     def view(self, user_id: str) -> dict:
         with self.lock(user_id):
             graph = self.graph(user_id)
-            return {"nodes": [{"id": m.id, "event": m.event, "time": m.time, "session_id": m.session_id,
-                               "turns": list(m.turns), "built_by": BUILT_BY.get(m.built_by, "")}
-                              for m in sorted(graph.memories(), key=lambda m: m.order)],
-                    "edges": [{"source": a, "target": b, "relation": r} for a, b, r in graph.g.edges(data="relation")]}
+            return {
+                "nodes": [
+                    {
+                        "id": m.id,
+                        "event": m.event,
+                        "time": m.time,
+                        "session_id": m.session_id,
+                        "turns": list(m.turns),
+                        "built_by": BUILT_BY.get(m.built_by, ""),
+                    }
+                    for m in sorted(graph.memories(), key=lambda m: m.order)
+                ],
+                "edges": [{"source": a, "target": b, "relation": r} for a, b, r in graph.g.edges(data="relation")],
+            }

@@ -7,6 +7,7 @@ successor. The number of such paths grows exponentially, so instead of listing
 them we count them (one linear pass over the ancestors and one over the
 descendants) and sample paths uniformly from the counts with a seeded RNG.
 """
+
 from __future__ import annotations
 
 import random
@@ -34,16 +35,15 @@ def _descendants_in_order(graph: MemoryGraph, mid: str) -> list[str]:
     return sorted(seen, key=lambda x: graph.memory(x).order)
 
 
-def sample_timelines(graph: MemoryGraph, mid: str, n: int, rng: random.Random,
-                     max_len: int = 12) -> list[list[str]]:
+def sample_timelines(graph: MemoryGraph, mid: str, n: int, rng: random.Random, max_len: int = 12) -> list[list[str]]:
     """Up to `n` distinct timelines through `mid`, each at most `max_len` memories long.
 
     A longer path keeps the memories nearest to `mid` (the retrieved memory is
     what made the timeline relevant).
     """
     g = graph.g
-    anc = _ancestors_in_order(graph, mid)          # time order, so edges go left to right
-    start = anc[0]                                  # the earliest memory that leads to mid
+    anc = _ancestors_in_order(graph, mid)  # time order, so edges go left to right
+    start = anc[0]  # the earliest memory that leads to mid
     paths_from_start = {start: 1}
     anc_set = set(anc)
     for v in anc[1:]:
@@ -74,7 +74,7 @@ def sample_timelines(graph: MemoryGraph, mid: str, n: int, rng: random.Random,
     total = paths_from_start[mid] * paths_to_end[mid]
     out: list[list[str]] = []
     seen: set[tuple[str, ...]] = set()
-    for _ in range(min(n, total) * 4):              # a few extra draws to find distinct paths
+    for _ in range(min(n, total) * 4):  # a few extra draws to find distinct paths
         if len(out) >= min(n, total):
             break
         path = walk_back() + walk_forward()
@@ -95,7 +95,7 @@ def _window(path: list[str], centre: int, max_len: int) -> list[str]:
     if len(path) <= max_len:
         return path
     lo = max(0, min(centre - max_len // 2, len(path) - max_len))
-    return path[lo:lo + max_len]
+    return path[lo : lo + max_len]
 
 
 def render(graph: MemoryGraph, path: list[str]) -> str:
@@ -118,4 +118,4 @@ def unshown_run(path: list[str], anchor: str, shown: set[str]) -> list[str]:
         hi += 1
     while lo > 0 and path[lo - 1] not in shown:
         lo -= 1
-    return path[lo:hi + 1]
+    return path[lo : hi + 1]
