@@ -121,7 +121,17 @@ class Conversation:
 
 
 def load(path: str | Path, only: list[str] | None = None) -> list[Conversation]:
+    """The conversations of a LoCoMo file (the CLI: a missing conversation ends the command)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        return load_samples(data, only)
+    except LookupError as e:
+        raise SystemExit(f"{e.args[0]} in {path}") from None
+
+
+def load_samples(data, only: list[str] | None = None) -> list[Conversation]:
+    """Conversations from a LoCoMo file's content (a list of samples or one). ValueError when it is not
+    LoCoMo's format; LookupError naming the conversations of `only` that it does not hold."""
     samples = data if isinstance(data, list) else [data]
     by_id = dict(lc.load_sessions(samples))
     out = []
@@ -133,7 +143,7 @@ def load(path: str | Path, only: list[str] | None = None) -> list[Conversation]:
     if only:
         missing = sorted(set(only) - {c.sample_id for c in out})
         if missing:
-            raise SystemExit(f"no conversation {', '.join(missing)} in {path}")
+            raise LookupError(f"no conversation {', '.join(missing)}")
     return out
 
 
@@ -365,88 +375,65 @@ def _mean(xs):
     return round(float(np.mean(xs)), 4) if xs else None
 
 
-def evaluate(
-    convs: list[Conversation],
-    methods: list[str],
-    retrievers: list[str],
-    budgets: list[int],
-    *,
-    embedder,
-    store,
-    data_dir: Path,
-    llm_session=None,
-    secom=None,
-    options: Options | None = None,
-    dates: bool = True,
-    max_len: int = DEFAULT_TIMELINE_LEN,
-    seed: int = 0,
-) -> dict:
-    options = options or Options()
-    per_q: dict[tuple[str, str, int], list[tuple[str, int, float]]] = defaultdict(list)
-    built: dict[str, dict] = defaultdict(dict)
-    timing: dict[str, float] = defaultdict(float)
-    for ci, conv in enumerate(convs):
-        progress(
-            f"{conv.sample_id} ({ci + 1}/{len(convs)}): {len(conv.sessions)} sessions, "
-            f"{sum(len(s.turns) for s in conv.sessions)} turns, {len(conv.questions)} questions, "
-            f"{len(conv.observations)} observations"
+@dataclass
+class _UnitsRun:
+    """The packer-only path's shared parts: what each method is built from, and the scores so far."""
+
+    embedder: object
+    store: object
+    data_dir: Path
+    llm_session: object
+    secom: dict | None
+    options: Options
+    dates: bool
+    max_len: int
+    seed: int
+    per_q: dict = field(default_factory=lambda: defaultdict(list))  # (method, retriever, budget) -> rows
+    built: dict = field(default_factory=lambda: defaultdict(dict))  # conversation -> built units
+    timing: dict = field(default_factory=lambda: defaultdict(float))
+
+
+def _method_units(run: _UnitsRun, conv: Conversation, method: str):
+    """The ranking function of `method` on `conv` (units built once per conversation), or None."""
+    if method in ("turn", "session"):
+        obj = DialogueUnits(conv, run.embedder, method, run.dates)
+        return obj.ranked
+    mine = run.built[conv.sample_id]
+    if method in ("secom", "secom-raw"):
+        if not run.secom:
+            return None
+        key = f"{method}-units"
+        if key not in mine:
+            mine[key] = SecomUnits(conv, run.secom[method], run.llm_session, run.options, run.dates, method)
+        return mine[key].ranked
+    if "theanine-units" not in mine:
+        mine["theanine-units"] = TheanineUnits(
+            conv, run.store, run.embedder, run.data_dir, run.llm_session, run.options, run.dates, run.max_len, run.seed
         )
-        conv.qvecs = embedder.embed([q.question for q in conv.questions])
-        for method in methods:
-            t0 = time.perf_counter()
-            if method in ("turn", "session"):
-                obj = DialogueUnits(conv, embedder, method, dates)
-                make = lambda r, q, v, o=obj: o.ranked(r, q, v)  # noqa: E731
-            elif method in ("secom", "secom-raw"):
-                if not secom:
-                    continue
-                key = f"{method}-units"
-                if key not in built[conv.sample_id]:
-                    built[conv.sample_id][key] = SecomUnits(conv, secom[method], llm_session, options, dates, method)
-                obj = built[conv.sample_id][key]
-                make = obj.ranked
-            else:
-                key = "theanine-units"
-                if key not in built[conv.sample_id]:
-                    built[conv.sample_id][key] = TheanineUnits(
-                        conv, store, embedder, data_dir, llm_session, options, dates, max_len, seed
-                    )
-                obj = built[conv.sample_id][key]
-                make = obj.topk if method == "theanine-topk" else obj.timelines
-            timing[f"build:{method}"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            for retriever in retrievers:
-                for q, qvec in zip(conv.questions, conv.qvecs, strict=False):
-                    ranked = _Cached(make(retriever, q, qvec))
-                    for b in budgets:
-                        packed = common.pack(ranked, b)
-                        per_q[(method, retriever, b)].append(
-                            (conv.sample_id, q.category, common.evidence_recall(q.evidence, packed.covered))
-                        )
-            timing[f"rank+pack:{method}"] += time.perf_counter() - t0
-            best = max(
-                (
-                    _mean(
-                        [
-                            x[2]
-                            for x in per_q[(method, r, 1000 if 1000 in budgets else budgets[-1])]
-                            if x[0] == conv.sample_id
-                        ]
-                    )
-                    or 0.0,
-                    r,
+    tu = mine["theanine-units"]
+    return tu.topk if method == "theanine-topk" else tu.timelines
+
+
+def _score_method(run: _UnitsRun, conv: Conversation, method: str, make, retrievers, budgets) -> None:
+    for retriever in retrievers:
+        for q, qvec in zip(conv.questions, conv.qvecs, strict=False):
+            ranked = _Cached(make(retriever, q, qvec))
+            for b in budgets:
+                packed = common.pack(ranked, b)
+                run.per_q[(method, retriever, b)].append(
+                    (conv.sample_id, q.category, common.evidence_recall(q.evidence, packed.covered))
                 )
-                for r in retrievers
-            )
-            progress(
-                f"  {method:18s} recall@{1000 if 1000 in budgets else budgets[-1]} best {best[0]:.3f} "
-                f"({best[1]})  [{time.perf_counter() - t0:.1f}s]"
-            )
-    # What memories built from observation facts can reach at best: evidence turns some fact carries.
-    ceiling = []
-    for conv in convs:
-        carried = {d for o in conv.observations for d in o.dia_ids}
-        ceiling += [common.evidence_recall(q.evidence, carried) for q in conv.questions]
+
+
+def _log_best(run: _UnitsRun, conv: Conversation, method: str, retrievers, budgets, t0: float) -> None:
+    at = 1000 if 1000 in budgets else budgets[-1]
+    best = max(
+        (_mean([x[2] for x in run.per_q[(method, r, at)] if x[0] == conv.sample_id]) or 0.0, r) for r in retrievers
+    )
+    progress(f"  {method:18s} recall@{at} best {best[0]:.3f} ({best[1]})  [{time.perf_counter() - t0:.1f}s]")
+
+
+def _units_results(per_q: dict, methods, retrievers, budgets) -> list[dict]:
     results = []
     for method in methods:
         for retriever in retrievers:
@@ -468,12 +455,59 @@ def evaluate(
                         },
                     }
                 )
-    stats = {cid: {k.replace("-units", ""): v.stats() for k, v in d.items()} for cid, d in built.items()}
+    return results
+
+
+def _observation_ceiling(convs: list[Conversation]) -> float | None:
+    """What memories built from observation facts can reach at best: evidence turns some fact carries."""
+    ceiling = []
+    for conv in convs:
+        carried = {d for o in conv.observations for d in o.dia_ids}
+        ceiling += [common.evidence_recall(q.evidence, carried) for q in conv.questions]
+    return _mean(ceiling)
+
+
+def evaluate(
+    convs: list[Conversation],
+    methods: list[str],
+    retrievers: list[str],
+    budgets: list[int],
+    *,
+    embedder,
+    store,
+    data_dir: Path,
+    llm_session=None,
+    secom=None,
+    options: Options | None = None,
+    dates: bool = True,
+    max_len: int = DEFAULT_TIMELINE_LEN,
+    seed: int = 0,
+) -> dict:
+    """The packer-only path (`--path units`): every method's units ranked and packed per question."""
+    run = _UnitsRun(embedder, store, data_dir, llm_session, secom, options or Options(), dates, max_len, seed)
+    for ci, conv in enumerate(convs):
+        progress(
+            f"{conv.sample_id} ({ci + 1}/{len(convs)}): {len(conv.sessions)} sessions, "
+            f"{sum(len(s.turns) for s in conv.sessions)} turns, {len(conv.questions)} questions, "
+            f"{len(conv.observations)} observations"
+        )
+        conv.qvecs = embedder.embed([q.question for q in conv.questions])
+        for method in methods:
+            t0 = time.perf_counter()
+            make = _method_units(run, conv, method)
+            if make is None:
+                continue
+            run.timing[f"build:{method}"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            _score_method(run, conv, method, make, retrievers, budgets)
+            run.timing[f"rank+pack:{method}"] += time.perf_counter() - t0
+            _log_best(run, conv, method, retrievers, budgets, t0)
+    stats = {cid: {k.replace("-units", ""): v.stats() for k, v in d.items()} for cid, d in run.built.items()}
     return {
-        "results": results,
+        "results": _units_results(run.per_q, methods, retrievers, budgets),
         "built": stats,
-        "timing_seconds": {k: round(v, 2) for k, v in timing.items()},
-        "observation_ceiling": _mean(ceiling),
+        "timing_seconds": {k: round(v, 2) for k, v in run.timing.items()},
+        "observation_ceiling": _observation_ceiling(convs),
     }
 
 
@@ -543,7 +577,7 @@ def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: i
     }, f"{note}; segmenter: {getattr(segmenter, 'name', type(segmenter).__name__)}"
 
 
-def main(argv: list[str]) -> int:
+def _parser():
     p = common.parser("locomo", __doc__.split("\n\n")[0], "bench_out/locomo.json")
     p.add_argument("--data", required=True, help="a file in LoCoMo's format (a list of samples)")
     p.add_argument(
@@ -601,17 +635,29 @@ def main(argv: list[str]) -> int:
         default=None,
         help="default: the configured embedder (MiniLM offline)",
     )
+    p.add_argument(
+        "--contexts",
+        action="store_true",
+        help="--path agent: keep each strategy's packed context in the per-question rows (large files)",
+    )
+    return p
+
+
+def main(argv: list[str]) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     bad = [m for m in args.methods if m not in METHODS] + [r for r in args.retrievers if r not in RETRIEVERS]
     if bad:
         p.error(f"unknown method or retriever: {', '.join(bad)}")
     if args.path == "agent":
         return _main_agent(p, args)
+    return _main_units(args)
 
+
+def _units_setup(args):
+    """The packer-only path's providers: settings, options, embedder, and the LLM session for linking."""
     from ..embeddings import make_embedder
     from ..settings import Settings
-    from ..store import VectorStore
-    from ..theanine import linking
 
     settings = Settings.from_env()
     options = settings.options.with_(seed=args.seed)
@@ -625,7 +671,13 @@ def main(argv: list[str]) -> int:
         from ..llm import LLMSession, make_llm
 
         llm_session = LLMSession(make_llm(settings.llm), Trace("close"), options.temperature, settings.llm.max_retries)
-    max_len = args.max_len
+    return settings, options, embedder, embedder_kind, use_llm, llm_session
+
+
+def _main_units(args) -> int:
+    from ..store import VectorStore
+
+    settings, options, embedder, embedder_kind, use_llm, llm_session = _units_setup(args)
     convs = load(args.data, args.conversations)
     with tempfile.TemporaryDirectory(prefix="bench-locomo-") as tmp:
         store = VectorStore(path=Path(tmp) / "chroma")
@@ -649,10 +701,19 @@ def main(argv: list[str]) -> int:
             secom=secom,
             options=options,
             dates=not args.no_dates,
-            max_len=max_len,
+            max_len=args.max_len,
             seed=args.seed,
         )
-    out["config"] = {
+    out["config"] = _units_config(args, convs, settings, options, use_llm, embedder, embedder_kind)
+    out["config"].update(secom=secom_note, segmenter_params=seg_params, seconds=round(time.perf_counter() - t0, 1))
+    out["config"]["machine"] = common.machine()
+    return _report(args, out, f"LoCoMo evidence recall ({', '.join(out['config']['conversations'])})", out["results"])
+
+
+def _units_config(args, convs, settings, options, use_llm: bool, embedder, embedder_kind: str) -> dict:
+    from ..theanine import linking
+
+    return {
         "data": str(args.data),
         "conversations": [c.sample_id for c in convs],
         "n_questions": sum(len(c.questions) for c in convs),
@@ -667,114 +728,62 @@ def main(argv: list[str]) -> int:
         else f"offline rule (SameTopic if cosine >= {linking.OFFLINE_SAMETOPIC_THRESHOLD})",
         "j": options.j,
         "n": options.n,
-        "timeline_max_len": max_len,
+        "timeline_max_len": args.max_len,
         "dates": not args.no_dates,
-        "secom": secom_note,
         "segmenter": settings.segmenter if use_llm else "embedding",
         "segment_max_len": args.segment_max_len,
-        "segmenter_params": seg_params,
         "packing": "units in rank order while they fit; the first that does not fit is cut to the pieces "
         "around its anchor that fit; then stop",
-        "seconds": round(time.perf_counter() - t0, 1),
-        "machine": common.machine(),
     }
-    common.write_json(args.out, out)
+
+
+def _report(args, out: dict, title: str, rows: list[dict]) -> int:
+    """Write the JSON and the plot next to it; print the tables."""
     from .plots import plot_recall
 
-    png = plot_recall(
-        out["results"],
-        common.plot_path(args.out, "recall"),
-        title=f"LoCoMo evidence recall ({', '.join(out['config']['conversations'])})",
-    )
-    print(table(out["results"], args.budgets))
-    print()
-    print(best_table(out["results"], args.budgets))
-    if out.get("observation_ceiling") is not None:
-        print(f"\nobservation facts can carry at most {out['observation_ceiling']:.3f} of the evidence (theanine-*)")
-    progress(f"wrote {args.out} and {png}")
-    return 0
-
-
-def _main_agent(p, args) -> int:
-    from ..embeddings import make_embedder
-    from ..settings import Settings
-    from . import locomo_agent as la
-
-    bad = [s for s in args.summariser if s not in la.SUMMARISERS]
-    if bad:
-        p.error(f"unknown summariser: {', '.join(bad)} (choose from {', '.join(la.SUMMARISERS)})")
-    if "llm" in args.summariser and not common.llm_configured():
-        p.error("--summariser llm needs a configured endpoint (OPENAI_BASE_URL / OPENAI_API_KEY / LLM_BACKEND)")
-    if min(args.budgets) < 50:
-        p.error("--path agent: budgets start at 50 tokens (the app's lowest setting)")
-    methods = [m for m in args.methods if m in la.AGENT_METHODS]
-    settings = Settings.from_env()
-    if args.embedder:
-        import dataclasses
-
-        settings = dataclasses.replace(settings, embedder=args.embedder)
-    options = settings.options.with_(seed=args.seed)
-    embedder = make_embedder(
-        settings.embedder, api_key=settings.llm.api_key, base_url=settings.llm.base_url, model=settings.embed_model
-    )
-    convs = load(args.data, args.conversations)
-    t0 = time.perf_counter()
-    out = la.evaluate(
-        convs,
-        methods,
-        args.retrievers,
-        args.budgets,
-        args.summariser,
-        settings=settings,
-        embedder=embedder,
-        options=options,
-        dates=not args.no_dates,
-        segment_max_len=args.segment_max_len,
-    )
-    from ..theanine import strategy as ts
-
-    out["config"] = {
-        "path": "agent",
-        "summarisers": args.summariser,
-        "data": str(args.data),
-        "conversations": [c.sample_id for c in convs],
-        "n_questions": sum(len(c.questions) for c in convs),
-        "budgets": args.budgets,
-        "methods": methods,
-        "retrievers": args.retrievers,
-        "seed": args.seed,
-        "tokenizer": "tiktoken cl100k_base",
-        "embedder": settings.embedder,
-        "k": la.BENCH_K,
-        "j": options.j,
-        "n": options.n,
-        "timeline_max_len": ts.TIMELINE_MAX_LEN,
-        "segmenter": settings.segmenter,
-        "segmenter_params": settings.segmenter_params or None,
-        "segment_max_len": args.segment_max_len,
-        "compressor": settings.compressor_model,
-        "llm": settings.llm.describe() if "llm" in args.summariser else None,
-        "theanine_retriever": "dense (the app's)",
-        "packing": "memory.packing.pack (shared by reply and benchmark)",
-        "seconds": round(time.perf_counter() - t0, 1),
-        "machine": common.machine(),
-    }
     common.write_json(args.out, out)
-    rows = [{**r, "method": la.method_label(r)} for r in out["results"]]
-    from .plots import plot_recall
-
-    png = plot_recall(
-        rows,
-        common.plot_path(args.out, "recall"),
-        title=f"LoCoMo evidence recall, agent path ({', '.join(out['config']['conversations'])})",
-    )
+    png = plot_recall(rows, common.plot_path(args.out, "recall"), title=title)
     print(table(rows, args.budgets))
     print()
     print(best_table(rows, args.budgets))
-    print()
-    print(category_table(rows, 1000 if 1000 in args.budgets else args.budgets[-1]))
+    if out.get("observation_ceiling") is not None:
+        print(f"\nobservation facts can carry at most {out['observation_ceiling']:.3f} of the evidence (theanine-*)")
+    if args.path == "agent":
+        print()
+        print(category_table(rows, 1000 if 1000 in args.budgets else args.budgets[-1]))
     progress(f"wrote {args.out} and {png}")
     return 0
+
+
+def agent_spec(args):
+    """The `--path agent` flags as the run they ask for (the evaluation tab builds the same object)."""
+    from . import locomo_agent as la
+
+    return la.RunSpec(
+        methods=[m for m in args.methods if m in la.AGENT_METHODS],
+        retrievers=args.retrievers,
+        budgets=args.budgets,
+        summarisers=args.summariser,
+        dates=not args.no_dates,
+        segment_max_len=args.segment_max_len,
+        seed=args.seed,
+        contexts=args.contexts,
+        embedder=args.embedder,
+    )
+
+
+def _main_agent(p, args) -> int:
+    from . import locomo_agent as la
+
+    spec = agent_spec(args)
+    problems = spec.problems()
+    if problems:
+        p.error("; ".join(problems))
+    convs = load(args.data, args.conversations)
+    out = la.run(convs, spec, data=str(args.data))
+    rows = [{**r, "method": la.method_label(r)} for r in out["results"]]
+    title = f"LoCoMo evidence recall, agent path ({', '.join(out['config']['conversations'])})"
+    return _report(args, out, title, rows)
 
 
 def category_table(results: list[dict], budget: int) -> str:

@@ -27,7 +27,7 @@ import re
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..llm import Completion, LLMSession
@@ -119,13 +119,22 @@ class Built:
     close: dict
 
 
-def build(conv, summariser: str, settings, data_dir: Path, options, segment_max_len: int | None = None) -> Built:
+def build(
+    conv,
+    summariser: str,
+    settings,
+    data_dir: Path,
+    options,
+    segment_max_len: int | None = None,
+    on_session: Callable[[], None] | None = None,
+) -> Built:
     """A MemoryAgent on the app's providers (settings) with the conversation's sessions closed."""
     from ..agent import MemoryAgent
     from ..llm import make_llm
 
     llm = ReferenceLLM(conv) if summariser == "reference" else (make_llm(settings.llm) if summariser == "llm" else None)
-    s = dataclasses.replace(settings, data_dir=Path(data_dir))
+    # Always a scratch store of its own: never a configured Chroma server (other users' data).
+    s = dataclasses.replace(settings, data_dir=Path(data_dir), chroma_host="")
     agent = MemoryAgent.from_settings(s, llm_factory=(lambda cfg: llm) if llm is not None else None)
     cached = CachedEmbedder(agent.embedder)
     agent.embedder = agent.theanine.embedder = agent.secom.embedder = cached
@@ -149,6 +158,8 @@ def build(conv, summariser: str, settings, data_dir: Path, options, segment_max_
         memories += len(rep.new_memories)
         segments += len(rep.new_segments)
         notices += [n for n in rep.trace.notices if n not in notices]
+        if on_session:
+            on_session()
     close = {
         "sessions": len(conv.sessions),
         "memories": memories,
@@ -167,74 +178,189 @@ def build(conv, summariser: str, settings, data_dir: Path, options, segment_max_
     return Built(agent, user, summariser, llm, close)
 
 
-def recall_rows(b: Built, conv, method: str, retriever: str, budgets: list[int], options) -> list[tuple]:
-    """(sample_id, category, budget, recall) per question and budget, from the agent's memory text."""
-    out = []
+# --- one run: the CLI (`memory.bench locomo --path agent`) and the app's evaluation tab call `run` ---
+
+Progress = Callable[[float, str], None]
+DEFAULT_RETRIEVERS = ("bm25", "dense", "hybrid")
+DEFAULT_BUDGETS = (250, 500, 1000, 2000)
+MIN_BUDGET = 50  # the app's lowest setting
+
+
+@dataclasses.dataclass
+class RunSpec:
+    """What one agent-path run measures: the CLI's flags, or the choices made in the evaluation tab."""
+
+    methods: list[str] = dataclasses.field(default_factory=lambda: list(AGENT_METHODS))
+    retrievers: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_RETRIEVERS))
+    budgets: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_BUDGETS))
+    summarisers: list[str] = dataclasses.field(default_factory=lambda: ["offline"])
+    dates: bool = True
+    segment_max_len: int | None = None
+    seed: int = 0
+    contexts: bool = False  # keep each strategy's packed context in the per-question rows
+    embedder: str | None = None  # None: the configured one
+
+    def problems(self, llm_configured: bool | None = None) -> list[str]:
+        """What makes this run impossible, in words for people (empty: it can run)."""
+        out = []
+        bad = [m for m in self.methods if m not in AGENT_METHODS]
+        if bad or not self.methods:
+            out.append(f"strategies must be some of {', '.join(AGENT_METHODS)} (got {', '.join(bad) or 'none'})")
+        bad = [r for r in self.retrievers if r not in DEFAULT_RETRIEVERS]
+        if bad or not self.retrievers:
+            out.append(f"retrievers must be some of {', '.join(DEFAULT_RETRIEVERS)} (got {', '.join(bad) or 'none'})")
+        bad = [s for s in self.summarisers if s not in SUMMARISERS]
+        if bad or not self.summarisers:
+            out.append(f"unknown summariser: {', '.join(bad) or 'none'} (choose from {', '.join(SUMMARISERS)})")
+        if not self.budgets or any(not isinstance(b, int) or b < MIN_BUDGET for b in self.budgets):
+            out.append(f"budgets start at {MIN_BUDGET} tokens (the app's lowest setting)")
+        configured = common.llm_configured() if llm_configured is None else llm_configured
+        if "llm" in self.summarisers and not configured:
+            out.append("summariser llm needs a configured endpoint (OPENAI_BASE_URL / OPENAI_API_KEY / LLM_BACKEND)")
+        return out
+
+
+def strategy_label(summariser: str, method: str, retriever: str) -> str:
+    """How a strategy is named in the per-question rows and the app: `secom [offline] (bm25)`."""
+    return f"{method} ({retriever})" if summariser == "-" else f"{method} [{summariser}] ({retriever})"
+
+
+class _Steps:
+    """Progress of a run as a fraction of its steps (closed sessions, scored questions); lines to stderr
+    when `log` (the CLI), and every step to `report` (the app's progress bar)."""
+
+    def __init__(self, total: int, report: Progress | None, log: bool):
+        self.total, self.done, self.report, self.log, self.text = max(1, total), 0, report, log, ""
+
+    def say(self, text: str) -> None:
+        self.text = text
+        if self.log:
+            progress(text)
+        if self.report:
+            self.report(self.done / self.total, text)
+
+    def step(self, n: int = 1) -> None:
+        self.done += n
+        if self.report:
+            self.report(min(1.0, self.done / self.total), self.text)
+
+
+def _n_steps(convs, spec: RunSpec) -> int:
+    base = [m for m in spec.methods if m in ("turn", "session")]
+    agent = sum(len(spec.retrievers) if m == "secom" else 1 for m in spec.methods if m not in base)
+    per_conv = [
+        len(c.sessions) * len(spec.summarisers)
+        + len(c.questions) * (len(base) * len(spec.retrievers))
+        + len(c.questions) * agent * len(spec.summarisers)
+        for c in convs
+    ]
+    return sum(per_conv)
+
+
+def _held(q, covered: set[str]) -> list[str]:
+    return [e for e in q.evidence if e in covered]
+
+
+def _lines(pairs, evidence: list[str]) -> list[list]:
+    """A packed context as [line, [evidence turns that line carries whole]] (the `--contexts` form)."""
+    ev = set(evidence)
+    return [[text, [t for t in covers if t in ev]] for text, covers in pairs]
+
+
+class _Rows:
+    """Per-question rows as they are scored: recall and the evidence each strategy's context held."""
+
+    def __init__(self, contexts: bool):
+        self.contexts = contexts
+        self.questions: list[dict] = []
+        self._index: dict[tuple[str, int], dict] = {}
+        self.per: dict[tuple, list] = defaultdict(list)  # (summariser, method, retriever, budget) -> rows
+
+    def question(self, conv, i: int) -> dict:
+        key = (conv.sample_id, i)
+        if key not in self._index:
+            q = conv.questions[i]
+            row = {
+                "conversation": conv.sample_id,
+                "question": q.question,
+                "answer": q.answer,
+                "category": q.category,
+                "evidence": list(q.evidence),
+                "strategies": {},
+            }
+            self._index[key] = row
+            self.questions.append(row)
+        return self._index[key]
+
+    def add(self, conv, i: int, key: tuple, covered: set[str], pairs=None) -> None:
+        summ, method, retriever, budget = key
+        q = conv.questions[i]
+        rec = common.evidence_recall(q.evidence, covered)
+        self.per[key].append((conv.sample_id, q.category, rec))
+        cell = {"recall": round(rec, 4), "held": _held(q, covered)}
+        if self.contexts and pairs is not None:
+            cell["context"] = _lines(pairs, q.evidence)
+        label = strategy_label(summ, method, retriever)
+        self.question(conv, i)["strategies"].setdefault(label, {})[str(budget)] = cell
+
+
+def _score_baselines(conv, spec: RunSpec, embedder, rows: _Rows, steps: _Steps) -> None:
+    from .locomo import DialogueUnits, _Cached
+
+    for method in [m for m in spec.methods if m in ("turn", "session")]:
+        units = DialogueUnits(conv, embedder, method, spec.dates)
+        for r in spec.retrievers:
+            for i, (q, v) in enumerate(zip(conv.questions, conv.qvecs, strict=False)):
+                ranked = _Cached(units.ranked(r, q, v))
+                for bud in spec.budgets:
+                    packed = common.pack(ranked, bud)
+                    pairs = [(p.text, p.covers) for _, kept in packed.chosen for p in kept]
+                    rows.add(conv, i, ("-", method, r, bud), packed.covered, pairs)
+                steps.step()
+
+
+def _score_agent(b: Built, conv, method: str, retriever: str, spec: RunSpec, options, rows: _Rows, steps) -> None:
+    """Every question at every budget, scored on the memory text `MemoryAgent.reply` would put in its prompt."""
     strategy = "secom" if method == "secom" else "theanine"
     session = LLMSession(b.llm, Trace("bench"), 0.0, 0) if b.llm is not None else None
-    for q in conv.questions:
-        for budget in budgets:
+    for i, q in enumerate(conv.questions):
+        for budget in spec.budgets:
             opts = options.with_(strategy=strategy, budget=budget, k=BENCH_K, retriever=retriever)
             ctx = b.agent.memory_context(
                 b.user, [], q.question, opts, Trace(strategy), session, timelines=method != "theanine-topk"
             )
             covered = {t for c in ctx.covers for t in c}
-            out.append((conv.sample_id, q.category, budget, common.evidence_recall(q.evidence, covered)))
-    return out
+            pairs = list(zip(ctx.lines, ctx.covers, strict=False))
+            rows.add(conv, i, (b.summariser, method, retriever, budget), covered, pairs)
+        steps.step()
 
 
-def evaluate(
-    convs,
-    methods: list[str],
-    retrievers: list[str],
-    budgets: list[int],
-    summarisers: list[str],
-    *,
-    settings,
-    embedder,
-    options,
-    dates: bool = True,
-    segment_max_len: int | None = None,
-) -> dict:
-    from .locomo import CATEGORIES, DialogueUnits, _Cached, _mean
+def _score_summariser(conv, summ: str, spec: RunSpec, settings, options, tmp: Path, rows: _Rows, steps) -> dict:
+    """Close the conversation's sessions into memory with one summariser, then score its strategies."""
+    from .locomo import _mean
 
-    per: dict[tuple, list] = defaultdict(list)
-    closes: dict = defaultdict(dict)
-    with tempfile.TemporaryDirectory(prefix="bench-locomo-agent-") as tmp:
-        for ci, conv in enumerate(convs):
-            progress(
-                f"{conv.sample_id} ({ci + 1}/{len(convs)}): {len(conv.sessions)} sessions, "
-                f"{len(conv.questions)} questions"
-            )
-            conv.qvecs = embedder.embed([q.question for q in conv.questions])
-            for method in [m for m in methods if m in ("turn", "session")]:
-                units = DialogueUnits(conv, embedder, method, dates)
-                for r in retrievers:
-                    for q, v in zip(conv.questions, conv.qvecs, strict=False):
-                        ranked = _Cached(units.ranked(r, q, v))
-                        for bud in budgets:
-                            rec = common.evidence_recall(q.evidence, common.pack(ranked, bud).covered)
-                            per[("-", method, r, bud)].append((conv.sample_id, q.category, rec))
-            for summ in summarisers:
-                t0 = time.perf_counter()
-                b = build(conv, summ, settings, Path(tmp) / f"{conv.sample_id}-{summ}", options, segment_max_len)
-                closes[summ][conv.sample_id] = b.close
-                progress(
-                    f"  {summ}: closed {len(conv.sessions)} sessions in {time.perf_counter() - t0:.1f}s "
-                    f"({b.close['memories']} memories, {b.close['segments']} segments, "
-                    f"{b.close['llm_calls']} LLM calls)"
-                )
-                for method in [m for m in methods if m not in ("turn", "session")]:
-                    # THEANINE retrieves by dense similarity (the app's way); SeCom by the options' retriever.
-                    for r in retrievers if method == "secom" else ["dense"]:
-                        t0 = time.perf_counter()
-                        for sid, cat, bud, rec in recall_rows(b, conv, method, r, budgets, options):
-                            per[(summ, method, r, bud)].append((sid, cat, rec))
-                        at = 1000 if 1000 in budgets else budgets[-1]
-                        mine = [x[2] for x in per[(summ, method, r, at)] if x[0] == conv.sample_id]
-                        progress(
-                            f"    {method:18s} {r:6s} recall@{at} {_mean(mine)}  [{time.perf_counter() - t0:.1f}s]"
-                        )
+    t0 = time.perf_counter()
+    steps.say(f"  {summ}: closing {len(conv.sessions)} sessions into memory")
+    b = build(conv, summ, settings, tmp / f"{conv.sample_id}-{summ}", options, spec.segment_max_len, steps.step)
+    steps.say(
+        f"  {summ}: closed {len(conv.sessions)} sessions in {time.perf_counter() - t0:.1f}s "
+        f"({b.close['memories']} memories, {b.close['segments']} segments, {b.close['llm_calls']} LLM calls)"
+    )
+    at = 1000 if 1000 in spec.budgets else spec.budgets[-1]
+    for method in [m for m in spec.methods if m not in ("turn", "session")]:
+        # THEANINE retrieves by dense similarity (the app's way); SeCom by the options' retriever.
+        for r in spec.retrievers if method == "secom" else ["dense"]:
+            t0 = time.perf_counter()
+            _score_agent(b, conv, method, r, spec, options, rows, steps)
+            mine = [x[2] for x in rows.per[(summ, method, r, at)] if x[0] == conv.sample_id]
+            steps.say(f"    {method:18s} {r:6s} recall@{at} {_mean(mine)}  [{time.perf_counter() - t0:.1f}s]")
+    return b.close
+
+
+def _summary(per: dict[tuple, list]) -> list[dict]:
+    """One results row per (summariser, method, retriever, budget): mean recall, per category and conversation."""
+    from .locomo import CATEGORIES, _mean
+
     results = []
     for (summ, method, r, bud), rows in per.items():
         results.append(
@@ -243,6 +369,7 @@ def evaluate(
                 "method": method,
                 "retriever": r,
                 "budget": bud,
+                "strategy": strategy_label(summ, method, r),
                 "recall": _mean([x[2] for x in rows]),
                 "by_category": {c: _mean([x[2] for x in rows if str(x[1]) == c]) for c in CATEGORIES},
                 "n_questions": len(rows),
@@ -251,7 +378,91 @@ def evaluate(
                 },
             }
         )
-    return {"results": results, "close": dict(closes)}
+    return results
+
+
+def evaluate(
+    convs, spec: RunSpec, *, settings, embedder, options, report: Progress | None = None, log: bool = True
+) -> dict:
+    """Results rows, the close reports and the per-question rows of one run (see `run`)."""
+    rows = _Rows(spec.contexts)
+    steps = _Steps(_n_steps(convs, spec), report, log)
+    closes: dict = defaultdict(dict)
+    with tempfile.TemporaryDirectory(prefix="bench-locomo-agent-") as tmp:
+        for ci, conv in enumerate(convs):
+            steps.say(
+                f"{conv.sample_id} ({ci + 1}/{len(convs)}): {len(conv.sessions)} sessions, "
+                f"{len(conv.questions)} questions"
+            )
+            conv.qvecs = embedder.embed([q.question for q in conv.questions])
+            for i in range(len(conv.questions)):
+                rows.question(conv, i)  # in the file's order, whatever is scored first
+            _score_baselines(conv, spec, embedder, rows, steps)
+            for summ in spec.summarisers:
+                closes[summ][conv.sample_id] = _score_summariser(
+                    conv, summ, spec, settings, options, Path(tmp), rows, steps
+                )
+    return {"results": _summary(rows.per), "close": dict(closes), "questions": rows.questions}
+
+
+def run(
+    convs, spec: RunSpec, *, settings=None, data: str = "", report: Progress | None = None, log: bool = True
+) -> dict:
+    """The agent-path benchmark on loaded conversations: the JSON `memory.bench locomo` writes.
+
+    `report(fraction, text)` follows the run (the app's progress bar); `log` prints progress lines.
+    """
+    from ..embeddings import make_embedder
+    from ..settings import Settings
+
+    problems = spec.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    settings = settings or Settings.from_env()
+    if spec.embedder:
+        settings = dataclasses.replace(settings, embedder=spec.embedder)
+    options = settings.options.with_(seed=spec.seed)
+    embedder = make_embedder(
+        settings.embedder, api_key=settings.llm.api_key, base_url=settings.llm.base_url, model=settings.embed_model
+    )
+    t0 = time.perf_counter()
+    out = evaluate(convs, spec, settings=settings, embedder=embedder, options=options, report=report, log=log)
+    out["config"] = config(convs, spec, settings, options, data, time.perf_counter() - t0)
+    if report:
+        report(1.0, f"done: {len(out['questions'])} questions in {out['config']['seconds']} s")
+    return out
+
+
+def config(convs, spec: RunSpec, settings, options, data: str, seconds: float) -> dict:
+    from ..theanine import strategy as ts
+
+    return {
+        "path": "agent",
+        "summarisers": spec.summarisers,
+        "data": data,
+        "conversations": [c.sample_id for c in convs],
+        "n_questions": sum(len(c.questions) for c in convs),
+        "budgets": spec.budgets,
+        "methods": spec.methods,
+        "retrievers": spec.retrievers,
+        "seed": spec.seed,
+        "tokenizer": "tiktoken cl100k_base",
+        "embedder": settings.embedder,
+        "k": BENCH_K,
+        "j": options.j,
+        "n": options.n,
+        "timeline_max_len": ts.TIMELINE_MAX_LEN,
+        "segmenter": settings.segmenter,
+        "segmenter_params": settings.segmenter_params or None,
+        "segment_max_len": spec.segment_max_len,
+        "compressor": settings.compressor_model,
+        "llm": settings.llm.describe() if "llm" in spec.summarisers else None,
+        "theanine_retriever": "dense (the app's)",
+        "packing": "memory.packing.pack (shared by reply and benchmark)",
+        "contexts": spec.contexts,
+        "seconds": round(seconds, 1),
+        "machine": common.machine(),
+    }
 
 
 def method_label(row: dict) -> str:
