@@ -39,6 +39,7 @@ JOB_NAMES = {
     "close": "building the memory of your session",
     "import": "importing your history",
     "forget": "deleting your data",
+    "evaluate": "evaluating memory designs",
 }
 
 
@@ -60,12 +61,14 @@ class LimitReached(UserError):
 # A user's jobs run in two lanes, one job per lane: the chat (a reply or a compare) and the memory
 # (a build: close or import). So the chat stays usable while the user's memory is being built (a
 # build can take minutes), and still no user can run more than two jobs at once. Forget takes both.
+# An evaluation (sessions.evaluation) builds scratch memory only, so it has a lane of its own.
 LANES = {
     "reply": ("chat",),
     "compare": ("chat",),
     "close": ("memory",),
     "import": ("memory",),
     "forget": ("chat", "memory"),
+    "evaluate": ("evaluate",),
 }
 
 

@@ -75,3 +75,26 @@ def tiny_locomo(sample_id: str = "conv-t") -> dict:
 def write_tiny(path: Path, n_samples: int = 1) -> Path:
     path.write_text(json.dumps([tiny_locomo(f"conv-t{i}") for i in range(n_samples)]), encoding="utf-8")
     return path
+
+
+def small_locomo(source: str | Path, sample_id: str = "conv-30", n_sessions: int = 3) -> dict:
+    """The first `n_sessions` sessions of one LoCoMo conversation, with the questions (and observation facts)
+    whose evidence lies in them: a small real file for tests that run the whole benchmark."""
+    data = json.loads(Path(source).read_text(encoding="utf-8"))
+    sample = next(s for s in data if s.get("sample_id") == sample_id)
+    keep = {f"D{n}" for n in range(1, n_sessions + 1)}
+    conv = {k: v for k, v in sample["conversation"].items() if not k.startswith("session_")}
+    obs = {}
+    for n in range(1, n_sessions + 1):
+        conv[f"session_{n}"] = sample["conversation"][f"session_{n}"]
+        conv[f"session_{n}_date_time"] = sample["conversation"][f"session_{n}_date_time"]
+        if f"session_{n}_observation" in sample.get("observation", {}):
+            obs[f"session_{n}_observation"] = sample["observation"][f"session_{n}_observation"]
+    from memory.locomo import clean_evidence
+
+    qa = [
+        q
+        for q in sample["qa"]
+        if (ev := clean_evidence(q.get("evidence", []))) and all(e.split(":")[0] in keep for e in ev)
+    ]
+    return {"sample_id": sample_id, "conversation": conv, "qa": qa, "observation": obs}

@@ -15,7 +15,7 @@ from sessions import SessionService
 from sessions.chat import MAX_MESSAGE_CHARS
 from sessions.lifecycle import today
 
-from . import fairness, panels
+from . import evaluation, fairness, panels
 from .api import register_api
 from .graph_view import static_dir
 from .handlers import FIELD_LABELS, Handlers
@@ -145,10 +145,11 @@ def build_demo(
                     c.compare = gr.Button("Compare strategies", elem_id="compare-btn", scale=1, min_width=120)
                     c.retry = gr.Button("Retry", visible=False, elem_id="retry-btn", scale=1, min_width=70)
                 c.status = gr.HTML(elem_id="status")
-            with gr.Column(scale=6, min_width=300):
-                gr.Markdown("### See why")
-                c.graph = gr.HTML(elem_id="graph-panel")
-                c.why = gr.HTML(panels.trace_html(None), elem_id="why-wrap")
+            with gr.Column(scale=6, min_width=300), gr.Tabs(elem_id="right-tabs"):
+                with gr.Tab("See why", elem_id="why-tab"):
+                    c.graph = gr.HTML(elem_id="graph-panel")
+                    c.why = gr.HTML(panels.trace_html(None), elem_id="why-wrap")
+                c.evaluation = evaluation.build_tab(demo, service, c.uid)  # its own events (ui/evaluation.py)
         with gr.Row(visible=False) as c.compare_row:
             c.compare_cols = [gr.HTML(elem_id=f"compare-{s}", min_width=240) for s in STRATEGIES]
         with gr.Accordion("Settings", open=False):

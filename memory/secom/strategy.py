@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -325,7 +326,9 @@ class SecomMemory:
         for n, tid in zip(counts, tids, strict=False):
             pieces.append(Piece("\n".join(lines[i : i + n]), tuple(x for x in tid.split(",") if x)))
             i += n
-        match = [sum(idf.get(t, 0.0) for t in set(tokenize(p.text))) for p in pieces]
+        # fsum: exact, so the same in every process (a plain sum over a set of strings depends on the
+        # hash seed's iteration order, and a last-bit difference flipped near-tied anchors between runs).
+        match = [math.fsum(idf.get(t, 0.0) for t in set(tokenize(p.text))) for p in pieces]
         anchor = max(range(len(pieces)), key=lambda j: (match[j], -j))  # the earliest best-matching turn
         meta = {
             "id": h.id,

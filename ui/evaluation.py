@@ -1,0 +1,417 @@
+"""The "Evaluate memory designs" tab: the app-path evidence-recall benchmark on a LoCoMo-format file
+or on the user's own history and questions, with its progress, results and JSON.
+
+What runs is sessions.evaluation (the benchmark's own code, in the background on scratch data);
+this module only lays out the tab, wires its events and renders the benchmark's JSON: recall vs
+token budget (the figure `memory.bench locomo` draws), the same figures as a table, recall per
+LoCoMo category, and a per-question table whose rows open each strategy's packed context.
+`build_tab` is the one call the page makes (inside its gr.Tabs).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+
+import gradio as gr
+
+from memory.bench import common
+from memory.bench import locomo_agent as la
+from memory.bench.plots import bars_figure, strategy_figure
+from sessions import UserError, check_user_id
+from sessions.evaluation import CATEGORY_NAMES, EvalRun, Evaluations, my_turn_rows
+from sessions.service import user_message
+
+from . import panels
+
+log = logging.getLogger(__name__)
+
+FILE, HISTORY = "A LoCoMo-format file", "My history and my questions"
+METHOD_NAMES = {
+    "turn": "turn (baseline: single turns)",
+    "session": "session (baseline: whole sessions)",
+    "secom": "SeCom segments",
+    "theanine-topk": "THEANINE memories (top-k)",
+    "theanine-timeline": "THEANINE timelines",
+}
+SUMMARISER_NAMES = {
+    "offline": "offline (no LLM: the app's offline memory)",
+    "reference": "reference (LoCoMo's observation facts, scripted)",
+    "llm": "llm (the configured endpoint)",
+}
+QUESTION_HEADERS = ["question", "turn ids that answer it (e.g. D1:3, D2:5)", "category (1-4)"]
+INTRO = (
+    "Measure how much of each question's evidence every memory design puts into the reply's context, "
+    "at each token budget: the app's own path (sessions closed into memory, then the memory text a reply "
+    "would read), the same code as <code>python -m memory.bench locomo</code>. It runs in the background "
+    "on a scratch copy: your memory is never changed, and the chat stays usable."
+)
+
+
+def _e(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+class EvalTab:
+    def __init__(self, evaluations: Evaluations, llm_available: bool):
+        self.ev = evaluations
+        self.llm_available = llm_available
+
+    # --- layout --------------------------------------------------------------------------------------
+    def layout(self) -> None:
+        gr.HTML(f'<div class="mc-intro">{INTRO}</div>')
+        self.source = gr.Radio([FILE, HISTORY], value=FILE, label="Evaluate on", elem_id="eval-source")
+        with gr.Group(visible=True) as self.file_box:
+            self.file = gr.File(
+                label="LoCoMo-format file (.json)", file_types=[".json"], type="filepath", elem_id="eval-file"
+            )
+            self.only = gr.Textbox(
+                label="Conversation ids (comma-separated; empty = every conversation in the file)",
+                max_length=500,
+                elem_id="eval-conversations",
+            )
+        with gr.Group(visible=False) as self.history_box:
+            self.questions = gr.Dataframe(
+                value=[["", "", "4"] for _ in range(3)],
+                headers=QUESTION_HEADERS,
+                datatype=["str", "str", "str"],
+                column_count=3,
+                interactive=True,
+                label="Your questions (categories: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)",
+                elem_id="eval-my-questions",
+            )
+            self.show_turns = gr.Button("Show my turns and their ids", size="sm", elem_id="eval-show-turns")
+            self.turns = gr.Dataframe(
+                headers=["turn id", "session date", "speaker", "text"],
+                interactive=False,
+                visible=False,
+                max_height=300,
+                wrap=True,
+                elem_id="eval-my-turns",
+            )
+        methods = list(la.AGENT_METHODS)
+        self.methods = gr.CheckboxGroup(
+            [(METHOD_NAMES[m], m) for m in methods], value=methods, label="Strategies", elem_id="eval-methods"
+        )
+        with gr.Row():
+            self.retrievers = gr.CheckboxGroup(
+                list(la.DEFAULT_RETRIEVERS),
+                value=list(la.DEFAULT_RETRIEVERS),
+                label="Retrievers (SeCom and the baselines; THEANINE retrieves densely, as the app does)",
+                elem_id="eval-retrievers",
+            )
+            self.budgets = gr.Textbox(
+                value=",".join(map(str, la.DEFAULT_BUDGETS)),
+                label="Token budgets (comma-separated, 50-32000)",
+                max_length=200,
+                elem_id="eval-budgets",
+            )
+        summ = [s for s in la.SUMMARISERS if s != "llm" or self.llm_available]
+        self.summarisers = gr.CheckboxGroup(
+            [(SUMMARISER_NAMES[s], s) for s in summ], value=["offline"], label="Memory built by", elem_id="eval-summ"
+        )
+        self.run = gr.Button("Run the evaluation", variant="primary", elem_id="eval-run-btn")
+        self.status = gr.HTML(elem_id="eval-status")
+        self.progress = gr.HTML(elem_id="eval-progress-wrap")
+        self.timer = gr.Timer(1.0, active=False)
+        with gr.Column(visible=False) as self.results:
+            self.summary = gr.HTML(elem_id="eval-summary")
+            self.plot = gr.Plot(label="Evidence recall vs token budget", elem_id="eval-plot")
+            self.recall_table = gr.HTML(elem_id="eval-recall-table")
+            self.budget = gr.Dropdown(
+                choices=[], label="Budget for the category bars and the questions", elem_id="eval-budget"
+            )
+            self.bars = gr.Plot(label="Recall per LoCoMo category", elem_id="eval-bars")
+            self.table = gr.Dataframe(
+                interactive=False,
+                wrap=True,
+                max_height=420,
+                label="Per question: evidence turns each strategy's context held (click a row for the contexts)",
+                elem_id="eval-questions",
+            )
+            self.context = gr.HTML(elem_id="eval-context")
+            self.download = gr.DownloadButton("Download the benchmark JSON", elem_id="eval-download")
+
+    # --- events --------------------------------------------------------------------------------------
+    def wire(self, demo: gr.Blocks, uid) -> None:
+        quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_limit": None}
+        shown = self._result_outputs()
+        demo.load(self.load, [uid], [self.timer, self.progress, self.status, *shown], **quiet)
+        self.source.change(
+            lambda s: (gr.update(visible=s == FILE), gr.update(visible=s == HISTORY)),
+            [self.source],
+            [self.file_box, self.history_box],
+            **quiet,
+        )
+        self.show_turns.click(self.my_turns, [uid], [self.turns, self.status], **quiet)
+        inputs = [uid, self.source, self.file, self.only, self.questions]
+        inputs += [self.methods, self.retrievers, self.budgets, self.summarisers]
+        self.run.click(self.start, inputs, [self.timer, self.progress, self.status], **quiet)
+        self.timer.tick(self.poll, [uid], [self.timer, self.progress, self.status, *shown], **quiet)
+        self.budget.input(self.at_budget, [uid, self.budget], [self.bars, self.table, self.context], **quiet)
+        self.table.select(self.show_context, [uid, self.budget], [self.context], **quiet)
+
+    def _result_outputs(self) -> list:
+        return [
+            self.results,
+            self.summary,
+            self.plot,
+            self.recall_table,
+            self.budget,
+            self.bars,
+            self.table,
+            self.context,
+            self.download,
+        ]
+
+    # --- handlers --------------------------------------------------------------------------------------
+    def my_turns(self, uid):
+        try:
+            rows = my_turn_rows(self.ev.svc, check_user_id(uid))
+            if not rows:
+                return {self.turns: gr.update(visible=False), self.status: _status("Your history is empty.", "info")}
+            return {self.turns: gr.update(value=rows, visible=True), self.status: ""}
+        except Exception as e:
+            return {self.status: _status(user_message(e), "error")}
+
+    def start(self, uid, source, path, only, rows, methods, retrievers, budgets, summarisers):
+        try:
+            uid = check_user_id(uid)
+            if source == HISTORY:
+                req = self.ev.request_history(uid, rows, methods, retrievers, budgets, summarisers)
+            else:
+                if not path:
+                    raise UserError("Choose a LoCoMo-format JSON file first (or evaluate on your history).")
+                with open(path, "rb") as f:
+                    data = f.read()
+                name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
+                req = self.ev.request_file(data, only, methods, retrievers, budgets, summarisers, name)
+            run = self.ev.start(uid, req)
+            n_q = sum(len(c.questions) for c in req.convs)
+            text = f"Started: {n_q} questions from {req.source}."
+            return {self.timer: gr.Timer(active=True), self.progress: progress_html(run), self.status: _status(text)}
+        except Exception as e:
+            if not isinstance(e, UserError):
+                log.exception("evaluation refused")
+            return {self.status: _status(user_message(e), "error")}
+
+    def load(self, uid):
+        try:
+            uid = check_user_id(uid)
+        except UserError:
+            return {}
+        run = self.ev.get(uid)
+        if run is None:
+            return {}
+        if not run.done:
+            out = {self.timer: gr.Timer(active=True), self.progress: progress_html(run)}
+            last = self.ev.finished(uid)
+            return {**out, **(self._results(last) if last else {})}
+        return self._finished(uid, run)
+
+    def poll(self, uid):
+        try:
+            uid = check_user_id(uid)
+        except UserError:
+            return {self.timer: gr.Timer(active=False), self.progress: ""}
+        run = self.ev.get(uid)
+        if run is None:
+            return {self.timer: gr.Timer(active=False), self.progress: ""}
+        if not run.done:
+            return {self.progress: progress_html(run)}
+        return self._finished(uid, run)
+
+    def _finished(self, uid: str, run: EvalRun) -> dict:
+        out = {self.timer: gr.Timer(active=False), self.progress: ""}
+        if run.error:
+            out[self.status] = _status(run.error, "error")
+            last = self.ev.finished(uid)
+            return {**out, **(self._results(last) if last else {})}
+        out[self.status] = _status(f"Evaluated {run.source}: {run.text}", "ok")
+        return {**out, **self._results(run)}
+
+    def _results(self, run: EvalRun) -> dict:
+        res = run.result or {}
+        budgets = [int(b) for b in res.get("config", {}).get("budgets", [])]
+        at = 1000 if 1000 in budgets else (budgets[-1] if budgets else None)
+        return {
+            self.results: gr.update(visible=True),
+            self.summary: summary_html(run),
+            self.plot: strategy_figure(res.get("results", []), title=_title(res)),
+            self.recall_table: recall_table_html(res),
+            self.budget: gr.update(choices=[str(b) for b in budgets], value=str(at) if at else None),
+            self.bars: category_figure(res, at) if at else None,
+            self.table: question_table(res, at) if at else None,
+            self.context: "",
+            self.download: gr.update(value=str(run.path) if run.path else None),
+        }
+
+    def at_budget(self, uid, budget):
+        run = self._shown(uid)
+        if run is None or not budget:
+            return {}
+        res, b = run.result or {}, int(budget)
+        return {self.bars: category_figure(res, b), self.table: question_table(res, b), self.context: ""}
+
+    def show_context(self, uid, budget, evt: gr.SelectData):
+        run = self._shown(uid)
+        if run is None:
+            return {}
+        try:
+            row = evt.row_value[0] if getattr(evt, "row_value", None) else evt.index[0] + 1
+            i = int(row) - 1
+            return {self.context: context_html(run.result or {}, i, int(budget), run.turns)}
+        except (ValueError, TypeError, IndexError):
+            return {}
+
+    def _shown(self, uid) -> EvalRun | None:
+        try:
+            return self.ev.finished(check_user_id(uid))
+        except UserError:
+            return None
+
+
+# --- rendering the benchmark's JSON -------------------------------------------------------------------
+
+
+def _status(text: str, kind: str = "info") -> str:
+    return panels.status_html(text, kind)
+
+
+def progress_html(run: EvalRun) -> str:
+    pct = round(run.fraction * 100)
+    eta = run.eta()
+    left = ""
+    if eta is not None:
+        left = f" · about {int(eta)} s left" if eta < 90 else f" · about {round(eta / 60)} min left"
+    return (
+        f'<div class="mc-job" id="eval-progress" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
+        f'aria-valuemax="100"><div class="mc-bar"><span style="width:{pct}%"></span></div>'
+        f"<div><b>Evaluating {_e(run.source)}: {pct}%</b>{_e(left)} · {_e(run.text)}</div>"
+        '<div class="mc-muted">It runs in the background on a scratch copy; you can keep chatting.</div></div>'
+    )
+
+
+def _title(res: dict) -> str:
+    convs = ", ".join(res.get("config", {}).get("conversations", []))
+    return f"Evidence recall, agent path ({convs})"
+
+
+def summary_html(run: EvalRun) -> str:
+    cfg = (run.result or {}).get("config", {})
+    close = (run.result or {}).get("close", {})
+    built = []
+    for summ, per in close.items():
+        mems = sum(c.get("memories", 0) for c in per.values())
+        segs = sum(c.get("segments", 0) for c in per.values())
+        built.append(f"{summ}: {mems} memories, {segs} segments")
+    return (
+        f'<div class="mc-muted" id="eval-summary-line">{_e(run.source)} · conversations '
+        f"{_e(', '.join(cfg.get('conversations', [])))} · {cfg.get('n_questions', 0)} questions · "
+        f"{_e('; '.join(built))} · {cfg.get('seconds', '?')} s · embedder {_e(cfg.get('embedder', ''))}</div>"
+    )
+
+
+def recall_table_html(res: dict) -> str:
+    """Recall per strategy (rows) and budget (columns), as the JSON has them (4 decimals)."""
+    budgets = [int(b) for b in res.get("config", {}).get("budgets", [])]
+    rows: dict[str, dict[int, float | None]] = {}
+    for r in res.get("results", []):
+        rows.setdefault(r["strategy"], {})[int(r["budget"])] = r["recall"]
+    head = "".join(f"<th>{b}</th>" for b in budgets)
+    body = ""
+    for label, vals in rows.items():
+        cells = "".join(
+            f'<td data-budget="{b}">{"-" if vals.get(b) is None else format(vals[b], ".4f")}</td>' for b in budgets
+        )
+        body += f'<tr data-strategy="{_e(label)}"><th>{_e(label)}</th>{cells}</tr>'
+    return (
+        '<table class="mc-table" id="eval-recall"><thead><tr><th>strategy: evidence recall at budget (tokens)</th>'
+        f"{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def category_figure(res: dict, budget: int):
+    rows = [r for r in res.get("results", []) if int(r["budget"]) == int(budget)]
+    cats = [c for c in ("1", "2", "3", "4") if any(r["by_category"].get(c) is not None for r in rows)]
+    labels = [f"{c} {CATEGORY_NAMES[int(c)]}" for c in cats]
+    series = {r["strategy"]: [r["by_category"].get(c) or 0.0 for c in cats] for r in rows}
+    fig = bars_figure(
+        labels, series, f"Evidence recall per category at {budget} tokens", "evidence recall", (7.0, 4.6), False
+    )
+    ax = fig.axes[0]
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _held_cell(cell: dict | None, evidence: list[str]) -> str:
+    if cell is None:
+        return "-"
+    held = cell.get("held", [])
+    mark = "✓" if len(held) == len(evidence) else ("✗" if not held else "◐")
+    return f"{mark} {len(held)}/{len(evidence)}" + (f" ({', '.join(held)})" if 0 < len(held) < len(evidence) else "")
+
+
+def question_table(res: dict, budget: int) -> dict:
+    """One row per question: its number, text, category, evidence turns, and per strategy what its
+    context held at `budget` (✓ all, ◐ some, ✗ none)."""
+    qs = res.get("questions", [])
+    labels = list(dict.fromkeys(r["strategy"] for r in res.get("results", [])))
+    headers = ["#", "question", "category", "evidence", *labels]
+    data = []
+    for i, q in enumerate(qs, 1):
+        cells = [_held_cell(q["strategies"].get(lab, {}).get(str(budget)), q["evidence"]) for lab in labels]
+        data.append([str(i), q["question"], str(q["category"]), ", ".join(q["evidence"]), *cells])
+    return {"headers": headers, "data": data}
+
+
+def context_html(res: dict, i: int, budget: int, turns: dict) -> str:
+    """Each strategy's packed context for question i at `budget`: the evidence it held and missed,
+    then its lines, those carrying evidence marked."""
+    qs = res.get("questions", [])
+    if not 0 <= i < len(qs):
+        return ""
+    q = qs[i]
+    ev_items = "".join(
+        f"<li><b>{_e(t)}</b> {_e(' '.join(turns.get((q['conversation'], t), ('', '(not in the file)'))))}</li>"
+        for t in q["evidence"]
+    )
+    parts = [
+        f'<div class="mc-why" id="eval-context-view"><h4>Question {i + 1}: {_e(q["question"])}</h4>'
+        f"<div>category {q['category']} · budget {budget} tokens · evidence turns:</div><ul>{ev_items}</ul>"
+    ]
+    for label, per in q["strategies"].items():
+        cell = per.get(str(budget))
+        if cell is None:
+            continue
+        held = set(cell.get("held", []))
+        missed = [t for t in q["evidence"] if t not in held]
+        lines = cell.get("context")
+        body = (
+            "".join(
+                (f'<div style="background:#fff3b0"><b>[{_e(", ".join(ids))}]</b> {_e(text)}</div>')
+                if ids
+                else f"<div>{_e(text)}</div>"
+                for text, ids in lines
+            )
+            if lines is not None
+            else '<div class="mc-muted">(this JSON has no contexts: run with --contexts)</div>'
+        )
+        parts.append(
+            f'<details class="eval-ctx" data-strategy="{_e(label)}"><summary><b>{_e(label)}</b>: recall '
+            f"{cell['recall']:.4f} · held {_e(', '.join(sorted(held)) or 'none')} · missed "
+            f"{_e(', '.join(missed) or 'none')}</summary>"
+            f'<div class="mc-raw" style="max-height:320px;overflow:auto">{body}</div></details>'
+        )
+    return "".join(parts) + "</div>"
+
+
+def build_tab(demo: gr.Blocks, service, uid, evaluations: Evaluations | None = None) -> EvalTab:
+    """The "Evaluate memory designs" tab (call inside the page's gr.Tabs) with its events wired."""
+    tab = EvalTab(evaluations or Evaluations(service), llm_available=common.llm_configured())
+    with gr.Tab("Evaluate memory designs", elem_id="eval-tab"):
+        tab.layout()
+    tab.wire(demo, uid)
+    return tab
