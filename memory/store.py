@@ -126,18 +126,24 @@ class VectorStore:
             count = col.count()
             if count == 0:
                 return []
+            # Twice as many as asked, best first with ties by id, then the first n: the HNSW index is
+            # approximate and its build varies between runs, so equal or near-equal vectors (repeated
+            # memories such as "Appreciate the kind words.") at the cut came back in a different order,
+            # or not at all, from one run to the next (issue 14: benchmark figures differing by a turn).
             r = col.query(
                 query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                n_results=min(n, count),
+                n_results=min(2 * n + 10, count),
                 where=where,
                 include=["documents", "metadatas", "distances"],
             )
-            return [
+            hits = [
                 Hit(i, 1.0 - float(d), doc or "", m or {})
                 for i, d, doc, m in zip(
                     r["ids"][0], r["distances"][0], r["documents"][0], r["metadatas"][0], strict=False
                 )
             ]
+            hits.sort(key=lambda h: (-h.score, h.id))
+            return hits[:n]
 
         return self._call(go)
 

@@ -168,7 +168,7 @@ def my_turns(service, user_id: str) -> list[dict]:
     """The user's sessions in time order as LoCoMo sessions: [{"date", "turns": [(id, speaker, text)]}].
     Turn ids are LoCoMo's form, D<session>:<turn>, both counted from 1 over sessions with turns."""
     user_id = check_user_id(user_id)
-    out = []
+    out: list[dict] = []
     for s in service.sessions(user_id):
         rows = [m for m in service.messages(user_id, s.session_id) if m.status == "ok" and (m.text or "").strip()]
         if not rows:
