@@ -33,6 +33,9 @@ def collection_name(user_id: str, kind: str) -> str:
     return f"{kind}-{user_key(user_id)}"
 
 
+EXACT_UP_TO = 2000  # records: up to this many, a query ranks every one (see VectorStore.query)
+
+
 class VectorStore:
     def __init__(self, path: Path | str | None = None, host: str = "", port: int = 8000):
         import chromadb
@@ -126,24 +129,24 @@ class VectorStore:
             count = col.count()
             if count == 0:
                 return []
-            # Twice as many as asked, best first with ties by id, then the first n: the HNSW index is
-            # approximate and its build varies between runs, so equal or near-equal vectors (repeated
-            # memories such as "Appreciate the kind words.") at the cut came back in a different order,
-            # or not at all, from one run to the next (issue 14: benchmark figures differing by a turn).
+            # Chroma's HNSW index is approximate and its build varies between runs: the same memories
+            # gave different hits from one run to the next (a relevant memory missed; equal vectors, such
+            # as repeated "Appreciate the kind words.", in any order). Up to EXACT_UP_TO records every
+            # distance is asked for (exact); above, twice as many as needed. Best first, ties by id; the
+            # documents of the n kept are read after (issue 14: benchmark figures differing by a turn).
+            wide = count if count <= EXACT_UP_TO else min(2 * n + 10, count)
             r = col.query(
                 query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                n_results=min(2 * n + 10, count),
+                n_results=wide,
                 where=where,
-                include=["documents", "metadatas", "distances"],
+                include=["distances"],
             )
-            hits = [
-                Hit(i, 1.0 - float(d), doc or "", m or {})
-                for i, d, doc, m in zip(
-                    r["ids"][0], r["distances"][0], r["documents"][0], r["metadatas"][0], strict=False
-                )
-            ]
-            hits.sort(key=lambda h: (-h.score, h.id))
-            return hits[:n]
+            best = sorted(zip(r["ids"][0], r["distances"][0], strict=False), key=lambda p: (float(p[1]), p[0]))[:n]
+            if not best:
+                return []
+            got = col.get(ids=[i for i, _ in best], include=["documents", "metadatas"])
+            rec = {i: (doc, m) for i, doc, m in zip(got["ids"], got["documents"], got["metadatas"], strict=False)}
+            return [Hit(i, 1.0 - float(d), rec[i][0] or "", rec[i][1] or {}) for i, d in best if i in rec]
 
         return self._call(go)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -61,6 +62,7 @@ class EvalRun:
     error: str | None = None
     path: Path | None = None  # the JSON, for download
     turns: dict = field(default_factory=dict)  # (conversation, turn id) -> (speaker, text), to show evidence
+    forgotten: bool = False  # the user chose Forget me: keep nothing of this run
 
     def progress(self, fraction: float, text: str) -> None:
         self.fraction = max(self.fraction, min(1.0, max(0.0, float(fraction))))
@@ -304,6 +306,15 @@ class Evaluations:
         threading.Thread(target=self._run, args=(user_id, run, req), name="evaluate", daemon=True).start()
         return run
 
+    def forget(self, user_id: str) -> None:
+        """Forget me: the user's runs (results and JSON files, which may quote their history) go too."""
+        with self._lock:
+            runs = [r for r in (self._runs.pop(user_id, None), self._done.pop(user_id, None)) if r is not None]
+        for run in runs:
+            run.forgotten = True
+            if run.path is not None:
+                shutil.rmtree(run.path.parent, ignore_errors=True)
+
     def _run(self, user_id: str, run: EvalRun, req: EvalRequest) -> None:
         try:
             with self.gate.hold(user_id, "evaluate"):
@@ -313,7 +324,11 @@ class Evaluations:
             run.result = result
             run.progress(1.0, f"Done in {round(time.time() - run.started)} s.")
             with self._lock:
-                self._done[user_id] = run
+                if run.forgotten:  # Forget me while it ran
+                    shutil.rmtree(folder, ignore_errors=True)
+                    run.result, run.path = None, None
+                else:
+                    self._done[user_id] = run
         except UserError as e:
             run.error = str(e)
         except Exception as e:

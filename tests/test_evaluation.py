@@ -181,4 +181,6 @@ def test_a_run_is_the_benchmarks_json_on_scratch_data(svc, tmp_path, monkeypatch
     assert row["evidence"] == ["D1:3", "D2:3"] and row["strategies"]["turn (bm25)"]["1000"]["recall"] == 1.0
     assert row["strategies"]["turn (bm25)"]["1000"]["context"]  # the packed context, with the evidence marked
     assert not (tmp_path / "user-data").exists()  # nothing written where the user's data lives
+    ev.forget(uid)  # Forget me: the run and its JSON go too
+    assert ev.get(uid) is None and ev.finished(uid) is None and not run.path.exists()
     ev.shutdown()

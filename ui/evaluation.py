@@ -116,12 +116,12 @@ class EvalTab:
         self.timer = gr.Timer(1.0, active=False)
         with gr.Column(visible=False) as self.results:
             self.summary = gr.HTML(elem_id="eval-summary")
-            self.plot = gr.Plot(label="Evidence recall vs token budget", elem_id="eval-plot")
+            self.plot = gr.Plot(label="Evidence recall vs token budget", show_label=False, elem_id="eval-plot")
             self.recall_table = gr.HTML(elem_id="eval-recall-table")
             self.budget = gr.Dropdown(
                 choices=[], label="Budget for the category bars and the questions", elem_id="eval-budget"
             )
-            self.bars = gr.Plot(label="Recall per LoCoMo category", elem_id="eval-bars")
+            self.bars = gr.Plot(label="Recall per LoCoMo category", show_label=False, elem_id="eval-bars")
             self.table = gr.Dataframe(
                 interactive=False,
                 wrap=True,
@@ -150,6 +150,10 @@ class EvalTab:
         self.timer.tick(self.poll, [uid], [self.timer, self.progress, self.status, *shown], **quiet)
         self.budget.input(self.at_budget, [uid, self.budget], [self.bars, self.table, self.context], **quiet)
         self.table.select(self.show_context, [uid, self.budget], [self.context], **quiet)
+
+    def on_forget(self, button, uid, confirmed) -> None:
+        quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_limit": None}
+        button.click(self.forget, [uid, confirmed], [self.results, self.progress, self.status], **quiet)
 
     def _result_outputs(self) -> list:
         return [
@@ -199,10 +203,10 @@ class EvalTab:
         try:
             uid = check_user_id(uid)
         except UserError:
-            return {}
+            return {self.status: gr.update()}  # (an empty dict would be taken for one output's value)
         run = self.ev.get(uid)
         if run is None:
-            return {}
+            return {self.status: gr.update()}
         if not run.done:
             out = {self.timer: gr.Timer(active=True), self.progress: progress_html(run)}
             last = self.ev.finished(uid)
@@ -249,20 +253,30 @@ class EvalTab:
     def at_budget(self, uid, budget):
         run = self._shown(uid)
         if run is None or not budget:
-            return {}
+            return {self.context: gr.update()}
         res, b = run.result or {}, int(budget)
         return {self.bars: category_figure(res, b), self.table: question_table(res, b), self.context: ""}
 
     def show_context(self, uid, budget, evt: gr.SelectData):
         run = self._shown(uid)
         if run is None:
-            return {}
+            return {self.context: gr.update()}
         try:
             row = evt.row_value[0] if getattr(evt, "row_value", None) else evt.index[0] + 1
             i = int(row) - 1
             return {self.context: context_html(run.result or {}, i, int(budget), run.turns)}
         except (ValueError, TypeError, IndexError):
-            return {}
+            return {self.context: gr.update()}
+
+    def forget(self, uid, confirmed):
+        """With the page's Forget me: the user's evaluation runs are dropped too."""
+        if not confirmed:
+            return {self.status: gr.update()}
+        try:
+            self.ev.forget(check_user_id(uid))
+        except UserError:
+            return {self.status: gr.update()}
+        return {self.results: gr.update(visible=False), self.progress: "", self.status: ""}
 
     def _shown(self, uid) -> EvalRun | None:
         try:
@@ -326,7 +340,7 @@ def recall_table_html(res: dict) -> str:
         )
         body += f'<tr data-strategy="{_e(label)}"><th>{_e(label)}</th>{cells}</tr>'
     return (
-        '<table class="mc-table" id="eval-recall"><thead><tr><th>strategy: evidence recall at budget (tokens)</th>'
+        '<table class="mc-table" id="eval-recall"><thead><tr><th>evidence recall: strategy \\ budget</th>'
         f"{head}</tr></thead><tbody>{body}</tbody></table>"
     )
 

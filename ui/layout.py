@@ -286,6 +286,7 @@ def build_demo(
             [c.graph, c.memory, c.data_status, c.chatbot, c.msg_ids],
             **fast,
         )
+        c.evaluation.on_forget(c.forget_btn, c.uid, c.forget_confirm)  # its runs go with Forget me
         c.forget_btn.click(
             h.forget,
             [c.uid, c.forget_confirm],
