@@ -12,7 +12,6 @@ close, so switching strategy compares them on the same history.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -118,7 +117,7 @@ class MemoryAgent:
         """The embedded defaults, or the providers the settings name; chosen here and nowhere else."""
         from .embeddings import make_embedder
         from .secom.compression import load_compressor
-        from .secom.segmentation import EmbeddingSegmenter, LLMSegmenter, SegParams
+        from .secom.segmentation import segmenter_for
         from .secom.strategy import SecomMemory
         from .store import VectorStore
         from .theanine.strategy import TheanineMemory
@@ -127,14 +126,7 @@ class MemoryAgent:
         store = VectorStore(path=Path(s.data_dir) / "chroma", host=s.chroma_host, port=s.chroma_port)
         embedder = make_embedder(s.embedder, api_key=s.llm.api_key, base_url=s.llm.base_url, model=s.embed_model)
         compressor, note = load_compressor(s.compressor_model)
-        params = (
-            SegParams.from_dict(json.loads(Path(s.segmenter_params).read_text())["params"])
-            if s.segmenter_params
-            else None
-        )
-        segmenter = EmbeddingSegmenter(embedder, params)
-        if s.segmenter == "llm":
-            segmenter = LLMSegmenter(s.rubric_text(), fallback=segmenter)
+        segmenter = segmenter_for(s, embedder)
         secom = SecomMemory(store, embedder, compressor, note, segmenter)
         return cls(s, store, embedder, TheanineMemory(store, embedder, s.data_dir), secom, llm_factory)
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from memory.records import Turn
 from memory.settings import STRATEGIES, LLMConfig, Options
+from memory.text import clean_obj, clean_text
 
 from .errors import UserError
 from .lifecycle import Lifecycle
 from .store import MessageRow, SessionRow, Store
-from .text import clean_obj, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class ChatUpdate:
 
 
 def check_message(text: str | None) -> str:
-    """The message as stored: unencodable and control characters cleaned (sessions.text), trimmed."""
+    """The message as stored: unencodable and control characters cleaned (memory.text), trimmed."""
     if text is not None and not isinstance(text, str):
         raise UserError("A message must be text.")
     text = clean_text(text).strip()

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from memory.errors import LLMError, StoreUnavailable
 from memory.records import SessionRecord, Turn, sortable_time
+from memory.text import clean_obj, clean_text
 
 from .errors import UserError
 from .store import SessionRow, Store
-from .text import clean_obj, clean_text
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from memory.text import clean_obj, clean_text
+
 from . import db, migrations
 from .claims import close_claim
 from .ids import check_user_id
@@ -31,7 +33,6 @@ from .schema import compares as C
 from .schema import messages as M
 from .schema import sessions as S
 from .schema import users as U
-from .text import clean_obj, clean_text
 
 
 @dataclass
@@ -486,7 +487,7 @@ class Store:
 
 def open_store(data_dir: Path | str, env: dict | None = None) -> Store:
     """The app's store: DATABASE_URL (e.g. postgresql://user:pw@host/db) when set, else the data dir's SQLite."""
-    from .text import register_secret
+    from memory.text import register_secret
 
     url = (os.environ if env is None else env).get("DATABASE_URL", "").strip()
     if url:

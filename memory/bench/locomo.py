@@ -528,19 +528,18 @@ def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: i
     and a note on compression; ({}, reason) when SeCom cannot be made."""
     try:
         from ..secom.compression import load_compressor
-        from ..secom.segmentation import EmbeddingSegmenter, LLMSegmenter
+        from ..secom.segmentation import segmenter_for
         from ..secom.strategy import SecomMemory
     except ImportError as e:
         return {}, f"SeCom unavailable: {e}"
-    rubric = Path(settings.rubric_path).read_text(encoding="utf-8") if settings.rubric_path else ""
-    offline = EmbeddingSegmenter(embedder, **({"max_len": segment_max_len} if segment_max_len else {}))
-    segmenter = LLMSegmenter(rubric, fallback=offline) if (use_llm and settings.segmenter == "llm") else offline
+    overrides = {"max_len": segment_max_len} if segment_max_len else {}
+    segmenter = segmenter_for(settings, embedder, settings.segmenter if use_llm else "embedding", **overrides)
     compressor, note = load_compressor(settings.compressor_model)
     note = note or f"compressed keys: {getattr(compressor, 'name', 'compressor')}"
     return {
         "secom": SecomMemory(store, embedder, compressor, note, segmenter),
         "secom-raw": SecomMemory(store, embedder, None, "secom-raw: keys are the original text", segmenter),
-    }, f"{note}; segmenter: {getattr(segmenter, 'name', type(segmenter).__name__)}"
+    }, f"{note}; segmenter: {segmenter.name}"
 
 
 def main(argv: list[str]) -> int:
@@ -633,9 +632,7 @@ def main(argv: list[str]) -> int:
         if {"secom", "secom-raw"} & set(args.methods):
             secom, secom_note = _secom_memories(store, embedder, settings, use_llm, args.segment_max_len)
             progress(secom_note)
-            seg = getattr(secom.get("secom"), "segmenter", None)
-            seg = getattr(seg, "fallback", seg)  # an LLM segmenter's offline fallback
-            seg_params = seg.params.to_dict() if hasattr(getattr(seg, "params", None), "to_dict") else None
+            seg_params = secom["secom"].segmenter.params.to_dict() if secom else None
         t0 = time.perf_counter()
         out = evaluate(
             convs,

@@ -85,10 +85,10 @@ class ReferenceLLM:
         self.calls["other"] += 1
         return "{}"  # relations, segmentation: the engine falls back
 
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None) -> Completion:
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose="") -> Completion:
         return Completion(self._answer(messages))
 
-    def stream(self, messages, *, temperature, max_tokens) -> Iterator[str]:
+    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose="") -> Iterator[str]:
         yield ""
 
 
@@ -130,13 +130,9 @@ def build(conv, summariser: str, settings, data_dir: Path, options, segment_max_
     cached = CachedEmbedder(agent.embedder)
     agent.embedder = agent.theanine.embedder = agent.secom.embedder = cached
     if segment_max_len:  # the offline segmenter with its longest segment capped
-        from ..secom.segmentation import EmbeddingSegmenter, LLMSegmenter
+        from ..secom.segmentation import segmenter_for
 
-        seg = agent.secom.segmenter
-        offline = EmbeddingSegmenter(
-            cached, getattr(agent.secom._embedding_segmenter(), "params", None), max_len=segment_max_len
-        )
-        agent.secom.segmenter = LLMSegmenter(seg.rubric, fallback=offline) if isinstance(seg, LLMSegmenter) else offline
+        agent.secom.segmenter = segmenter_for(s, cached, max_len=segment_max_len)
     user = f"locomo-{conv.sample_id}-{summariser}"
     t0 = time.perf_counter()
     calls, fallbacks, memories, segments, notices = 0, defaultdict(int), 0, 0, []

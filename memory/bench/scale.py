@@ -315,12 +315,12 @@ def _pcts(name: str, xs: list[float]) -> dict:
 
 def _secom(store, embedder):
     try:
-        from ..secom.segmentation import EmbeddingSegmenter
+        from ..secom.segmentation import make_segmenter
         from ..secom.strategy import SecomMemory
     except ImportError as e:
         progress(f"SeCom unavailable: {e}")
         return None
-    return SecomMemory(store, embedder, None, "compression off (synthetic keys)", EmbeddingSegmenter(embedder))
+    return SecomMemory(store, embedder, None, "compression off (synthetic keys)", make_segmenter("embedding", embedder))
 
 
 def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:

@@ -30,18 +30,11 @@ from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
 from ..trace import Trace
 from .compression import Compressor
-from .segmentation import EmbeddingSegmenter, LLMSegmenter
+from .segmentation import Segmenter, exchange_lines
 
 KIND = "secom_segments"
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.)
 CANDIDATES = 50  # candidates taken from each ranker before fusion / budgeting
-
-
-def exchange_text(ex, with_speakers: bool = True) -> str:
-    """One line per turn, "Speaker: text" (as stored and shown), or the bare texts (what the embedder reads)."""
-    if with_speakers:
-        return "\n".join(f"{t.speaker}: {t.text}" for t in ex)
-    return "\n".join(t.text for t in ex)
 
 
 def date_key(date: str) -> float:
@@ -104,31 +97,15 @@ class _BM25Cache:
 class SecomMemory:
     """SeCom's memory for every user of one store. Thread-safe.
 
-    `segmenter` is an `EmbeddingSegmenter` (offline) or an `LLMSegmenter` (used
-    when `build` gets an LLM session; it falls back to its embedding segmenter).
-    Without one, an `EmbeddingSegmenter` on `embedder` is made, wrapped in an
-    `LLMSegmenter(rubric)` when `use_llm_segmenter` is true.
+    `segmenter` (see `segmentation.Segmenter`) cuts each session; it gets the job's LLM session, or None
+    where no LLM step may run.
     """
 
-    def __init__(
-        self,
-        store,
-        embedder,
-        compressor: Compressor | None,
-        compressor_note: str = "",
-        segmenter=None,
-        *,
-        use_llm_segmenter: bool = False,
-        rubric: str = "",
-    ):
+    def __init__(self, store, embedder, compressor: Compressor | None, compressor_note: str, segmenter: Segmenter):
         self.store = store
         self.embedder = embedder
         self.compressor = compressor
         self.compressor_note = compressor_note or "compression unavailable; segment keys are the original text"
-        if segmenter is None:
-            segmenter = EmbeddingSegmenter(embedder)
-            if use_llm_segmenter:
-                segmenter = LLMSegmenter(rubric, fallback=segmenter)
         self.segmenter = segmenter
         self._bm25 = _BM25Cache()
 
@@ -138,36 +115,15 @@ class SecomMemory:
 
     # --- building -------------------------------------------------------------
 
-    def _embedding_segmenter(self) -> EmbeddingSegmenter:
-        if isinstance(self.segmenter, EmbeddingSegmenter):
-            return self.segmenter
-        if isinstance(self.segmenter, LLMSegmenter):
-            return self.segmenter.fallback
-        return EmbeddingSegmenter(self.embedder)
-
-    def segment(self, exs: list, llm_session=None) -> list[tuple[int, int, str]]:
-        """(start, end, summary) segments over a list of exchanges (lists of turns)."""
-        groups = [[t.text for t in ex] for ex in exs]  # turns: the unit the offline segmenter was fitted on
-        if isinstance(self.segmenter, LLMSegmenter) and llm_session is not None:
-            return self.segmenter.segment(llm_session, [exchange_text(ex) for ex in exs], fallback_texts=groups)
-        seg = self._embedding_segmenter()
-        if hasattr(seg, "segment_groups"):
-            return seg.segment_groups(groups)
-        return seg.segment([exchange_text(ex, with_speakers=False) for ex in exs])
-
     def fingerprint(self, session: SessionRecord, llm_session, options) -> str:
         """What a build depends on: the session's turns and date, the rate, the segmenter and compressor used."""
-        if isinstance(self.segmenter, LLMSegmenter) and llm_session is not None:
-            seg: Any = ["llm", self.segmenter.rubric]
-        else:
-            seg = ["embedding", getattr(getattr(self._embedding_segmenter(), "params", None), "to_dict", dict)()]
         payload = json.dumps(
             [
                 session.date,
                 [(t.speaker, t.text, t.turn_id) for t in session.turns],
                 float(options.compression_rate),
-                seg,
-                getattr(self.compressor, "name", "none"),
+                self.segmenter.fingerprint(llm_session),
+                self.compressor.name if self.compressor is not None else "none",
             ]
         )
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
@@ -192,8 +148,8 @@ class SecomMemory:
             if not exs:
                 return []
             with trace.timed("secom_segment"):
-                segs = self.segment(exs, llm_session)
-            texts = ["\n".join(exchange_text(ex) for ex in exs[s : e + 1]) for s, e, _ in segs]
+                segs = self.segmenter.segment(exs, llm_session)
+            texts = ["\n".join(exchange_lines(ex) for ex in exs[s : e + 1]) for s, e, _ in segs]
             with trace.timed("secom_compress"):
                 keys, compressed = self._compress(texts, options.compression_rate, trace)
             with trace.timed("secom_embed"):
@@ -375,7 +331,7 @@ class SecomMemory:
                 self.store.delete(user_id, KIND, ids=[h.id])
                 out["removed"].append(h.id)
                 continue
-            text = "\n".join(exchange_text(ex) for ex in exchanges(kept))
+            text = "\n".join(exchange_lines(ex) for ex in exchanges(kept))
             rate = float(m.get("compression_rate", getattr(options, "compression_rate", 1.0)))
             keys, compressed = self._compress([text], rate, trace)
             key = keys[0]
