@@ -74,6 +74,7 @@ class LlamaCppChat:
         ), prefill
 
     def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
+        r: Any  # llama.cpp answers plain dicts (typed as a union of response shapes)
         with self._lock:
             try:
                 if self.transcript:
@@ -93,6 +94,7 @@ class LlamaCppChat:
         return Completion(text, u.get("prompt_tokens", 0), u.get("completion_tokens", 0))
 
     def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
+        chunks: Any
         with self._lock:
             try:
                 if self.transcript:

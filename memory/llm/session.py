@@ -125,7 +125,7 @@ class LLMSession:
         an LLM that is down also leads to the fallback, recorded in the trace with `fallback_note`.
         """
         call = self._start(purpose)
-        attempts = attempts or getattr(self.llm, "json_attempts", 2)
+        attempts = attempts or int(getattr(self.llm, "json_attempts", 2))
         temp = self.temperature if temperature is None else temperature
         t0 = time.perf_counter()
 

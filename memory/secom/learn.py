@@ -13,6 +13,7 @@ score the new rubric on the held-out split; repeat. The best rubric is kept.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import sys
@@ -91,7 +92,7 @@ def learn_rubric(
             rubric_prompts.reflect_messages(rubric, examples),
             rubric_prompts.REFLECT_SCHEMA,
             rubric_prompts.validate_rubric,
-            lambda rubric=rubric: rubric,
+            functools.partial(str, rubric),
             max_tokens=600,
         )
         s, _ = score(new, heldout)

@@ -50,7 +50,11 @@ def utterance_exchanges(utterances: Sequence[str]) -> list[list[Turn]]:
 
 class Segmenter(Protocol):
     name: str
-    params: SegParams  # the offline segmentation's parameters (an LLM segmenter's fallback's)
+
+    @property
+    def params(self) -> SegParams:
+        """The offline segmentation's parameters (an LLM segmenter's: its fallback's)."""
+        ...
 
     def segment(self, exchanges: Sequence[Exchange], llm: LLMSession | None = None) -> list[Segment]:
         """(start, end, summary) segments covering every exchange once, in order. `llm` is the job's LLM
