@@ -188,7 +188,7 @@ class TheanineUnits:
         max_len: int,
         seed: int,
     ):
-        from ..records import sortable_time
+        from ..dates import iso_key
         from ..theanine.graph import Memory
         from ..theanine.strategy import KIND, TheanineMemory
 
@@ -209,7 +209,7 @@ class TheanineUnits:
                     event=o.text,
                     time=o.date,
                     session_id=s.session_id,
-                    ts=sortable_time(o.date),
+                    ts=iso_key(o.date),
                     turns=list(o.dia_ids),
                     speaker=o.speaker,
                 )

@@ -21,10 +21,10 @@ import json
 import re
 import threading
 import time
-from datetime import datetime
 from typing import Any
 
 from ..bm25 import BM25Index, tokenize
+from ..dates import timestamp, ts_order_key
 from ..packing import Piece, Unit, pack
 from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
@@ -44,21 +44,7 @@ def exchange_text(ex, with_speakers: bool = True) -> str:
     return "\n".join(t.text for t in ex)
 
 
-def date_key(date: str) -> float:
-    """A sortable timestamp from an ISO or free-text date ("1:56 pm on 8 May, 2023"); -1 if unknown."""
-    d = (date or "").strip()
-    if not d:
-        return -1.0
-    try:
-        return datetime.fromisoformat(d.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        pass
-    try:
-        from dateutil import parser
-
-        return parser.parse(d.replace(" on ", " "), fuzzy=True).timestamp()
-    except Exception:
-        return -1.0
+date_key = timestamp  # a session date as the stored `date_ts` (memory.dates; UNDATED_TS if unknown)
 
 
 def _natural(s: str) -> tuple:
@@ -289,7 +275,7 @@ class SecomMemory:
                 d["covers"] = [t for p in body for t in p.covers]
                 d["tokens"] = count_tokens(d["context"])
                 picked.append(d)
-            picked.sort(key=lambda d: (d["_ts"] < 0, d["_ts"], _natural(d["session_id"]), d["start"]))
+            picked.sort(key=lambda d: (*ts_order_key(d["_ts"]), _natural(d["session_id"]), d["start"]))
             for d in picked:
                 del d["_ts"]
             if any(not d["compressed"] for d in picked):
@@ -421,8 +407,7 @@ class SecomMemory:
             out.append({"id": h.id, "key": h.document, **m})
         out.sort(
             key=lambda d: (
-                float(d.get("date_ts", -1)) < 0,
-                float(d.get("date_ts", -1)),
+                *ts_order_key(float(d.get("date_ts", -1))),
                 _natural(str(d.get("session_id", ""))),
                 int(d.get("start", 0)),
             )

@@ -26,6 +26,8 @@ from typing import Protocol
 
 import networkx as nx
 
+from ..dates import order_key
+
 RELATIONS = ("Changed", "Cause", "Reason", "HinderedBy", "React", "Want", "SameTopic")
 
 
@@ -35,7 +37,7 @@ class Memory:
     event: str
     time: str  # the session's date as shown to people
     session_id: str
-    ts: str = ""  # sortable ISO time ("" when the date could not be parsed)
+    ts: str = ""  # sortable ISO time, memory.dates.iso_key ("" when the date could not be parsed)
     seq: int = 0  # insertion order: breaks ties and orders undated memories
     turns: list[str] = field(default_factory=list)  # provenance: turn ids
     speaker: str = ""
@@ -43,8 +45,9 @@ class Memory:
     excerpt: str = ""  # the source dialogue (shown to the relation prompt)
 
     @property
-    def order(self) -> tuple[str, int]:
-        return (self.ts, self.seq)
+    def order(self) -> tuple[bool, str, int]:
+        """Time order (memory.dates: dated by time, then undated), ties by insertion."""
+        return (*order_key(self.ts), self.seq)
 
 
 class _Components:
