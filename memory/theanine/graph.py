@@ -14,11 +14,8 @@ by every replica.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import Protocol
 import networkx as nx
 
 from ..dates import order_key
+from ..files import atomic_write_text
 
 RELATIONS = ("Changed", "Cause", "Reason", "HinderedBy", "React", "Want", "SameTopic")
 
@@ -184,7 +182,9 @@ class MemoryGraph:
         return g
 
     def save_session(self, folder: Path, session_id: str) -> None:
-        atomic_write_json(session_file(folder, session_id), self.session_dict(session_id))
+        atomic_write_text(
+            session_file(folder, session_id), json.dumps(self.session_dict(session_id), ensure_ascii=False)
+        )
 
     @classmethod
     def load(cls, folder: Path) -> MemoryGraph:
@@ -193,27 +193,6 @@ class MemoryGraph:
 
 def session_file(folder: Path, session_id: str) -> Path:
     return Path(folder) / f"{hashlib.sha256(session_id.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}.json"
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename: never half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, ensure_ascii=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dfd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 class GraphStore(Protocol):
@@ -262,7 +241,7 @@ class JsonGraphStore:
         if new_session is not None and session_file(folder, new_session).exists():
             return None
         for part in parts:
-            atomic_write_json(session_file(folder, part["session_id"]), part)
+            atomic_write_text(session_file(folder, part["session_id"]), json.dumps(part, ensure_ascii=False))
         self._versions[user_id] += 1
         return self._versions[user_id]
 
