@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from memory.dates import iso_key
 from memory.dates import parse as parse_date
 from memory.errors import LLMError, StoreUnavailable
+from memory.locks import KeyedLocks
 from memory.records import SessionRecord, Turn
 
 from .errors import UserError
@@ -115,12 +116,11 @@ class Lifecycle:
         self.store, self.agent = store, agent
         self.build_runner = build_runner or (lambda fn, progress: fn(progress))
         self.options_of, self.llm_of = options_of, llm_of
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+        self._locks = KeyedLocks()
 
     def lock(self, user_id: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(user_id, threading.Lock())
+        """The user's lock: one end / forget of the user at a time in this process."""
+        return self._locks[user_id]
 
     def current(self, user_id: str) -> SessionRow:
         return self.store.open_session(user_id, today())
