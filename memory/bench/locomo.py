@@ -40,7 +40,7 @@ import json
 import random
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,9 +227,7 @@ class TheanineUnits:
 
     def stats(self) -> dict:
         g = self.graph.g
-        comps: dict[str, int] = defaultdict(int)
-        for m in self.mids:
-            comps[self.graph.component_of(m)] += 1
+        comps = Counter(self.graph.component_of(m) for m in self.mids)
         return {
             "memories": len(self.mids),
             "edges": g.number_of_edges(),

@@ -2,7 +2,7 @@
 
 Edges always point forward in time (older -> newer), so the graph is a DAG and
 every timeline is a forward path. Connected components are kept in a
-union-find so linking one memory does not rescan the graph.
+union-find (networkx's UnionFind) so linking one memory does not rescan the graph.
 
 The graph is saved per session: the session's memories and the edges its close
 created, through a `GraphStore` (injected; memory/ does not know where it lives).
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import networkx as nx
+from networkx.utils import UnionFind
 
 from ..dates import order_key
 from ..files import atomic_write_text
@@ -48,35 +49,11 @@ class Memory:
         return (*order_key(self.ts), self.seq)
 
 
-class _Components:
-    """Union-find over memory ids (weakly connected components)."""
-
-    def __init__(self):
-        self.parent: dict[str, str] = {}
-
-    def add(self, x: str) -> None:
-        self.parent.setdefault(x, x)
-
-    def find(self, x: str) -> str:
-        p = self.parent
-        root = x
-        while p[root] != root:
-            root = p[root]
-        while p[x] != root:
-            p[x], x = root, p[x]
-        return root
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[ra] = rb
-
-
 class MemoryGraph:
     def __init__(self):
         self.g = nx.DiGraph()
         self.built_sessions: set[str] = set()
-        self._comp = _Components()
+        self._comp = UnionFind()  # weakly connected components
         self._next_seq = 1  # 0 means "not assigned yet"
         self._by_session: dict[str, list[str]] = defaultdict(list)
         self._edges_by_owner: dict[str, set[tuple[str, str]]] = defaultdict(set)
@@ -101,7 +78,7 @@ class MemoryGraph:
         if m.id not in self.g:
             self._by_session[m.session_id].append(m.id)
         self.g.add_node(m.id, m=m)
-        self._comp.add(m.id)
+        self._comp[m.id]  # a UnionFind adds an unseen item when it is looked up
 
     def link(self, a: str, b: str, relation: str, owner: str | None = None) -> None:
         """Add an edge between two memories, pointing forward in time.
@@ -118,7 +95,9 @@ class MemoryGraph:
         self._comp.union(a, b)
 
     def component_of(self, mid: str) -> str:
-        return self._comp.find(mid)
+        if mid not in self.g:
+            raise KeyError(mid)
+        return self._comp[mid]
 
     def remove_memory(self, mid: str) -> set[str]:
         """Delete one memory (a user's explicit request); components are rebuilt.
@@ -136,17 +115,13 @@ class MemoryGraph:
         return touched
 
     def _rebuild_components(self) -> None:
-        self._comp = _Components()
-        for n in self.g.nodes:
-            self._comp.add(n)
+        self._comp = UnionFind(self.g.nodes)
         for a, b in self.g.edges:
             self._comp.union(a, b)
 
     def relation_counts(self) -> dict[str, int]:
-        counts = {r: 0 for r in RELATIONS}
-        for _, _, r in self.g.edges(data="relation"):
-            counts[r] += 1
-        return counts
+        counts = Counter(r for _, _, r in self.g.edges(data="relation"))
+        return {r: counts[r] for r in RELATIONS}
 
     # --- persistence ---------------------------------------------------------
     def session_dict(self, session_id: str) -> dict:
