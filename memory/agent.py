@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .errors import LLMError, StoreUnavailable
 from .llm import LLM, LLMSession, make_llm
+from .locks import KeyedLocks
 from .records import SessionRecord, Turn
 from .reply_prompts import dialogue_text, memory_block, reply_messages
 from .settings import LLMConfig, Options, Settings
@@ -109,8 +110,7 @@ class MemoryAgent:
         self.settings, self.store, self.embedder = settings, store, embedder
         self.theanine, self.secom = theanine, secom
         self.llm_factory = llm_factory or make_llm  # injected by benchmarks and tests (a scripted LLM)
-        self._close_locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+        self._close_locks = KeyedLocks()
 
     @classmethod
     def from_settings(cls, settings: Settings, llm_factory: Callable[[LLMConfig], LLM] | None = None) -> MemoryAgent:
@@ -234,8 +234,7 @@ class MemoryAgent:
 
     # --- session close ----------------------------------------------------------------
     def _close_lock(self, user_id: str) -> threading.Lock:
-        with self._guard:
-            return self._close_locks.setdefault(user_id, threading.Lock())
+        return self._close_locks[user_id]
 
     def close_session(
         self,

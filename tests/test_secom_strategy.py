@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 from conftest import ScriptedLLM
 
+from memory.dates import timestamp as date_key
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.segmentation import make_segmenter
-from memory.secom.strategy import KIND, SecomMemory, date_key
+from memory.secom.strategy import KIND, SecomMemory
 from memory.settings import Options
 from memory.store import Hit
 from memory.tokens import count_tokens

@@ -24,7 +24,7 @@ import json
 import re
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -237,9 +237,7 @@ def run(
 
 
 def _calls(trace: Trace) -> dict:
-    by: dict[str, int] = defaultdict(int)
-    for c in trace.llm_calls:
-        by[c.purpose] += 1
+    by = Counter(c.purpose for c in trace.llm_calls)
     return {
         "calls": len(trace.llm_calls),
         "tokens": trace.tokens,

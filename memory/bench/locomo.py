@@ -40,7 +40,7 @@ import json
 import random
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,7 +188,7 @@ class TheanineUnits:
         max_len: int,
         seed: int,
     ):
-        from ..records import sortable_time
+        from ..dates import iso_key
         from ..theanine.graph import Memory
         from ..theanine.strategy import KIND, TheanineMemory
 
@@ -209,7 +209,7 @@ class TheanineUnits:
                     event=o.text,
                     time=o.date,
                     session_id=s.session_id,
-                    ts=sortable_time(o.date),
+                    ts=iso_key(o.date),
                     turns=list(o.dia_ids),
                     speaker=o.speaker,
                 )
@@ -227,9 +227,7 @@ class TheanineUnits:
 
     def stats(self) -> dict:
         g = self.graph.g
-        comps: dict[str, int] = defaultdict(int)
-        for m in self.mids:
-            comps[self.graph.component_of(m)] += 1
+        comps = Counter(self.graph.component_of(m) for m in self.mids)
         return {
             "memories": len(self.mids),
             "edges": g.number_of_edges(),

@@ -26,7 +26,7 @@ import json
 import re
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,7 +55,7 @@ class ReferenceLLM:
         self.obs = defaultdict(list)
         for o in conv.observations:
             self.obs[o.session].append(o)
-        self.calls: dict[str, int] = defaultdict(int)
+        self.calls: Counter[str] = Counter()
 
     def _memories(self, prompt: str) -> str:
         index: dict[str, int] = {}  # dia_id -> the number the prompt gives that turn
@@ -135,13 +135,11 @@ def build(conv, summariser: str, settings, data_dir: Path, options, segment_max_
         agent.secom.segmenter = segmenter_for(s, cached, max_len=segment_max_len)
     user = f"locomo-{conv.sample_id}-{summariser}"
     t0 = time.perf_counter()
-    calls, fallbacks, memories, segments, notices = 0, defaultdict(int), 0, 0, []
+    calls, fallbacks, memories, segments, notices = 0, Counter[str](), 0, 0, []
     for sess in conv.sessions:
         rep = agent.close_session(user, sess, options, llm_steps=llm is not None)
         calls += len(rep.trace.llm_calls)
-        for c in rep.trace.llm_calls:
-            if c.status == "fallback":
-                fallbacks[c.purpose] += 1
+        fallbacks.update(c.purpose for c in rep.trace.llm_calls if c.status == "fallback")
         memories += len(rep.new_memories)
         segments += len(rep.new_segments)
         notices += [n for n in rep.trace.notices if n not in notices]

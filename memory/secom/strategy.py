@@ -21,10 +21,10 @@ import json
 import re
 import threading
 import time
-from datetime import datetime
 from typing import Any
 
 from ..bm25 import BM25Index, tokenize
+from ..dates import timestamp, ts_order_key
 from ..packing import Piece, Unit, pack
 from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
@@ -35,23 +35,6 @@ from .segmentation import Segmenter, exchange_lines
 KIND = "secom_segments"
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.)
 CANDIDATES = 50  # candidates taken from each ranker before fusion / budgeting
-
-
-def date_key(date: str) -> float:
-    """A sortable timestamp from an ISO or free-text date ("1:56 pm on 8 May, 2023"); -1 if unknown."""
-    d = (date or "").strip()
-    if not d:
-        return -1.0
-    try:
-        return datetime.fromisoformat(d.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        pass
-    try:
-        from dateutil import parser
-
-        return parser.parse(d.replace(" on ", " "), fuzzy=True).timestamp()
-    except Exception:
-        return -1.0
 
 
 def _natural(s: str) -> tuple:
@@ -155,7 +138,7 @@ class SecomMemory:
             with trace.timed("secom_embed"):
                 vecs = self.embedder.embed(keys)
             ids = [f"{session.session_id}:seg{i}" for i in range(len(segs))]
-            ts = date_key(session.date)
+            ts = timestamp(session.date)
             metas = []
             for i, (s, e, summary) in enumerate(segs):
                 seg_turns = [t for ex in exs[s : e + 1] for t in ex]
@@ -245,7 +228,7 @@ class SecomMemory:
                 d["covers"] = [t for p in body for t in p.covers]
                 d["tokens"] = count_tokens(d["context"])
                 picked.append(d)
-            picked.sort(key=lambda d: (d["_ts"] < 0, d["_ts"], _natural(d["session_id"]), d["start"]))
+            picked.sort(key=lambda d: (*ts_order_key(d["_ts"]), _natural(d["session_id"]), d["start"]))
             for d in picked:
                 del d["_ts"]
             if any(not d["compressed"] for d in picked):
@@ -377,8 +360,7 @@ class SecomMemory:
             out.append({"id": h.id, "key": h.document, **m})
         out.sort(
             key=lambda d: (
-                float(d.get("date_ts", -1)) < 0,
-                float(d.get("date_ts", -1)),
+                *ts_order_key(float(d.get("date_ts", -1))),
                 _natural(str(d.get("session_id", ""))),
                 int(d.get("start", 0)),
             )
