@@ -6,7 +6,7 @@ import numpy as np
 
 from memory import dates
 from memory.records import SessionRecord, Turn
-from memory.secom.segmentation import EmbeddingSegmenter
+from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.strategy import KIND, SecomMemory
 from memory.settings import Options
 from memory.store import Hit
