@@ -139,7 +139,7 @@ def ask(agent, user: User, question: str, options: Options, hint: str = "") -> d
     """One reply in a new session; its text, cost and latency from the agent's trace."""
     t0 = time.perf_counter()
     first = None
-    text, trace = "", None
+    text, trace = "", Trace("none")
     for ev in agent.reply(user.user_id, [], question, user.next_date, options, hint=hint):
         if ev.kind == "delta" and first is None:
             first = time.perf_counter() - t0

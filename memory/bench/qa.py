@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from .. import locomo as lc
 from . import common, llm_eval
@@ -80,7 +81,7 @@ def main(argv: list[str]) -> int:
                         f"  q{qi + 1}/{len(qs)} {strat:8s} correct={r['correct']} "
                         f"{r['llm_calls']} calls {r['tokens']} tokens {r['latency_s']:.1f}s"
                     )
-    out = {"strategies": {}, "questions": rows, "close": closes}
+    out: dict[str, Any] = {"strategies": {}, "questions": rows, "close": closes}
     for strat in args.strategies:
         mine = [r for r in rows if r["strategy"] == strat]
         s = llm_eval.summarise_rows(mine, "correct")

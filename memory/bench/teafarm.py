@@ -26,6 +26,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from ..reply_prompts import FALSE_PREMISE_HINT
 from . import common, llm_eval
@@ -124,7 +125,7 @@ def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
     from ..dates import iso_key, order_key
 
     s_sum = sample.get("session_summary") or {}
-    obs = {}
+    obs: dict[str, list[str]] = {}
     for o in lc.observations(sample):
         obs.setdefault(o.session, []).append(o.text)
     out = []
@@ -139,8 +140,8 @@ def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
 
 def speakers(sample: dict, sessions) -> list[str]:
     conv = sample.get("conversation") or {}
-    names = [conv.get("speaker_a"), conv.get("speaker_b")]
-    names = [str(x) for x in names if x] or list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
+    given = [conv.get("speaker_a"), conv.get("speaker_b")]
+    names = [str(x) for x in given if x] or list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
     return ([*names, "the user", "the chatbot"])[:2]
 
 
@@ -206,7 +207,7 @@ def main(argv: list[str]) -> int:
                             f"  q{qi + 1}/{len(items)} {name:13s} success={r['success']} "
                             f"{r['llm_calls']} calls {r['latency_s']:.1f}s"
                         )
-    out = {"strategies": {}, "questions": rows, "close": closes}
+    out: dict[str, Any] = {"strategies": {}, "questions": rows, "close": closes}
     for strat in dict.fromkeys(r["strategy"] for r in rows) or args.strategies:
         mine = [r for r in rows if r["strategy"] == strat]
         s = llm_eval.summarise_rows(mine, "success")

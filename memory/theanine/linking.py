@@ -10,6 +10,7 @@ most recent related candidate.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..dates import iso_key, order_key
@@ -81,8 +82,8 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
                 "summarise",
                 prompts.summarise_messages(session.date, numbered[lo:hi], speakers, (pi + 1, len(parts))),
                 prompts.SUMMARISE_SCHEMA,
-                lambda raw, lo=lo, hi=hi: prompts.validate_memories(raw, hi, lo),
-                lambda lo=lo, hi=hi: extracted(lo, hi, "extracted-fallback"),
+                functools.partial(prompts.validate_memories, n_turns=hi, lo=lo),
+                functools.partial(extracted, lo, hi, "extracted-fallback"),
                 max_tokens=min(8192, ANSWER_TOKENS_PER_TURN * (hi - lo) + 64),
             )
     ts = iso_key(session.date)
@@ -141,7 +142,7 @@ def classify(
             purpose,
             prompts.relation_messages([pairs[i] for i in ask]),
             prompts.RELATION_SCHEMA,
-            lambda raw, ask=set(ask): prompts.validate_relations(raw, len(cands), ask),
+            functools.partial(prompts.validate_relations, n_pairs=len(cands), asked=set(ask)),
             dict,
             max_tokens=24 * len(ask) + 32,
         )

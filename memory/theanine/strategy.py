@@ -182,7 +182,8 @@ class TheanineMemory:
         with trace.timed("theanine_untangle"), self.lock(user_id):
             graph = self.graph(user_id)
             rng = random.Random(options.seed)
-            units, shown = [], set()
+            units: list[Unit] = []
+            shown: set[str] = set()
             for h in hits:
                 if h.id not in graph:
                     continue
@@ -226,7 +227,7 @@ class TheanineMemory:
     @staticmethod
     def _unit(graph: MemoryGraph, path: list[str], anchor: str) -> Unit:
         """A timeline as packing pieces: one memory each, in `timelines.render`'s format."""
-        pieces = []
+        pieces: list[Piece] = []
         for i, mid in enumerate(path):
             m = graph.memory(mid)
             rel = f"-({graph.g.edges[path[i - 1], mid]['relation']})- " if i else ""

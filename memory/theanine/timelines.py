@@ -55,7 +55,8 @@ def sample_timelines(graph: MemoryGraph, mid: str, n: int, rng: random.Random, m
         return path[::-1]
 
     def walk_forward() -> list[str]:
-        path, v = [], mid
+        path: list[str] = []
+        v = mid
         while True:
             succ = list(g.successors(v))
             if not succ:
