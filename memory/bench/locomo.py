@@ -92,8 +92,7 @@ class Ranker:
     """bm25 / dense / hybrid ranking of a fixed list of retrieval keys (the baselines' units)."""
 
     def __init__(self, keys: list[str], embedder, vectors: np.ndarray | None = None):
-        self.bm25 = BM25Index()
-        self.bm25.add(keys)
+        self.bm25 = BM25Index(keys)
         self.vectors = vectors if vectors is not None else embedder.embed(keys)
 
     def scores(self, retriever: str, question: str, qvec: np.ndarray) -> np.ndarray:
@@ -221,8 +220,7 @@ class TheanineUnits:
         self.graph = self.tm.graph(self.user)
         self.llm_calls = len(trace.llm_calls)
         self.mids = [m.id for m in sorted(self.graph.memories(), key=lambda m: m.seq)]
-        self.bm25 = BM25Index()
-        self.bm25.add([self.graph.memory(m).event for m in self.mids])
+        self.bm25 = BM25Index([self.graph.memory(m).event for m in self.mids])
         self._pos = {m: i for i, m in enumerate(self.mids)}
 
     def stats(self) -> dict:

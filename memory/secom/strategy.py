@@ -69,8 +69,7 @@ class _BM25Cache:
         if hit is not None and hit[2] == shared:
             return hit[0], hit[1]
         hits = sorted(load(), key=lambda h: h.id)
-        idx = BM25Index()
-        idx.add([h.document for h in hits])
+        idx = BM25Index([h.document for h in hits])
         with self._lock:
             if self._version.get(user_id, 0) == version:  # not invalidated while we were loading
                 self._by_user[user_id] = (idx, hits, shared)
