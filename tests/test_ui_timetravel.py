@@ -23,6 +23,7 @@ from ui_fixtures import RunningApp, ScriptedAgent, chromium_browser
 from memory.settings import Settings
 from memory.userspace import user_key
 from sessions import SessionService, UserError, new_user_id
+from sessions.lifecycle import parse_date
 from sessions.timetravel import memory_history
 
 LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
@@ -121,11 +122,12 @@ def store_steps(data_dir: Path) -> list[list[str]]:
         users = [r[0] for r in db.execute("SELECT DISTINCT user_id FROM sessions WHERE status = 'closed'")]
         assert len(users) == 1, users
         rows = db.execute(
-            "SELECT session_id FROM sessions WHERE user_id = ? AND status = 'closed' ORDER BY date, seq", users
+            "SELECT session_id, date, seq FROM sessions WHERE user_id = ? AND status = 'closed'", users
         ).fetchall()
+        rows = sorted(rows, key=lambda r: (parse_date(r[1]), r[2]))  # LoCoMo dates are kept as written
         k = user_key(users[0])
         q = "SELECT memory_id FROM graph_memories WHERE user_key = ? AND session_id = ?"
-        return [[m for (m,) in db.execute(q, (k, s))] for (s,) in rows]
+        return [[m for (m,) in db.execute(q, (k, s))] for (s, _, _) in rows]
     finally:
         db.close()
 
@@ -155,8 +157,10 @@ def import_file(page, path: Path, timeout=BUILD_TIMEOUT) -> None:
 
 
 def open_timetravel(page, timeout=120_000):
+    from ui.timetravel import ACCORDION
+
     """Open the panel; returns the frame once its graph is drawn."""
-    page.click("#timetravel button.label-wrap, #timetravel > button, text=Time travel: the memory after each session")
+    page.get_by_text(ACCORDION).first.click()
     page.wait_for_selector("#tt-graph iframe", timeout=timeout)
     frame = page.locator("#tt-graph iframe").element_handle().content_frame()
     frame.wait_for_function("() => window.graphReady === true && !!window.ttShown", timeout=timeout)
@@ -213,9 +217,11 @@ def test_slider_shows_the_memory_after_sessions_1_2_n_and_marks_what_each_added(
     # Another browser is another user: no ended session, nothing of the first user's memory.
     other = browser.new_context(viewport={"width": 1400, "height": 1000})
     p2 = other.new_page()
+    from ui.timetravel import ACCORDION
+
     p2.goto(offline_app.url)
     p2.wait_for_selector("#session-header", timeout=120_000)
-    p2.click("text=Time travel: the memory after each session")
+    p2.get_by_text(ACCORDION).first.click()
     p2.wait_for_function("() => /No ended session yet/.test(document.querySelector('#tt-status').innerText)")
     assert p2.locator("#tt-graph iframe").count() == 0
     other.close()

@@ -30,6 +30,7 @@ from .graph_view import _text, graph_data, page_url
 
 log = logging.getLogger(__name__)
 
+ACCORDION = "Time travel: how the memory grew, session by session"
 MAX_NODES = 3000  # memories sent to the frame (all of them up to this many; then the most recent)
 FRAME_HEIGHT = 460
 SHOW_MEMORIES, SHOW_LINKS, SHOW_SEGMENTS = 8, 10, 6  # listed at once; the rest behind "n more"
@@ -176,7 +177,7 @@ def step_html(history: MemoryHistory, k: int) -> str:
 def build_panel() -> SimpleNamespace:
     """The time-travel components, where the caller places them (under the memory graph)."""
     t = SimpleNamespace()
-    with gr.Accordion("Time travel: the memory after each session", open=False, elem_id="timetravel") as t.box:
+    with gr.Accordion(ACCORDION, open=False, elem_id="timetravel") as t.box:
         t.steps = gr.State([])  # the "what changed" HTML of each step, made when the panel opens
         with gr.Row():
             t.slider = gr.Slider(
