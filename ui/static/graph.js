@@ -157,9 +157,9 @@ function apply(refit) {
     return v;
   }));
   document.getElementById("count").textContent = Object.keys(show).length + " shown";
-  return Object.keys(show).length;
   var lab = Object.keys(show).filter(function (id) { return labelled[id]; });
   if (refit) fitTo(lab.length ? lab : Object.keys(show), q ? lab : marked);
+  return Object.keys(show).length;
 }
 var zoomedIn = false;
 network.on("zoom", function () {
