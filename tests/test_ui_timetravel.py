@@ -156,11 +156,12 @@ def import_file(page, path: Path, timeout=BUILD_TIMEOUT) -> None:
     )
 
 
-def open_timetravel(page, timeout=120_000):
+def open_timetravel(page, timeout=120_000, click=True):
+    """Open the panel; returns the frame once its graph is drawn."""
     from ui.timetravel import ACCORDION
 
-    """Open the panel; returns the frame once its graph is drawn."""
-    page.get_by_text(ACCORDION).first.click()
+    if click:
+        page.get_by_text(ACCORDION).first.click()
     page.wait_for_selector("#tt-graph iframe", timeout=timeout)
     frame = page.locator("#tt-graph iframe").element_handle().content_frame()
     frame.wait_for_function("() => window.graphReady === true && !!window.ttShown", timeout=timeout)

@@ -103,8 +103,8 @@ def _more(items: list[str], shown: int, what: str, whats: str, tag: str = "ol") 
     return out
 
 
-def _memory_cell(m: dict) -> str:
-    when = f' <span class="mc-muted">({esc(m["time"])})</span>' if m["time"] else ""
+def _memory_cell(m: dict, with_time: bool = False) -> str:
+    when = f' <span class="mc-muted">({esc(m["time"])})</span>' if with_time and m["time"] else ""
     return f'<span data-id="{esc(m["id"])}">{esc(_text(m["event"]))}</span>{when}'
 
 
@@ -138,7 +138,7 @@ def step_html(history: MemoryHistory, k: int) -> str:
     out.append(f"<h5>THEANINE: links made at this close ({len(s.links)})</h5>")
     if s.links:
         rows = [
-            f'<tr class="tt-link" data-relation="{esc(x.relation)}"><td>{_memory_cell(x.earlier)}</td>'
+            f'<tr class="tt-link" data-relation="{esc(x.relation)}"><td>{_memory_cell(x.earlier, True)}</td>'
             f"<td><b>{esc(x.relation)}</b></td><td>{_memory_cell(x.new)}</td></tr>"
             for x in s.links
         ]
@@ -194,9 +194,9 @@ def build_panel() -> SimpleNamespace:
             t.refresh = gr.Button("Reload", elem_id="tt-refresh", scale=1, min_width=80, size="sm")
         t.status = gr.HTML(elem_id="tt-status")
         with gr.Row(equal_height=False):
-            with gr.Column(scale=3, min_width=320):
+            with gr.Column(scale=2, min_width=360):
                 t.frame = gr.HTML(elem_id="tt-graph")
-            with gr.Column(scale=2, min_width=240):
+            with gr.Column(scale=1, min_width=200):
                 t.changes = gr.HTML(elem_id="tt-changes")
     return t
 

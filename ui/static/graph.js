@@ -169,6 +169,7 @@ network.on("zoom", function () {
 search.addEventListener("input", function () { apply(true); });
 scope.addEventListener("change", function () { apply(true); });
 var ready = false, pending = null;
+if (TT) document.getElementById("count").textContent = "drawing " + raw.length + " memories…";
 network.once("stabilizationIterationsDone", function () {
   network.setOptions({physics: false});
   ready = true;
@@ -235,7 +236,7 @@ network.on("click", function (p) {
     sc.title = sessions.length + " sessions, coloured by date";
     box.appendChild(sc);
   }
-  box.appendChild(el("span", "★ retrieved (" + raw.filter(function (n) { return n[4] & 1; }).length + ")"));
+  if (!TT) box.appendChild(el("span", "★ retrieved (" + raw.filter(function (n) { return n[4] & 1; }).length + ")"));
   var fresh = el("span", (TT ? "◆ added by this session (" : "◆ new (") + raw.filter(function (n) { return n[4] & 2; }).length + ")");
   fresh.id = "legend-new";
   if (TT) fresh.title = "Diamonds with a dark outline and thick edges: what this session added";
@@ -245,6 +246,9 @@ network.on("click", function (p) {
   Object.keys(RELATIONS).filter(function (r) { return present[r]; }).forEach(function (r) {
     var s = el("span", r, "rel"); s.style.borderColor = RELATIONS[r]; box.appendChild(s);
   });
+  // A legend that wraps on a narrow frame pushes the graph down instead of covering it.
+  var wrap = document.getElementById("wrap");
+  wrap.style.top = Math.max(58, box.offsetTop + box.offsetHeight) + "px";
 })();
 
 // For tests: each retrieved memory's label and its on-screen font size at the current zoom.
