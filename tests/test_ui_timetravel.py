@@ -115,8 +115,9 @@ def _sample_file(tmp_path: Path) -> Path:
     return path
 
 
-def store_steps(data_dir: Path) -> list[list[str]]:
-    """From the app's database: the memory ids of each ended session of the one user, in time order."""
+def store_steps(data_dir: Path) -> list[dict]:
+    """From the app's database, each ended session of the one user in time order: the ids of its memories
+    and the edges its close made ([source, target]; the edge table names the session that made each)."""
     db = sqlite3.connect(f"file:{data_dir / 'sessions.sqlite3'}?mode=ro", uri=True)
     try:
         users = [r[0] for r in db.execute("SELECT DISTINCT user_id FROM sessions WHERE status = 'closed'")]
@@ -126,8 +127,15 @@ def store_steps(data_dir: Path) -> list[list[str]]:
         ).fetchall()
         rows = sorted(rows, key=lambda r: (parse_date(r[1]), r[2]))  # LoCoMo dates are kept as written
         k = user_key(users[0])
-        q = "SELECT memory_id FROM graph_memories WHERE user_key = ? AND session_id = ?"
-        return [[m for (m,) in db.execute(q, (k, s))] for (s, _, _) in rows]
+        mems = "SELECT memory_id FROM graph_memories WHERE user_key = ? AND session_id = ?"
+        edges = "SELECT src, dst FROM graph_edges WHERE user_key = ? AND owner = ?"
+        return [
+            {
+                "memories": [m for (m,) in db.execute(mems, (k, s))],
+                "edges": [list(e) for e in db.execute(edges, (k, s))],
+            }
+            for (s, _, _) in rows
+        ]
     finally:
         db.close()
 
@@ -176,7 +184,8 @@ def set_step(page, frame, k: int, timeout=30_000) -> dict:
         """() => ({
           visible: nodes.get({filter: (n) => !n.hidden}).map((n) => n.id),
           marked: nodes.get({filter: (n) => !n.hidden && n.shape === 'diamond'}).map((n) => n.id),
-          wideEdges: edges.get({filter: (e) => !e.hidden && e.width > 3}).length,
+          edges: edges.get({filter: (e) => !e.hidden}).map((e) => [e.from, e.to]),
+          wideEdges: edges.get({filter: (e) => !e.hidden && e.width > 3}).map((e) => [e.from, e.to]),
           shown: window.ttShown,
         })"""
     )
@@ -194,16 +203,21 @@ def test_slider_shows_the_memory_after_sessions_1_2_n_and_marks_what_each_added(
     page.wait_for_selector("#session-header", timeout=120_000)
     import_file(page, _sample_file(tmp_path))
     per_session = store_steps(offline_app.data_dir)
-    assert len(per_session) == N_SESSIONS and all(per_session), [len(x) for x in per_session]
+    assert len(per_session) == N_SESSIONS and all(s["memories"] for s in per_session), per_session
+    assert any(s["edges"] for s in per_session[1:])  # later closes linked new memories to earlier ones
     frame = open_timetravel(page)
     assert page.locator("#tt-memory-graph").get_attribute("data-steps") == str(N_SESSIONS)
-    assert frame.evaluate("() => nodes.length") == sum(len(x) for x in per_session)  # every memory sent once
+    assert frame.evaluate("() => nodes.length") == sum(len(s["memories"]) for s in per_session)  # sent once
     for k in (1, 2, N_SESSIONS, 0, 2):
         got = set_step(page, frame, k)
-        existed = {m for s in per_session[:k] for m in s}
-        added = set(per_session[k - 1]) if k else set()
+        existed = {m for s in per_session[:k] for m in s["memories"]}
+        added = set(per_session[k - 1]["memories"]) if k else set()
+        links = {tuple(e) for s in per_session[:k] for e in s["edges"]}
+        new_links = {tuple(e) for e in per_session[k - 1]["edges"]} if k else set()
         assert set(got["visible"]) == existed, k
         assert set(got["marked"]) == added, k  # what session k added carries the highlight, nothing else
+        assert {tuple(e) for e in got["edges"]} == links, k
+        assert {tuple(e) for e in got["wideEdges"]} == new_links, k  # and the links its close made
         assert got["shown"]["memories"] == len(existed)
         # The list beside it (from the server) is that step's.
         page.wait_for_function(
