@@ -44,7 +44,6 @@ OFFLINE_NOTE = (
 POST_STEP_JS = """(k) => {
   const frame = () => document.querySelector('#tt-graph iframe');
   window.__ttStep = Number(k);
-  window.__ttPosted = Date.now();
   if (!window.__ttListening) {
     window.__ttListening = true;
     window.addEventListener('message', (e) => {

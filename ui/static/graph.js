@@ -16,7 +16,7 @@ try { data = JSON.parse(decodeURIComponent(location.hash.slice(1))); } catch (er
 // the step (ended session) that added node i. The app then posts only a step number into this page.
 var TT = data.T && Array.isArray(data.t) ? data.T : null;
 var ttStep = TT ? Math.max(0, Math.min(TT.n, +TT.at || 0)) : null;
-var NEW_BORDER = "#111111";
+var NEW_BORDER = "#f08c00";  // amber: stands out on every session colour, dark blue to yellow
 
 function colour(t) {
   t = Math.max(0, Math.min(1, +t || 0));
@@ -66,7 +66,7 @@ function tooltip(n) {
 function look(n) {
   var c = colour((sessions[n[3]] || [])[2]);
   var retrieved = n[4] & 1, fresh = n[4] & 2;
-  // Time travel marks what the step added with a diamond and a dark outline (the legend says so).
+  // Time travel marks what the step added with a diamond and an amber outline (the legend says so).
   var border = retrieved ? RETRIEVED : (fresh && TT ? NEW_BORDER : c);
   return {shape: retrieved ? "star" : (fresh ? "diamond" : "dot"), size: retrieved ? 22 : (fresh ? 16 : 10),
           borderWidth: retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border}};
@@ -239,7 +239,7 @@ network.on("click", function (p) {
   if (!TT) box.appendChild(el("span", "★ retrieved (" + raw.filter(function (n) { return n[4] & 1; }).length + ")"));
   var fresh = el("span", (TT ? "◆ added by this session (" : "◆ new (") + raw.filter(function (n) { return n[4] & 2; }).length + ")");
   fresh.id = "legend-new";
-  if (TT) fresh.title = "Diamonds with a dark outline and thick edges: what this session added";
+  if (TT) { fresh.title = "Diamonds with an amber outline and thick edges: what this session added and linked"; fresh.style.borderBottom = "3px solid " + NEW_BORDER; }
   box.appendChild(fresh);
   var present = {};
   (data.e || []).forEach(function (e) { present[e[2]] = true; });
