@@ -18,6 +18,7 @@ import functools
 import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
@@ -252,10 +253,7 @@ class BM25Index:
         doc_id = len(self._doclen)
         self._doclen.append(len(toks))
         self._total_len += len(toks)
-        counts: dict[str, int] = {}
-        for t in toks:
-            counts[t] = counts.get(t, 0) + 1
-        for t, c in counts.items():
+        for t, c in Counter(toks).items():
             tid = self._vocab.get(t)
             if tid is None:
                 tid = self._vocab[t] = len(self._post_ids)
@@ -292,10 +290,7 @@ class BM25Index:
                 return out
             avgdl = max(self._total_len / n, 1e-9)
             norm = self.k1 * (1.0 - self.b + self.b * self._doclen_arr / avgdl)  # per document
-            qcounts: dict[str, int] = {}
-            for t in query_tokens:
-                qcounts[t] = qcounts.get(t, 0) + 1
-            for t, qc in qcounts.items():
+            for t, qc in Counter(query_tokens).items():
                 tid = self._vocab.get(t)
                 if tid is None:
                     continue

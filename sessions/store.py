@@ -24,6 +24,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from memory.text import clean_obj, clean_text
+
 from . import db, migrations
 from .claims import close_claim
 from .ids import check_user_id
@@ -31,7 +33,6 @@ from .schema import compares as C
 from .schema import messages as M
 from .schema import sessions as S
 from .schema import users as U
-from .text import clean_obj, clean_text
 
 
 @dataclass
@@ -89,7 +90,7 @@ class Store:
         if not (path or url):
             raise ValueError("Store needs a SQLite path or a database URL")
         self.path = Path(path) if path else None
-        self.url = db.normalise_url(url) if url else db.sqlite_url(self.path)
+        self.url = db.normalise_url(url) if url else db.sqlite_url(Path(path or ""))
         self.engine = db.make_engine(self.url)
         self.postgres = db.is_postgres(self.engine)
         # SQLite is one machine's file: a close is claimed with a file lock next to it (see claims.py).
@@ -152,7 +153,11 @@ class Store:
     @staticmethod
     def _next_seq(c: Connection, user_id: str) -> int:
         return (
-            int(c.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.seq), 0)).where(S.c.user_id == user_id)).scalar())
+            int(
+                c.execute(
+                    sa.select(sa.func.coalesce(sa.func.max(S.c.seq), 0)).where(S.c.user_id == user_id)
+                ).scalar_one()
+            )
             + 1
         )
 
@@ -196,7 +201,9 @@ class Store:
             self._lock_user(c, user_id)
             sid = c.execute(sa.select(S.c.session_id).where(S.c.user_id == user_id, S.c.status == "open")).scalar()
             sid = sid or self._insert_session(c, user_id, default_date, "open", "chat")
-        return self.session(user_id, sid)
+        row = self.session(user_id, sid)
+        assert row is not None  # made above, in this transaction
+        return row
 
     def session(self, user_id: str, session_id: str) -> SessionRow | None:
         with self._connect() as c:
@@ -286,7 +293,7 @@ class Store:
             if taken.intersection(t[3] for _, turns in sessions for t in turns if t[3]):
                 n = c.execute(
                     sa.select(sa.func.count()).select_from(S).where(S.c.user_id == user_id, S.c.source == "import")
-                ).scalar()
+                ).scalar_one()
                 prefix = f"i{n + 1}/"
             has_msgs = sa.exists().where(M.c.user_id == S.c.user_id, M.c.session_id == S.c.session_id)
             empty_open = c.execute(
@@ -361,7 +368,7 @@ class Store:
                         created_at=time.time(),
                     )
                     .returning(M.c.id)
-                ).scalar()
+                ).scalar_one()
             )
 
     def add_reply(
@@ -393,7 +400,7 @@ class Store:
                         created_at=time.time(),
                     )
                     .returning(M.c.id)
-                ).scalar()
+                ).scalar_one()
             )
 
     def messages(self, user_id: str, session_id: str, include_errors: bool = True) -> list[MessageRow]:
@@ -451,7 +458,7 @@ class Store:
                         created_at=time.time(),
                     )
                     .returning(C.c.id)
-                ).scalar()
+                ).scalar_one()
             )
 
     def compares(self, user_id: str) -> list[dict]:
@@ -486,7 +493,7 @@ class Store:
 
 def open_store(data_dir: Path | str, env: dict | None = None) -> Store:
     """The app's store: DATABASE_URL (e.g. postgresql://user:pw@host/db) when set, else the data dir's SQLite."""
-    from .text import register_secret
+    from memory.text import register_secret
 
     url = (os.environ if env is None else env).get("DATABASE_URL", "").strip()
     if url:

@@ -41,10 +41,10 @@ class ScriptedLLM:
             item = item(messages)
         return item if isinstance(item, str) else json.dumps(item)
 
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None):
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
         return Completion(self._next(messages), 10, 5)
 
-    def stream(self, messages, *, temperature, max_tokens, seed=None):
+    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
         text = self._next(messages)
         for i in range(0, len(text), 4):
             yield text[i : i + 4]

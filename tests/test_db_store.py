@@ -271,7 +271,7 @@ def test_existing_data_dir_is_copied_into_postgres(tmp_path, pg_url):
 def test_secom_bm25_of_a_replica_is_rebuilt_when_another_wrote(store, chroma_store, fake_embedder):
     """Two SecomMemory objects (two replicas) on one Chroma and one database: B's cached BM25 index
     sees the segments A adds afterwards (the shared counter changed)."""
-    from memory.secom.segmentation import EmbeddingSegmenter
+    from memory.secom.embedding_segmenter import EmbeddingSegmenter
     from memory.secom.strategy import SecomMemory
     from sessions.versions import MemoryVersions
 

@@ -12,6 +12,7 @@ from reliability_app import make_service
 from reliability_llm import LLMServer
 
 from memory.records import SessionRecord, Turn
+from memory.secom.segmentation import make_segmenter
 from memory.secom.strategy import KIND, SecomMemory
 from memory.settings import Options
 from memory.trace import Trace
@@ -80,7 +81,7 @@ class _Store:
 
 def test_forget_turns_removes_a_segment_left_empty_and_keeps_others(fake_embedder):
     store = _Store()
-    sec = SecomMemory(store, fake_embedder, None)
+    sec = SecomMemory(store, fake_embedder, None, "", make_segmenter("embedding", fake_embedder))
     rec = SessionRecord(
         "s1",
         "2023-05-08",

@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 from conftest import ScriptedLLM
 
+from memory.dates import timestamp as date_key
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
-from memory.secom.segmentation import EmbeddingSegmenter, LLMSegmenter
-from memory.secom.strategy import KIND, SecomMemory, date_key
+from memory.secom.embedding_segmenter import EmbeddingSegmenter
+from memory.secom.llm_segmenter import LLMSegmenter
+from memory.secom.segmentation import make_segmenter
+from memory.secom.strategy import KIND, SecomMemory
 from memory.settings import Options
 from memory.store import Hit
 from memory.tokens import count_tokens
@@ -225,7 +228,7 @@ def test_llm_segmenter_used_when_llm_session_given(fake_embedder):
         '"end_exchange_number": 5, "num_exchanges": 3, "summary": "Tax return"}\n</segmentation>'
     )
     llm = ScriptedLLM(answer)
-    mem = SecomMemory(store, fake_embedder, None, "off", use_llm_segmenter=True, rubric="")
+    mem = SecomMemory(store, fake_embedder, None, "off", make_segmenter("llm", fake_embedder))
     assert isinstance(mem.segmenter, LLMSegmenter)
     trace = Trace("close")
     ids = mem.build("u", S1, LLMSession(llm, trace), opts(), trace)

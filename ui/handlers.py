@@ -29,6 +29,7 @@ from sessions import SessionService, UserError, check_user_id, new_user_id
 from sessions.ids import is_user_id
 from sessions.importer import MAX_FILE_BYTES
 from sessions.lifecycle import human_date, parse_date
+from sessions.prefs import OPTION_FIELDS
 from sessions.service import user_message
 
 from . import panels
@@ -38,7 +39,8 @@ from .jobs import Jobs
 
 log = logging.getLogger(__name__)
 
-SETTING_FIELDS = ("temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens")
+# The option inputs of the settings form, in this order (layout.py: one component per field, named like it).
+SETTING_FIELDS = OPTION_FIELDS
 # The settings form's labels, for messages about a field (people see labels, not option names).
 FIELD_LABELS = {
     "temperature": "Temperature",
@@ -194,13 +196,7 @@ class Handlers:
             c.backend: llm["backend"],
             c.model: llm["model"],
             c.base_url: llm["base_url"],
-            c.temperature: o.temperature,
-            c.j: o.j,
-            c.k: o.k,
-            c.n: o.n,
-            c.compression_rate: o.compression_rate,
-            c.retriever: o.retriever,
-            c.max_reply_tokens: o.max_reply_tokens,
+            **{getattr(c, f): getattr(o, f) for f in SETTING_FIELDS},
         }
 
     def _fail(self, exc: BaseException, where) -> dict:

@@ -18,7 +18,7 @@ from sessions.lifecycle import today
 from . import fairness, panels, timetravel
 from .api import register_api
 from .graph_view import static_dir
-from .handlers import FIELD_LABELS, Handlers
+from .handlers import FIELD_LABELS, SETTING_FIELDS, Handlers
 
 CSS = """
 .mc-banner {padding: 6px 10px; border-radius: 6px; background: #eef4fb; font-size: 0.9em}
@@ -219,19 +219,8 @@ def build_demo(
         register_api(service)  # first, so the documented endpoints get the plain names
         h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key))
         timetravel.wire(c.timetravel, service, c.uid, h.jobs.running)
-        settings_fields = [
-            c.strategy,
-            c.backend,
-            c.model,
-            c.base_url,
-            c.temperature,
-            c.j,
-            c.k,
-            c.n,
-            c.compression_rate,
-            c.retriever,
-            c.max_reply_tokens,
-        ]
+        option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order Handlers.save_settings reads them in
+        settings_fields = [c.strategy, c.backend, c.model, c.base_url, *option_inputs]
         view = [c.chatbot, c.msg_ids, c.session_header, c.sessions, c.graph, c.why, c.memory, c.retry, c.date]
         # Events: private (the documented API is in api.py); no Gradio overlay (the page shows its own
         # status line and one progress bar); cheap views never wait behind a running reply.
@@ -258,19 +247,7 @@ def build_demo(
             c.backend.input(h.backend_note, [c.backend, c.base_url], [c.settings_status], **fast)
         c.save_settings.click(
             h.save_settings,
-            [
-                c.uid,
-                c.backend,
-                c.model,
-                c.base_url,
-                c.temperature,
-                c.j,
-                c.k,
-                c.n,
-                c.compression_rate,
-                c.retriever,
-                c.max_reply_tokens,
-            ],
+            [c.uid, c.backend, c.model, c.base_url, *option_inputs],
             [*settings_fields, c.settings_status],
             **fast,
         )

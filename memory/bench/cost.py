@@ -24,7 +24,7 @@ import json
 import re
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -108,12 +108,12 @@ class CountingLLM:
         self.calls.append({"prompt_tokens": p, "completion_tokens": c})
         return p, c
 
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None) -> Completion:
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose="") -> Completion:
         a = self._answer(messages)
         p, c = self._record(messages, a)
         return Completion(a, p, c)
 
-    def stream(self, messages, *, temperature, max_tokens) -> Iterator[str]:
+    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose="") -> Iterator[str]:
         a = self._answer(messages)
         self._record(messages, a)
         for i in range(0, len(a), 8):
@@ -130,18 +130,14 @@ def make_agent(
     compressor_note: str = "",
 ):
     """The engine's MemoryAgent over embedded Chroma in `data_dir`, with the given LLM and embedder."""
+    from ..secom.segmentation import make_segmenter
     from ..secom.strategy import SecomMemory
     from ..store import VectorStore
     from ..theanine.strategy import TheanineMemory
 
     store = VectorStore(path=Path(data_dir) / "chroma")
-    secom = SecomMemory(
-        store,
-        embedder,
-        compressor,
-        compressor_note or "compression off in this benchmark",
-        use_llm_segmenter=llm_segmenter,
-    )
+    segmenter = make_segmenter("llm" if llm_segmenter else "embedding", embedder)
+    secom = SecomMemory(store, embedder, compressor, compressor_note or "compression off in this benchmark", segmenter)
     from ..agent import MemoryAgent
 
     factory = (lambda cfg: llm_instance) if llm_instance is not None else None  # one LLM given, injected
@@ -241,9 +237,7 @@ def run(
 
 
 def _calls(trace: Trace) -> dict:
-    by: dict[str, int] = defaultdict(int)
-    for c in trace.llm_calls:
-        by[c.purpose] += 1
+    by = Counter(c.purpose for c in trace.llm_calls)
     return {
         "calls": len(trace.llm_calls),
         "tokens": trace.tokens,
@@ -420,14 +414,16 @@ class _PairCounter:
         self.relation_pairs: list[int] = []
         self._close_marks: list[int] = []
 
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None):
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
         text = "\n".join(str(m.get("content", "")) for m in messages)
         if "For every pair give one relation" in text:
             self.relation_pairs.append(len(re.findall(r"^Pair \d+:", text, re.M)))
-        return self.llm.chat(messages, temperature=temperature, max_tokens=max_tokens, json_schema=json_schema)
+        return self.llm.chat(
+            messages, temperature=temperature, max_tokens=max_tokens, json_schema=json_schema, purpose=purpose
+        )
 
-    def stream(self, messages, *, temperature, max_tokens):
-        return self.llm.stream(messages, temperature=temperature, max_tokens=max_tokens)
+    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
+        return self.llm.stream(messages, temperature=temperature, max_tokens=max_tokens, seed=seed, purpose=purpose)
 
     def pairs_per_close(self, n_close: int) -> list[int]:
         # One batched relation call per close that had candidates (the first close has none).

@@ -16,10 +16,10 @@ from collections import defaultdict
 
 import networkx as nx
 
+from ..dates import iso_key
 from ..embeddings import make_embedder
 from ..llm import LLMSession, make_llm
 from ..locomo import observations, questions
-from ..records import sortable_time
 from ..settings import Options, Settings
 from ..store import VectorStore
 from ..theanine.graph import Memory
@@ -41,7 +41,7 @@ def build_from_observations(tm: TheanineMemory, user: str, sample: dict, opts: O
                 event=o.text,
                 time=o.date,
                 session_id=sid,
-                ts=sortable_time(o.date),
+                ts=iso_key(o.date),
                 turns=o.dia_ids,
                 speaker=o.speaker,
             )

@@ -105,9 +105,9 @@ def _after(date: str) -> str:
     """A date string for "the next conversation": the day after the last session, when it parses."""
     from datetime import datetime, timedelta
 
-    from ..records import sortable_time
+    from ..dates import iso_key
 
-    iso = sortable_time(date)
+    iso = iso_key(date)
     if not iso:
         return date
     return (datetime.fromisoformat(iso) + timedelta(days=1)).strftime("%d %B, %Y")

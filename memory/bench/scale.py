@@ -315,18 +315,19 @@ def _pcts(name: str, xs: list[float]) -> dict:
 
 def _secom(store, embedder):
     try:
-        from ..secom.segmentation import EmbeddingSegmenter
+        from ..secom.segmentation import make_segmenter
         from ..secom.strategy import SecomMemory
     except ImportError as e:
         progress(f"SeCom unavailable: {e}")
         return None
-    return SecomMemory(store, embedder, None, "compression off (synthetic keys)", EmbeddingSegmenter(embedder))
+    return SecomMemory(store, embedder, None, "compression off (synthetic keys)", make_segmenter("embedding", embedder))
 
 
 def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:
     """Bulk-fill the same sessions as SeCom segments of 2-4 memories, stored as `SecomMemory.build` stores
     them (key = text without compression, the original text and provenance in the metadata)."""
-    from ..secom.strategy import KIND, date_key
+    from ..dates import timestamp
+    from ..secom.strategy import KIND
 
     rng = random.Random(seed)
     ids, docs, vecs, metas = [], [], [], []
@@ -352,7 +353,7 @@ def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:
                 {
                     "session_id": sid,
                     "date": date,
-                    "date_ts": date_key(date),
+                    "date_ts": timestamp(date),
                     "start": i - s0,
                     "end": j - 1 - s0,
                     "text": text,

@@ -121,7 +121,7 @@ def judge_messages(item: dict, reply: str) -> list[dict]:
 def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
     """(date, summary) per closed session in time order: LoCoMo's session_summary, else its observation facts."""
     from .. import locomo as lc
-    from ..records import sortable_time
+    from ..dates import iso_key, order_key
 
     s_sum = sample.get("session_summary") or {}
     obs = {}
@@ -132,8 +132,8 @@ def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
         n = re.sub(r"\D", "", s.session_id)
         text = s_sum.get(f"session_{n}_summary") or " ".join(obs.get(s.session_id, []))
         if text:
-            out.append((s.date, " ".join(str(text).split())[:2000], sortable_time(s.date)))
-    out.sort(key=lambda x: (not x[2], x[2]))
+            out.append((s.date, " ".join(str(text).split())[:2000], iso_key(s.date)))
+    out.sort(key=lambda x: order_key(x[2]))
     return [(d, t) for d, t, _ in out]
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dates import iso_key, order_key
 from ..llm import LLMSession
-from ..records import SessionRecord, sortable_time
+from ..records import SessionRecord
 from ..tokens import count_tokens
 from . import prompts
 from .extract import extract_memories
@@ -84,7 +85,7 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
                 lambda lo=lo, hi=hi: extracted(lo, hi, "extracted-fallback"),
                 max_tokens=min(8192, ANSWER_TOKENS_PER_TURN * (hi - lo) + 64),
             )
-    ts = sortable_time(session.date)
+    ts = iso_key(session.date)
     return [
         Memory(
             id=f"{session.session_id}:m{i}",
@@ -102,8 +103,10 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
 
 
 def _in_time_order(old: Memory, new: Memory) -> bool:
-    """True when `old` is earlier than (or as early as) `new`: the pair is asked as (old, new)."""
-    return not (old.ts and new.ts and new.ts < old.ts)
+    """True when `old` is earlier than (or as early as) `new`: the pair is asked as (old, new).
+
+    Undated memories come after dated ones (memory.dates), as in `Memory.order` and `MemoryGraph.link`."""
+    return order_key(old.ts) <= order_key(new.ts)
 
 
 def _side(m: Memory) -> dict:
