@@ -15,7 +15,7 @@ from sessions import SessionService
 from sessions.chat import MAX_MESSAGE_CHARS
 from sessions.lifecycle import today
 
-from . import fairness, panels
+from . import fairness, panels, timetravel
 from .api import register_api
 from .graph_view import static_dir
 from .handlers import FIELD_LABELS, SETTING_FIELDS, Handlers
@@ -148,6 +148,7 @@ def build_demo(
             with gr.Column(scale=6, min_width=300):
                 gr.Markdown("### See why")
                 c.graph = gr.HTML(elem_id="graph-panel")
+                c.timetravel = timetravel.build_panel()
                 c.why = gr.HTML(panels.trace_html(None), elem_id="why-wrap")
         with gr.Row(visible=False) as c.compare_row:
             c.compare_cols = [gr.HTML(elem_id=f"compare-{s}", min_width=240) for s in STRATEGIES]
@@ -217,6 +218,7 @@ def build_demo(
 
         register_api(service)  # first, so the documented endpoints get the plain names
         h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key))
+        timetravel.wire(c.timetravel, service, c.uid, h.jobs.running)
         option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order Handlers.save_settings reads them in
         settings_fields = [c.strategy, c.backend, c.model, c.base_url, *option_inputs]
         view = [c.chatbot, c.msg_ids, c.session_header, c.sessions, c.graph, c.why, c.memory, c.retry, c.date]
