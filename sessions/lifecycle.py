@@ -42,6 +42,21 @@ def iso_date(d: _dt.datetime) -> str:
     return d.strftime("%Y-%m-%d %H:%M") if (d.hour, d.minute) != (0, 0) else d.strftime("%Y-%m-%d")
 
 
+def date_positions(dates: list[str]) -> list[float]:
+    """Each date's place between the earliest and the latest (0..1): the graph's colour scale by session.
+    When the dates cannot be read (or are all the same), by order instead."""
+    times = [parse_date(d) for d in dates]
+    known = [t for t in times if t]
+    lo, hi = (min(known), max(known)) if known else (None, None)
+    out = []
+    for i, t in enumerate(times):
+        if t and lo and hi and hi > lo:
+            out.append((t - lo).total_seconds() / (hi - lo).total_seconds())
+        else:
+            out.append(i / max(len(dates) - 1, 1))
+    return out
+
+
 def human_date(date: str) -> str:
     """A stored date as people say it ("Mon 8 May 2023"); unreadable ones as they are."""
     d = parse_date(date)

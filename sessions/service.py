@@ -201,6 +201,10 @@ class SessionService:
     def graph(self, user_id: str) -> dict:
         return self.agent.graph_view(check_user_id(user_id))
 
+    def segments(self, user_id: str) -> list[dict]:
+        """The user's SeCom segments (text, key, session)."""
+        return list(self.agent.export_user(check_user_id(user_id)).get("secom_segments") or [])
+
     def turn_texts(self, user_id: str, turn_ids) -> dict[str, tuple[str, str]]:
         """{turn id: (speaker, text)} for the given turn ids (a memory's provenance), from the transcript."""
         user_id = check_user_id(user_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ids import check_user_id
-from .lifecycle import human_date, parse_date
+from .lifecycle import date_positions, human_date
 
 # The order the "what changed" list shows a close's links in: change and cause first, topic last.
 RELATION_ORDER = ("Changed", "Cause", "Reason", "HinderedBy", "React", "Want", "SameTopic")
@@ -63,36 +63,15 @@ class MemoryHistory:
         return max(self.step_of.get(source, self.n_steps), self.step_of.get(target, self.n_steps))
 
 
-def _positions(rows) -> list[float]:
-    """Each session's place between the first and the last date (0..1); by order when dates are unreadable."""
-    times = [parse_date(s.date) for s in rows]
-    known = [t for t in times if t]
-    lo, hi = (min(known), max(known)) if known else (None, None)
-    out = []
-    for i, t in enumerate(times):
-        if t and lo and hi and hi > lo:
-            out.append((t - lo).total_seconds() / (hi - lo).total_seconds())
-        else:
-            out.append(i / max(len(rows) - 1, 1))
-    return out
-
-
 def _relation_rank(relation: str) -> int:
     return RELATION_ORDER.index(relation) if relation in RELATION_ORDER else len(RELATION_ORDER)
-
-
-def _segments_of(agent, user_id: str) -> list[dict]:
-    export = getattr(agent, "export_user", None)
-    if export is None:
-        return []
-    return list((export(user_id) or {}).get("secom_segments") or [])
 
 
 def memory_history(service, user_id: str) -> MemoryHistory:
     """The user's memory, session by session (see the module's docstring)."""
     user_id = check_user_id(user_id)
     rows = [s for s in service.sessions(user_id) if s.status != "open"]
-    positions = _positions(rows)
+    positions = date_positions([s.date for s in rows])
     steps = [
         Step(
             step=i + 1,
@@ -138,7 +117,7 @@ def memory_history(service, user_id: str) -> MemoryHistory:
     links.sort(key=lambda x: (x[0], _relation_rank(x[2].relation), x[1]))
     for k, _, link in links:
         steps[k - 1].links.append(link)
-    for seg in _segments_of(service.agent, user_id):
+    for seg in service.segments(user_id):
         owner = by_session.get(str(seg.get("session_id", "")))
         if owner is None:
             continue

@@ -28,7 +28,7 @@ from memory.settings import STRATEGIES
 from sessions import SessionService, UserError, check_user_id, new_user_id
 from sessions.ids import is_user_id
 from sessions.importer import MAX_FILE_BYTES
-from sessions.lifecycle import human_date, parse_date
+from sessions.lifecycle import date_positions, human_date
 from sessions.prefs import OPTION_FIELDS
 from sessions.service import user_message
 
@@ -104,17 +104,10 @@ class Handlers:
     def _session_positions(self, uid: str) -> list[tuple[str, str, float]]:
         """(id, label, position 0..1 by date) of every session in time order: the graph's colour scale."""
         rows = self.svc.sessions(uid)
-        times = [parse_date(s.date) for s in rows]
-        known = [t for t in times if t]
-        lo, hi = (min(known), max(known)) if known else (None, None)
-        out = []
-        for i, (s, t) in enumerate(zip(rows, times, strict=False)):
-            if t and lo and hi and hi > lo:
-                p = (t - lo).total_seconds() / (hi - lo).total_seconds()
-            else:
-                p = i / max(len(rows) - 1, 1)
-            out.append((s.session_id, f"Session {s.seq} · {human_date(s.date)}", p))
-        return out
+        positions = date_positions([s.date for s in rows])
+        return [
+            (s.session_id, f"Session {s.seq} · {human_date(s.date)}", p) for s, p in zip(rows, positions, strict=True)
+        ]
 
     def _turn_texts(self, uid: str):
         def lookup(turn_ids: list[str]) -> dict[str, tuple[str, str]]:
