@@ -145,6 +145,42 @@ def speakers(sample: dict, sessions) -> list[str]:
     return ([*names, "the user", "the chatbot"])[:2]
 
 
+def _counterfactuals(judge, user, limit: int) -> list[dict]:
+    """Up to `limit` false-premise questions, half from each speaker's perspective."""
+    who = speakers(user.sample, user.sessions)
+    sums = summaries(user.sample, user.sessions)
+    per = max(1, math.ceil(limit / 2))
+    items: list[dict] = []
+    for me, other in (who, who[::-1]):
+        got = judge.generate(
+            "counterfactual", gen_messages(sums, me, other, per), GEN_SCHEMA, validate_items, max_tokens=160 * per + 64
+        )
+        items += [{**it, "speaker": me} for it in (got or [])[:per]]
+    items = items[:limit] if limit > 0 else items
+    progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries")
+    return items
+
+
+def _ask_and_judge(agent, judge, user, item: dict, opts, hint: str) -> dict:
+    """The agent's reply to one question, with the judge's verdicts and whether the premise was resisted."""
+    r = llm_eval.ask(agent, user, item["question"], opts, hint=hint)
+    v = judge.verdicts("judge", judge_messages(item, r["reply"]), JUDGE_KEYS)
+    r.update(v or dict.fromkeys(JUDGE_KEYS))
+    r.update({"success": success(v), "hint": bool(hint), "user": user.user_id, **item})
+    return r
+
+
+def _by_strategy(rows: list[dict], strategies: list[str]) -> dict:
+    out = {}
+    for strat in dict.fromkeys(r["strategy"] for r in rows) or strategies:
+        mine = [r for r in rows if r["strategy"] == strat]
+        s = llm_eval.summarise_rows(mine, "success")
+        s["success_rate"] = s.pop("rate")
+        s["resists_rate"] = llm_eval.summarise_rows(mine, "resists")["rate"]
+        out[strat] = s
+    return out
+
+
 def main(argv: list[str]) -> int:
     p = common.parser("teafarm", __doc__.split("\n\n")[0], "bench_out/teafarm.json")
     llm_eval.add_args(p)
@@ -169,24 +205,7 @@ def main(argv: list[str]) -> int:
         rows, items_all, closes = [], [], {}
         hints = {"off": [""], "on": [FALSE_PREMISE_HINT], "both": ["", FALSE_PREMISE_HINT]}[args.hint]
         for user in users:
-            who = speakers(user.sample, user.sessions)
-            sums = summaries(user.sample, user.sessions)
-            per = max(1, math.ceil(args.limit / 2))  # both speakers' perspectives
-            items = []
-            for me, other in (who, who[::-1]):
-                got = (
-                    judge.generate(
-                        "counterfactual",
-                        gen_messages(sums, me, other, per),
-                        GEN_SCHEMA,
-                        validate_items,
-                        max_tokens=160 * per + 64,
-                    )
-                    or []
-                )
-                items += [{**it, "speaker": me} for it in got[:per]]
-            items = items[: args.limit] if args.limit > 0 else items
-            progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries")
+            items = _counterfactuals(judge, user, args.limit)
             items_all.extend(items)
             if not items:
                 progress(f"{user.user_id}: the LLM wrote no usable counterfactual question; nothing to ask")
@@ -196,24 +215,14 @@ def main(argv: list[str]) -> int:
                 for hint in hints:
                     for strat in args.strategies:
                         opts = llm_eval.options_for(settings, strat, args.seed, args.max_reply_tokens)
-                        r = llm_eval.ask(agent, user, item["question"], opts, hint=hint)
-                        v = judge.verdicts("judge", judge_messages(item, r["reply"]), JUDGE_KEYS)
-                        r.update(v or {k: None for k in JUDGE_KEYS})
-                        r["success"] = success(v)
-                        name = strat + ("+hint" if hint else "")
-                        r.update({"strategy": name, "hint": bool(hint), "user": user.user_id, **item})
+                        r = _ask_and_judge(agent, judge, user, item, opts, hint)
+                        r["strategy"] = strat + ("+hint" if hint else "")
                         rows.append(r)
                         progress(
-                            f"  q{qi + 1}/{len(items)} {name:13s} success={r['success']} "
+                            f"  q{qi + 1}/{len(items)} {r['strategy']:13s} success={r['success']} "
                             f"{r['llm_calls']} calls {r['latency_s']:.1f}s"
                         )
-    out: dict[str, Any] = {"strategies": {}, "questions": rows, "close": closes}
-    for strat in dict.fromkeys(r["strategy"] for r in rows) or args.strategies:
-        mine = [r for r in rows if r["strategy"] == strat]
-        s = llm_eval.summarise_rows(mine, "success")
-        s["success_rate"] = s.pop("rate")
-        s["resists_rate"] = llm_eval.summarise_rows(mine, "resists")["rate"]
-        out["strategies"][strat] = s
+    out: dict[str, Any] = {"strategies": _by_strategy(rows, args.strategies), "questions": rows, "close": closes}
     out["config"] = {
         "data": args.data,
         "users": [u.user_id for u in users],
