@@ -4,11 +4,13 @@ a LoCoMo user's sessions closed into memory, replies with their cost, and an LLM
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import random
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +219,32 @@ class Judge:
     @property
     def tokens(self) -> int:
         return self.trace.tokens
+
+
+@dataclasses.dataclass
+class JudgedRun:
+    """What every judged benchmark works with: the users, the settings, the agent under test, the judge."""
+
+    users: list[User]
+    settings: Settings
+    agent: Any
+    judge: Judge
+    started: float
+
+
+@contextlib.contextmanager
+def judged_run(p: argparse.ArgumentParser, args, name: str) -> Iterator[JudgedRun]:
+    """Check the strategies, load the users and set up the agent (in a scratch folder) and the judge."""
+    bad = [s for s in args.strategies if s not in STRATEGIES]
+    if bad:
+        p.error(f"unknown strategy: {', '.join(bad)}")
+    started = time.perf_counter()
+    users = load_users(args.data, args.conversations, args.max_sessions)
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+        settings = settings_for(Path(tmp))
+        progress(f"LLM: {settings.llm.describe()}; embedder: {settings.embedder}")
+        judge = Judge(settings, cfg=judge_config(settings, args))
+        yield JudgedRun(users, settings, make_agent(settings), judge, started)
 
 
 def summarise_rows(rows: list[dict], flag: str) -> dict:

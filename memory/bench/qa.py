@@ -13,10 +13,8 @@ calls and latency per question for each strategy.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 from .. import locomo as lc
@@ -43,16 +41,8 @@ def main(argv: list[str]) -> int:
     p = common.parser("qa", __doc__.split("\n\n")[0], "bench_out/qa.json")
     llm_eval.add_args(p)
     args = p.parse_args(argv)
-    bad = [s for s in args.strategies if s not in llm_eval.STRATEGIES]
-    if bad:
-        p.error(f"unknown strategy: {', '.join(bad)}")
-    t_start = time.perf_counter()
-    users = llm_eval.load_users(args.data, args.conversations, args.max_sessions)
-    with tempfile.TemporaryDirectory(prefix="bench-qa-") as tmp:
-        settings = llm_eval.settings_for(Path(tmp))
-        progress(f"LLM: {settings.llm.describe()}; embedder: {settings.embedder}")
-        agent = llm_eval.make_agent(settings)
-        judge = llm_eval.Judge(settings, cfg=llm_eval.judge_config(settings, args))
+    with llm_eval.judged_run(p, args, "qa") as run:
+        users, settings, agent, judge = run.users, run.settings, run.agent, run.judge
         rows: list[dict] = []
         closes = {}
         for user in users:
@@ -103,7 +93,7 @@ def main(argv: list[str]) -> int:
         "judge": judge.describe(),
         "judge_tokens": judge.tokens,
         "max_reply_tokens": args.max_reply_tokens,
-        "seconds": round(time.perf_counter() - t_start, 1),
+        "seconds": round(time.perf_counter() - run.started, 1),
         "machine": common.machine(),
     }
     return llm_eval.finish(

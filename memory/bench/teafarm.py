@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from ..reply_prompts import FALSE_PREMISE_HINT
@@ -192,16 +190,8 @@ def main(argv: list[str]) -> int:
     )
     p.set_defaults(limit=10)
     args = p.parse_args(argv)
-    bad = [s for s in args.strategies if s not in llm_eval.STRATEGIES]
-    if bad:
-        p.error(f"unknown strategy: {', '.join(bad)}")
-    t_start = time.perf_counter()
-    users = llm_eval.load_users(args.data, args.conversations, args.max_sessions)
-    with tempfile.TemporaryDirectory(prefix="bench-teafarm-") as tmp:
-        settings = llm_eval.settings_for(Path(tmp))
-        progress(f"LLM: {settings.llm.describe()}; embedder: {settings.embedder}")
-        agent = llm_eval.make_agent(settings)
-        judge = llm_eval.Judge(settings, cfg=llm_eval.judge_config(settings, args))
+    with llm_eval.judged_run(p, args, "teafarm") as run:
+        users, settings, agent, judge = run.users, run.settings, run.agent, run.judge
         rows, items_all, closes = [], [], {}
         hints = {"off": [""], "on": [FALSE_PREMISE_HINT], "both": ["", FALSE_PREMISE_HINT]}[args.hint]
         for user in users:
@@ -236,7 +226,7 @@ def main(argv: list[str]) -> int:
         "generated": len(items_all),
         "judge_tokens": judge.tokens,
         "max_reply_tokens": args.max_reply_tokens,
-        "seconds": round(time.perf_counter() - t_start, 1),
+        "seconds": round(time.perf_counter() - run.started, 1),
         "machine": common.machine(),
     }
     return llm_eval.finish(
