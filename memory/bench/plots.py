@@ -50,11 +50,17 @@ def plot_recall(results: list[dict], path: str | Path, title: str = "LoCoMo evid
     axes[0][0].set_ylabel("evidence recall")
     axes[0][0].set_ylim(0, 1)
     axes[0][-1].legend(loc="lower right", fontsize=8)
-    fig.suptitle(title)
+    return save_figure(plt, fig, title, path)
+
+
+def save_figure(plt, fig, title: str, path: str | Path, dpi: int = 110) -> Path:
+    """Title, tight layout, write the PNG (folders made) and free the figure."""
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
 
@@ -91,13 +97,7 @@ def plot_scale(sizes: list[dict], path: str | Path, title: str = "Scale: latency
     ax2.set_xlabel("memories per user")
     ax2.set_ylabel("peak resident memory (MB)")
     ax2.grid(alpha=0.3, which="both")
-    fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, title, path)
 
 
 def plot_bars(labels: list[str], series: dict[str, list[float]], path: str | Path, title: str, ylabel: str) -> Path:
@@ -111,12 +111,6 @@ def plot_bars(labels: list[str], series: dict[str, list[float]], path: str | Pat
         ax.bar_label(bars, fmt="%g", fontsize=7)
     ax.set_xticks(range(len(labels)), labels, rotation=15, fontsize=8)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, title, path)
