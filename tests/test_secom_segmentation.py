@@ -347,3 +347,27 @@ def test_default_params_are_the_fitted_ones():
 
     p = SegParams()
     assert p.method == "learned" and any(w != 0 for w in p.weights) and p.weights == S.DEFAULT_WEIGHTS
+
+
+def test_one_assembly_gives_each_kind_and_offline_needs_no_llm(fake_embedder):
+    from memory.secom.segmentation import make_segmenter
+
+    offline = make_segmenter("embedding", fake_embedder, max_len=3)
+    assert isinstance(offline, EmbeddingSegmenter) and offline.params.max_len == 3
+    llm_seg = make_segmenter("llm", fake_embedder, rubric="Cut on pets.")
+    assert isinstance(llm_seg, LLMSegmenter) and llm_seg.rubric == "Cut on pets."
+    assert llm_seg.params == llm_seg.fallback.params  # the offline parameters it falls back on
+    # Without an LLM for the job (offline), the LLM segmenter is its fallback, fingerprint included.
+    exchanges = utterance_exchanges(TEXTS)
+    assert llm_seg.segment(exchanges, None) == llm_seg.fallback.segment(exchanges)
+    assert llm_seg.fingerprint(None) == llm_seg.fallback.fingerprint(None)
+    assert llm_seg.fingerprint(LLMSession(ScriptedLLM("x"), Trace("t"))) == ["llm", "Cut on pets."]
+    with pytest.raises(ValueError, match="unknown segmenter"):
+        make_segmenter("bogus", fake_embedder)
+
+
+def test_a_jsonl_answer_is_read_without_an_adapter_and_repairs_are_marked():
+    answer = jsonl(seg(0, 0, 1), seg(1, 3, 4))  # SeCom's format; exchange 2 is left out
+    segs, trace, fb = run(ScriptedLLM(answer))
+    assert [(s, e) for s, e, _ in segs] in ([(0, 1), (2, 4)], [(0, 2), (3, 4)]) and fb.calls == 0
+    assert trace.llm_calls[-1].status == "repaired"
