@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from memory.errors import TransientLLMError
+from memory.llm import Completion
 
-from memory.errors import TransientLLMError  # noqa: E402
-from memory.llm import Completion  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 # The browser and running-app fixtures live in ui_fixtures; registering it here shares them with every test.
-pytest_plugins = ["ui_fixtures"]
+pytest_plugins = ["tests.ui_fixtures"]
 
 
 class ScriptedLLM:

@@ -1,15 +1,13 @@
 """Delete means delete: forgetting a memory removes the fact from THEANINE and from SeCom's segments.
 
 Real parts: MemoryAgent with MiniLM and embedded Chroma, the real SQLite store, the `openai` client
-against the scripted server (tests/reliability_llm.py: one memory per user turn, one segment per
+against the scripted server (tests/llm_server.py: one memory per user turn, one segment per
 session), so the outcome is deterministic. Plus SecomMemory.forget_turns alone on a fake store.
 """
 
 from __future__ import annotations
 
 import pytest
-from reliability_app import make_service
-from reliability_llm import LLMServer
 
 from memory.records import SessionRecord, Turn
 from memory.secom.segmentation import make_segmenter
@@ -18,6 +16,8 @@ from memory.settings import Options
 from memory.trace import Trace
 from sessions import new_user_id
 from sessions.service import REDACTED
+from tests.llm_server import LLMServer
+from tests.reliability_app import make_service
 
 FACT = "My locker code at the gym is 4417."
 

@@ -6,11 +6,11 @@ import json
 import threading
 
 import pytest
-from ui_fixtures import ScriptedAgent
 
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
 from sessions.jobs import BuildPool, Busy, ImportRate, JobGate, LimitReached, Limits
+from tests.ui_fixtures import ScriptedAgent
 
 WAIT = 60  # generous: these waits end by events, never by elapsed time
 

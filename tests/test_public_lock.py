@@ -5,11 +5,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from ui_fixtures import ScriptedAgent
 
 from memory.errors import InvalidOptions
 from memory.settings import Settings, listens_publicly, llm_change_allowed
 from sessions import SessionService, new_user_id
+from tests.ui_fixtures import ScriptedAgent
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,10 @@ import itertools
 import json
 
 import pytest
-from reliability_app import TRACEBACK, handlers, last_done, make_service, visible
-from reliability_llm import LLMServer
 
 from memory.theanine.graph import RELATIONS
+from tests.llm_server import LLMServer
+from tests.reliability_app import TRACEBACK, handlers, last_done, make_service, visible
 
 FAST = {"LLM_TIMEOUT": "1", "LLM_MAX_RETRIES": "1"}
 

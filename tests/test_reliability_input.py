@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from reliability_app import TRACEBACK, handlers, last_done, make_service
-from reliability_llm import LLMServer
-from ui_fixtures import ScriptedAgent
 
 from memory.settings import Settings
 from sessions import SessionService, UserError, new_user_id
 from sessions.importer import MAX_FILE_BYTES
+from tests.llm_server import LLMServer
+from tests.reliability_app import TRACEBACK, handlers, last_done, make_service
+from tests.ui_fixtures import ScriptedAgent
 
 
 @pytest.fixture
@@ -65,12 +65,12 @@ def test_a_200000_character_message_is_stored_whole_and_cut_for_the_llm(real, se
     assert done.error is None
     assert any("long" in n and "saved" in n for n in done.trace["notices"]), done.trace["notices"]
     assert real.messages(uid)[0].text == long  # stored whole
-    sent = [b for p, b in server.requests if p == "reply"][-1]["messages"][-1]["content"]
+    sent = server.bodies("reply")[-1]["messages"][-1]["content"]
     assert len(sent) < 20_000  # the model read the start only
     # The long message in the history does not overflow the next prompt either.
     done = last_done(list(real.send(uid, "And a short one.", "theanine")))
     assert done.error is None
-    body = [b for p, b in server.requests if p == "reply"][-1]
+    body = server.bodies("reply")[-1]
     assert sum(len(m["content"]) for m in body["messages"]) < 30_000
     result = real.end_session(uid)
     assert result.errors == [] and result.closed[0].report["new_memories"]

@@ -5,7 +5,6 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import ScriptedLLM
 
 from memory.dates import timestamp as date_key
 from memory.llm import LLMSession
@@ -18,6 +17,7 @@ from memory.settings import Options
 from memory.store import Hit
 from memory.tokens import count_tokens
 from memory.trace import Trace
+from tests.conftest import ScriptedLLM
 
 
 def session(sid, date, pairs):

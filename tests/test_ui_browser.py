@@ -18,7 +18,8 @@ import re
 from pathlib import Path
 
 import pytest
-from ui_fixtures import chromium_browser
+
+from tests.ui_fixtures import chromium_browser
 
 XSS = "<img src=x onerror=alert(1)>"
 FIRST = f"My dog is called Rex and we love hiking in the Alps together. {XSS}"
@@ -154,10 +155,9 @@ def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     """Handler level, on the scripted agent: a failed reply shows why and offers Retry; Retry answers."""
     from types import SimpleNamespace
 
-    from ui_fixtures import ScriptedAgent
-
     from memory.settings import Settings
     from sessions import SessionService
+    from tests.ui_fixtures import ScriptedAgent
     from ui.handlers import Handlers
 
     names = [
