@@ -22,7 +22,7 @@ from sessions import migrations
 from sessions.graph_store import SqlGraphStore
 from sessions.legacy import copy_sqlite_into
 from sessions.store import Store, open_store
-from tests.conftest import ScriptedLLM
+from tests.fakes import ScriptedLLM
 from tests.pg_server import postgres, unavailable_reason
 
 UID = "user_" + "a" * 24

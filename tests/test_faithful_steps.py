@@ -18,8 +18,8 @@ from memory.theanine.graph import Memory, MemoryGraph
 from memory.theanine.strategy import TheanineMemory
 from memory.tokens import count_tokens
 from memory.trace import Trace
-from tests.conftest import ScriptedLLM
-from tests.test_secom_strategy import S1, S2, MemoryStore, UpperCompressor
+from tests.fakes import MemoryStore, ScriptedLLM, UpperCompressor
+from tests.test_secom_strategy import S1, S2
 
 
 class OneSegment(EmbeddingSegmenter):

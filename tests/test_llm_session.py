@@ -3,7 +3,7 @@ import pytest
 from memory.errors import LLMError, TransientLLMError
 from memory.llm import LLMSession, parse_json
 from memory.trace import Trace
-from tests.conftest import ScriptedLLM
+from tests.fakes import ScriptedLLM
 
 
 def session(llm):

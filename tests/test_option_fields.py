@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from memory.settings import Options, Settings
 from sessions import SessionService, new_user_id
 from sessions.prefs import INT_FIELDS, OPTION_FIELDS
-from tests.ui_fixtures import ScriptedAgent
+from tests.fakes import ScriptedAgent
 from ui import build_demo
 from ui.handlers import FIELD_LABELS, SETTING_FIELDS, Handlers
 

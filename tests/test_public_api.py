@@ -8,8 +8,8 @@ import pytest
 
 from memory.settings import Settings
 from sessions import SessionService
-from tests.test_public_jobs import WAIT, GatedAgent
-from tests.ui_fixtures import free_port
+from tests.fakes import WAIT, GatedAgent
+from tests.servers import free_port
 
 
 @pytest.fixture

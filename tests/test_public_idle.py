@@ -8,7 +8,7 @@ import time
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
 from sessions.idle import fingerprint, main
-from tests.ui_fixtures import ScriptedAgent
+from tests.fakes import ScriptedAgent
 
 DAY = 86400
 

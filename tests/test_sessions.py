@@ -14,7 +14,7 @@ from sessions.ids import InvalidUserId, check_user_id
 from sessions.importer import ImportFormatError
 from sessions.lifecycle import today
 from sessions.prefs import llm_for
-from tests.ui_fixtures import ScriptedAgent
+from tests.fakes import ScriptedAgent
 
 SHARED_LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 

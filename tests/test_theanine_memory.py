@@ -7,7 +7,7 @@ from memory.records import SessionRecord, Turn
 from memory.settings import Options
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
-from tests.conftest import ScriptedLLM
+from tests.fakes import ScriptedLLM
 
 
 def sess(sid, date, *texts):

@@ -24,7 +24,8 @@ from sessions import SessionService, UserError, new_user_id
 from sessions.lifecycle import parse_date
 from sessions.timetravel import memory_history
 from tests.conftest import SHARED_DATA
-from tests.ui_fixtures import RunningApp, ScriptedAgent, chromium_browser
+from tests.fakes import ScriptedAgent
+from tests.ui_fixtures import RunningApp, chromium_browser
 
 LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
 XSS = "<img src=x onerror=alert(1)>"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from memory.settings import Settings
 from sessions import SessionService
-from tests.ui_fixtures import ScriptedAgent
+from tests.fakes import ScriptedAgent
 from ui import build_demo, launch_kwargs
 
 if __name__ == "__main__":
