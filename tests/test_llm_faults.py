@@ -145,14 +145,12 @@ def test_the_purpose_header_is_on_every_request(llm_server):
     assert llm_server.requests[1].body["response_format"]["json_schema"]["name"] == "relation"
 
 
-def test_the_purpose_header_through_the_app_service(llm_server, tmp_path):
+def test_the_purpose_header_through_the_app_service(llm_server, llm_service):
     """reply, summarise, relation, segment and refine calls made by SessionService each carry their step."""
-    from tests.reliability_app import last_done, make_service
-
-    svc = make_service(tmp_path / "data", llm_server, LLM_TIMEOUT="5", LLM_MAX_RETRIES="1")
     from sessions import new_user_id
+    from tests.reliability_app import last_done
 
-    uid = new_user_id()
+    svc, uid = llm_service, new_user_id()
     svc.new_session(uid, "2023-04-30")
     for text in ("I adopted a puppy named Rex.", "Rex loves long walks in the park."):
         assert last_done(list(svc.send(uid, text, "theanine"))).error is None
