@@ -300,8 +300,11 @@ class LLMServer:
             own, every = self.queues[purpose], self.queues[ANY]
             action = own.pop(0) if own else every.pop(0) if every else ok()
         self.arrived[purpose].set()
-        if action.kind == "ok" and self.refuse_json_schema and response_format(body) == "json_schema":
+        asks_schema = response_format(body) == "json_schema"
+        if action.kind == "ok" and self.refuse_json_schema and asks_schema:
             action = refuse(self.refuse_json_schema)
+        elif action.kind == "refuse" and not asks_schema:
+            action = ok()  # only a json_schema request is refused
         return action, purpose
 
     # --- scripting -----------------------------------------------------------------------------
