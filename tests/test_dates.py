@@ -2,17 +2,15 @@
 
 from datetime import datetime
 
-import numpy as np
-
 from memory import dates
 from memory.records import SessionRecord, Turn
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
-from memory.secom.strategy import KIND, SecomMemory
+from memory.secom.strategy import SecomMemory
 from memory.settings import Options
-from memory.store import Hit
 from memory.theanine.graph import MemoryGraph
 from memory.theanine.linking import summarise
 from memory.trace import Trace
+from tests.fakes import MemoryStore
 
 # Session id -> date, listed out of order: ISO, LoCoMo, typed forms, an offset, a date before 1970,
 # and two that cannot be read.
@@ -52,25 +50,6 @@ def test_keys_agree_and_put_undated_last_in_a_stable_order():
     assert by_key == by_ts == EXPECTED  # s2 before s5: undated keep the order they came in
 
 
-class _Store:
-    """The part of memory.store.VectorStore SecomMemory.build / export use, in memory."""
-
-    def __init__(self):
-        self.rows: dict[str, tuple[str, dict]] = {}
-
-    def get(self, user_id, kind, ids=None, where=None):
-        where = where or {}
-        return [Hit(i, 0.0, d, m) for i, (d, m) in self.rows.items() if all(m.get(k) == v for k, v in where.items())]
-
-    def delete(self, user_id, kind, ids=None, where=None):
-        for h in self.get(user_id, kind, ids, where):
-            del self.rows[h.id]
-
-    def add(self, user_id, kind, ids, documents, embeddings, metadatas):
-        assert kind == KIND and len(np.asarray(embeddings)) == len(ids)
-        self.rows.update({i: (d, dict(m)) for i, d, m in zip(ids, documents, metadatas, strict=True)})
-
-
 def _sessions() -> list[SessionRecord]:
     return [
         SessionRecord(sid, date, [Turn("Alice", f"I planted {sid} tomatoes in the garden today.", f"{sid}:0")])
@@ -85,7 +64,7 @@ def test_theanine_and_secom_order_a_mixed_list_the_same_way(fake_embedder):
             graph.add_memory(m)
     theanine = list(dict.fromkeys(m.session_id for m in sorted(graph.memories(), key=lambda m: m.order)))
 
-    secom_mem = SecomMemory(_Store(), fake_embedder, None, "off", EmbeddingSegmenter(fake_embedder))
+    secom_mem = SecomMemory(MemoryStore(), fake_embedder, None, "off", EmbeddingSegmenter(fake_embedder))
     for s in _sessions():
         secom_mem.build("u", s, None, Options(strategy="secom"), Trace("close"))
     secom = list(dict.fromkeys(d["session_id"] for d in secom_mem.export("u")))

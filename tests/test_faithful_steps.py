@@ -6,9 +6,6 @@ Each test names the defect it guards; each failed before its fix.
 import json
 import re
 
-from conftest import ScriptedLLM
-from test_secom_strategy import S1, S2, MemoryStore, UpperCompressor
-
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
 from memory.reply_prompts import reply_messages
@@ -21,6 +18,8 @@ from memory.theanine.graph import Memory, MemoryGraph
 from memory.theanine.strategy import TheanineMemory
 from memory.tokens import count_tokens
 from memory.trace import Trace
+from tests.fakes import MemoryStore, ScriptedLLM, UpperCompressor
+from tests.test_secom_strategy import S1, S2
 
 
 class OneSegment(EmbeddingSegmenter):

@@ -1,9 +1,9 @@
 import pytest
-from conftest import ScriptedLLM
 
 from memory.errors import LLMError, TransientLLMError
 from memory.llm import LLMSession, parse_json
 from memory.trace import Trace
+from tests.fakes import ScriptedLLM
 
 
 def session(llm):

@@ -3,11 +3,10 @@
 from dataclasses import fields
 from types import SimpleNamespace
 
-from ui_fixtures import ScriptedAgent
-
 from memory.settings import Options, Settings
 from sessions import SessionService, new_user_id
 from sessions.prefs import INT_FIELDS, OPTION_FIELDS
+from tests.fakes import ScriptedAgent
 from ui import build_demo
 from ui.handlers import FIELD_LABELS, SETTING_FIELDS, Handlers
 

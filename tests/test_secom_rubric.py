@@ -3,8 +3,6 @@
 import json
 import re
 
-from conftest import HashEmbedder, ScriptedLLM
-
 from memory.llm import LLMSession
 from memory.secom import learn, seg_metrics
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
@@ -12,6 +10,7 @@ from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.prompts import segmentation_messages
 from memory.secom.segmentation import is_valid_cover, make_segmenter, utterance_exchanges
 from memory.trace import Trace
+from tests.fakes import HashEmbedder, ScriptedLLM
 
 TOPICS = ["gardening tomatoes soil", "football match goal", "piano lesson scales", "paris trip museum"]
 

@@ -1,7 +1,6 @@
 import json
 
 import pytest
-from conftest import ScriptedLLM
 
 from memory.llm import LLMSession
 from memory.records import Turn
@@ -11,6 +10,7 @@ from memory.secom.prompts import SEGMENTATION_SCHEMA, segmentation_messages
 from memory.secom.segmentation import is_valid_cover, parse_and_repair, utterance_exchanges
 from memory.secom.segmenter_fit import fit
 from memory.trace import Trace
+from tests.fakes import ScriptedLLM
 
 
 def seg(i, s, e, summary="topic"):

@@ -17,14 +17,15 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from conftest import SHARED_DATA
-from ui_fixtures import RunningApp, ScriptedAgent, chromium_browser
 
 from memory.settings import Settings
 from memory.userspace import user_key
 from sessions import SessionService, UserError, new_user_id
 from sessions.lifecycle import parse_date
 from sessions.timetravel import memory_history
+from tests.conftest import SHARED_DATA
+from tests.fakes import ScriptedAgent
+from tests.ui_fixtures import RunningApp, chromium_browser
 
 LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
 XSS = "<img src=x onerror=alert(1)>"

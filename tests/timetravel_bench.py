@@ -22,12 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from test_ui_timetravel import import_file, open_timetravel
-from ui_fixtures import RunningApp, chromium_browser
-
+from tests.test_ui_timetravel import import_file, open_timetravel
+from tests.ui_fixtures import RunningApp, chromium_browser
 from ui.timetravel import ACCORDION
 
 ROOT = Path(__file__).resolve().parent.parent

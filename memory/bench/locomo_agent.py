@@ -74,19 +74,19 @@ class ReferenceLLM:
                     )
         return json.dumps({"memories": mems})
 
-    def _answer(self, messages: list[dict]) -> str:
+    def _answer(self, purpose: str, messages: list[dict]) -> str:
         prompt = str(messages[-1].get("content", ""))
-        if '"memories"' in prompt:
+        if purpose == "summarise":
             self.calls["summarise"] += 1
             return self._memories(prompt)
-        if '"timelines"' in prompt:
+        if purpose == "refine":
             self.calls["refine"] += 1
             return json.dumps({"timelines": re.findall(r"^Timeline \d+: (.*)$", prompt, re.M)})
         self.calls["other"] += 1
         return "{}"  # relations, segmentation: the engine falls back
 
     def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose="") -> Completion:
-        return Completion(self._answer(messages))
+        return Completion(self._answer(purpose, messages))
 
     def stream(self, messages, *, temperature, max_tokens, seed=None, purpose="") -> Iterator[str]:
         yield ""

@@ -88,7 +88,10 @@ class OpenAIChat:
 
     def _refuses_structured_outputs(self, e: Exception) -> bool:
         status = getattr(e, "status_code", None)
-        return status in _REFUSAL_STATUSES and bool(_NAMES_THE_FORMAT.search(str(e)))
+        # The client's message holds only the body's "message" field; a validator's 422 ({"detail": [...]})
+        # names the field in the body alone.
+        text = f"{e} {getattr(e, 'body', '')}"
+        return status in _REFUSAL_STATUSES and bool(_NAMES_THE_FORMAT.search(text))
 
     def _create(self, purpose: str, **kw: Any) -> Any:
         headers = {PURPOSE_HEADER: purpose} if purpose else None

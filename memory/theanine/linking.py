@@ -128,6 +128,7 @@ def classify(
 
     if llm is None:
         return {(c.old_id, c.new_id): offline(i) for i, c in enumerate(cands)}
+    llm.trace.count("relation_pairs", len(cands))  # the candidate pairs labelled (in one batched call)
     pairs = []
     for i, c in enumerate(cands):
         old, nm = graph.memory(c.old_id), new[c.new_id]
