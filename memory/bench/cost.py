@@ -58,7 +58,8 @@ class StandInLLM:
             return json.dumps({"timelines": [f"Refined timeline {i}: what matters for the reply." for i in range(n)]})
         if purpose == "segment":
             n = len(re.findall(r"^\[Exchange \d+\]:", text, re.M))
-            segs, s = [], 0
+            segs: list[dict] = []
+            s = 0
             while s < n:
                 e = min(n - 1, s + 2)
                 segs.append(
@@ -194,9 +195,9 @@ def run(
     for strat in strategies:
         rows = []
         for q in questions:
-            trace = None
+            trace = Trace(strat, error="no answer")
             for ev in agent.reply(user, [], q, "2024-01-01", opts.with_(strategy=strat)):
-                if ev.kind == "done":
+                if ev.kind == "done" and ev.trace is not None:
                     trace = ev.trace
             row = _calls(trace)
             row["timelines"] = len(trace.timelines_raw)
