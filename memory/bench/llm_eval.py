@@ -247,6 +247,23 @@ def judged_run(p: argparse.ArgumentParser, args, name: str) -> Iterator[JudgedRu
         yield JudgedRun(users, settings, make_agent(settings), judge, started)
 
 
+def run_config(args, run: JudgedRun, **extra) -> dict:
+    """The `config` block every judged benchmark writes: data, sampling, models, tokens, time, machine."""
+    return {
+        "data": args.data,
+        "users": [u.user_id for u in run.users],
+        "limit": args.limit,
+        "max_sessions": args.max_sessions,
+        "seed": args.seed,
+        "llm": run.settings.llm.describe(),
+        **extra,
+        "judge_tokens": run.judge.tokens,
+        "max_reply_tokens": args.max_reply_tokens,
+        "seconds": round(time.perf_counter() - run.started, 1),
+        "machine": common.machine(),
+    }
+
+
 def summarise_rows(rows: list[dict], flag: str) -> dict:
     judged = [r for r in rows if r.get(flag) is not None]
     lat = [r["latency_s"] for r in rows]

@@ -13,7 +13,6 @@ calls and latency per question for each strategy.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -82,20 +81,7 @@ def main(argv: list[str]) -> int:
                 by_cat[str(r["category"])].append(r["correct"])
         s["by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(by_cat.items())}
         out["strategies"][strat] = s
-    out["config"] = {
-        "data": args.data,
-        "users": [u.user_id for u in users],
-        "limit": args.limit,
-        "max_sessions": args.max_sessions,
-        "seed": args.seed,
-        "llm": settings.llm.describe(),
-        "embedder": settings.embedder,
-        "judge": judge.describe(),
-        "judge_tokens": judge.tokens,
-        "max_reply_tokens": args.max_reply_tokens,
-        "seconds": round(time.perf_counter() - run.started, 1),
-        "machine": common.machine(),
-    }
+    out["config"] = llm_eval.run_config(args, run, embedder=settings.embedder, judge=judge.describe())
     return llm_eval.finish(
         args, out, "accuracy", "accuracy", "accuracy", f"LoCoMo QA accuracy (LLM judge, {settings.llm.describe()})"
     )

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from typing import Any
 
 from ..reply_prompts import FALSE_PREMISE_HINT
@@ -213,22 +212,14 @@ def main(argv: list[str]) -> int:
                             f"{r['llm_calls']} calls {r['latency_s']:.1f}s"
                         )
     out: dict[str, Any] = {"strategies": _by_strategy(rows, args.strategies), "questions": rows, "close": closes}
-    out["config"] = {
-        "data": args.data,
-        "users": [u.user_id for u in users],
-        "limit": args.limit,
-        "max_sessions": args.max_sessions,
-        "seed": args.seed,
-        "llm": settings.llm.describe(),
-        "generator_and_judge": judge.describe(),
-        "hint": args.hint,
-        "false_premise_hint": FALSE_PREMISE_HINT,
-        "generated": len(items_all),
-        "judge_tokens": judge.tokens,
-        "max_reply_tokens": args.max_reply_tokens,
-        "seconds": round(time.perf_counter() - run.started, 1),
-        "machine": common.machine(),
-    }
+    out["config"] = llm_eval.run_config(
+        args,
+        run,
+        generator_and_judge=judge.describe(),
+        hint=args.hint,
+        false_premise_hint=FALSE_PREMISE_HINT,
+        generated=len(items_all),
+    )
     return llm_eval.finish(
         args,
         out,
