@@ -76,7 +76,7 @@ class RedactSecrets(logging.Filter):
     """Replaces the API key (registered by the session service) in every log line and traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from sessions.text import redact
+        from memory.text import redact
 
         msg = record.getMessage()
         clean = redact(msg)

@@ -12,7 +12,6 @@ close, so switching strategy compares them on the same history.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from .errors import LLMError, StoreUnavailable
 from .llm import LLM, LLMSession, make_llm
+from .locks import KeyedLocks
 from .records import SessionRecord, Turn
 from .reply_prompts import dialogue_text, memory_block, reply_messages
 from .settings import LLMConfig, Options, Settings
@@ -110,15 +110,14 @@ class MemoryAgent:
         self.settings, self.store, self.embedder = settings, store, embedder
         self.theanine, self.secom = theanine, secom
         self.llm_factory = llm_factory or make_llm  # injected by benchmarks and tests (a scripted LLM)
-        self._close_locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+        self._close_locks = KeyedLocks()
 
     @classmethod
     def from_settings(cls, settings: Settings, llm_factory: Callable[[LLMConfig], LLM] | None = None) -> MemoryAgent:
         """The embedded defaults, or the providers the settings name; chosen here and nowhere else."""
         from .embeddings import make_embedder
         from .secom.compression import load_compressor
-        from .secom.segmentation import EmbeddingSegmenter, LLMSegmenter, SegParams
+        from .secom.segmentation import segmenter_for
         from .secom.strategy import SecomMemory
         from .store import VectorStore
         from .theanine.strategy import TheanineMemory
@@ -127,14 +126,7 @@ class MemoryAgent:
         store = VectorStore(path=Path(s.data_dir) / "chroma", host=s.chroma_host, port=s.chroma_port)
         embedder = make_embedder(s.embedder, api_key=s.llm.api_key, base_url=s.llm.base_url, model=s.embed_model)
         compressor, note = load_compressor(s.compressor_model)
-        params = (
-            SegParams.from_dict(json.loads(Path(s.segmenter_params).read_text())["params"])
-            if s.segmenter_params
-            else None
-        )
-        segmenter = EmbeddingSegmenter(embedder, params)
-        if s.segmenter == "llm":
-            segmenter = LLMSegmenter(s.rubric_text(), fallback=segmenter)
+        segmenter = segmenter_for(s, embedder)
         secom = SecomMemory(store, embedder, compressor, note, segmenter)
         return cls(s, store, embedder, TheanineMemory(store, embedder, s.data_dir), secom, llm_factory)
 
@@ -242,8 +234,7 @@ class MemoryAgent:
 
     # --- session close ----------------------------------------------------------------
     def _close_lock(self, user_id: str) -> threading.Lock:
-        with self._guard:
-            return self._close_locks.setdefault(user_id, threading.Lock())
+        return self._close_locks[user_id]
 
     def close_session(
         self,

@@ -1,13 +1,13 @@
-"""Okapi BM25 over an inverted index, with incremental adds.
+"""Okapi BM25 over an inverted index, built once over a fixed list of documents.
 
-Shared by SeCom (ranking compressed segment keys) and the benchmarks (turn and
-session retrieval). Scoring is vectorised: for each query term the postings
-(document ids and term frequencies, kept as numpy arrays) are weighted and
-summed with `np.bincount`, so a query costs O(postings of its terms), not
-O(documents).
+Shared by SeCom (ranking compressed segment keys, one index per user, rebuilt from
+the store after a change) and the benchmarks (turn and session retrieval). The
+build is vectorised (the postings of every term sorted in one `np.unique`) and
+stores each posting's length-normalised term weight, so a query costs
+O(postings of its terms), not O(documents). A changed corpus is a new index: there
+is no incremental add (`python -m memory.bench bm25` measured why; see README).
 
-    idx = BM25Index()
-    idx.add(["I adopted a cat", "We went hiking"])
+    idx = BM25Index(["I adopted a cat", "We went hiking"])
     scores = idx.score("my cat")          # np.ndarray, one score per document
     best = idx.top(query, n=5)            # [(doc_index, score)], best first
 """
@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import math
 import re
-import threading
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -215,94 +216,64 @@ def tokenize(text: str, stem: bool = True) -> list[str]:
 class BM25Index:
     """Okapi BM25 (k1, b) with Lucene's non-negative idf: log(1 + (N - df + 0.5) / (df + 0.5)).
 
-    `add` appends documents (their index = insertion order); `score` returns a
-    float32 array over all documents. Thread-safe: adds and queries may run in
-    different threads.
+    Built over `documents` (tokenised here) or over `tokens` (documents already tokenised,
+    the same way queries will be); a document's index is its position. `score` returns a
+    float32 array over all documents. Immutable once built, so any thread may query it.
     """
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75, stem: bool = True):
+    def __init__(
+        self,
+        documents: Iterable[str] = (),
+        k1: float = 1.2,
+        b: float = 0.75,
+        stem: bool = True,
+        *,
+        tokens: Iterable[Sequence[str]] | None = None,
+    ):
         self.k1, self.b, self.stem = float(k1), float(b), stem
-        self._lock = threading.RLock()
-        self._vocab: dict[str, int] = {}
-        self._post_ids: list[list[int]] = []  # per term: document ids (pending, python lists)
-        self._post_tf: list[list[int]] = []
-        self._arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per term: frozen numpy postings
-        self._dirty: set[int] = set()
-        self._doclen: list[int] = []
-        self._doclen_arr = np.zeros(0, dtype=np.float32)
-        self._total_len = 0
+        docs = [tokenize(d, stem) for d in documents] if tokens is None else list(tokens)
+        n = self._n = len(docs)
+        m = max(n, 1)
+        lens = np.fromiter(map(len, docs), dtype=np.int64, count=n)
+        self._vocab: dict[str, int] = {t: i for i, t in enumerate(dict.fromkeys(chain.from_iterable(docs)))}
+        key = np.fromiter(
+            map(self._vocab.__getitem__, chain.from_iterable(docs)), dtype=np.int64, count=int(lens.sum())
+        )
+        key *= m
+        key += np.repeat(np.arange(n, dtype=np.int64), lens)  # term * n + document, per token
+        # One sort gives every term's postings: (term, document) pairs in order, with their counts.
+        pairs, tf = np.unique(key, return_counts=True)
+        del key
+        df = np.bincount(pairs // m, minlength=len(self._vocab))
+        self._start = np.concatenate(([0], np.cumsum(df)))  # term t's postings: [_start[t], _start[t + 1])
+        self._doc = (pairs % m).astype(np.int32)
+        norm = self.k1 * (1.0 - self.b + self.b * lens / max(float(lens.sum()) / m, 1e-9))
+        tf = tf.astype(np.float32)
+        self._weight = (tf * (self.k1 + 1.0) / (tf + norm[self._doc])).astype(np.float32)
+        self._idf = np.log1p((n - df + 0.5) / (df + 0.5))
 
     def __len__(self) -> int:
-        return len(self._doclen)
-
-    def add(self, documents: Iterable[str]) -> None:
-        with self._lock:
-            for doc in documents:
-                self._add_tokens(tokenize(doc, self.stem))
-            self._doclen_arr = np.asarray(self._doclen, dtype=np.float32)
-
-    def add_tokens(self, token_lists: Iterable[list[str]]) -> None:
-        """Add documents that are already tokenised (e.g. to share tokenisation between indexes)."""
-        with self._lock:
-            for toks in token_lists:
-                self._add_tokens(list(toks))
-            self._doclen_arr = np.asarray(self._doclen, dtype=np.float32)
-
-    def _add_tokens(self, toks: list[str]) -> None:
-        doc_id = len(self._doclen)
-        self._doclen.append(len(toks))
-        self._total_len += len(toks)
-        counts: dict[str, int] = {}
-        for t in toks:
-            counts[t] = counts.get(t, 0) + 1
-        for t, c in counts.items():
-            tid = self._vocab.get(t)
-            if tid is None:
-                tid = self._vocab[t] = len(self._post_ids)
-                self._post_ids.append([])
-                self._post_tf.append([])
-            self._post_ids[tid].append(doc_id)
-            self._post_tf[tid].append(c)
-            self._dirty.add(tid)
-
-    def _postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
-        if tid in self._dirty or tid not in self._arrays:
-            self._arrays[tid] = (
-                np.asarray(self._post_ids[tid], dtype=np.int64),
-                np.asarray(self._post_tf[tid], dtype=np.float32),
-            )
-            self._dirty.discard(tid)
-        return self._arrays[tid]
+        return self._n
 
     def idf(self, term: str) -> float:
         tid = self._vocab.get(term)
-        df = len(self._post_ids[tid]) if tid is not None else 0
-        n = len(self._doclen)
-        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        return float(self._idf[tid]) if tid is not None else math.log(1.0 + (self._n + 0.5) / 0.5)
 
     def score(self, query: str) -> np.ndarray:
         """BM25 score of every document for `query` (zeros when nothing matches)."""
         return self.score_tokens(tokenize(query, self.stem))
 
     def score_tokens(self, query_tokens: list[str]) -> np.ndarray:
-        with self._lock:
-            n = len(self._doclen)
-            out = np.zeros(n, dtype=np.float32)
-            if n == 0:
-                return out
-            avgdl = max(self._total_len / n, 1e-9)
-            norm = self.k1 * (1.0 - self.b + self.b * self._doclen_arr / avgdl)  # per document
-            qcounts: dict[str, int] = {}
-            for t in query_tokens:
-                qcounts[t] = qcounts.get(t, 0) + 1
-            for t, qc in qcounts.items():
-                tid = self._vocab.get(t)
-                if tid is None:
-                    continue
-                ids, tf = self._postings(tid)
-                w = self.idf(t) * qc * tf * (self.k1 + 1.0) / (tf + norm[ids])
-                out += np.bincount(ids, weights=w, minlength=n).astype(np.float32)
-            return out
+        docs, weights = [], []
+        for t, qc in Counter(query_tokens).items():  # a repeated query term counts that often
+            tid = self._vocab.get(t)
+            if tid is not None:
+                lo, hi = self._start[tid], self._start[tid + 1]
+                docs.append(self._doc[lo:hi])
+                weights.append(np.float32(self._idf[tid] * qc) * self._weight[lo:hi])
+        if not docs:
+            return np.zeros(self._n, dtype=np.float32)
+        return np.bincount(np.concatenate(docs), np.concatenate(weights), minlength=self._n).astype(np.float32)
 
     def top(self, query: str, n: int = 10) -> list[tuple[int, float]]:
         """The `n` best documents with a positive score, best first (ties: earlier document first)."""

@@ -58,7 +58,7 @@ class OpenAIEmbedder:
         self.name = model
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        out = []
+        out: list = []
         for i in range(0, len(texts), 256):
             r = self.client.embeddings.create(model=self.model, input=[t or " " for t in texts[i : i + 256]])
             out.extend(d.embedding for d in r.data)

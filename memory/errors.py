@@ -10,7 +10,14 @@ class LLMError(MemoryLibError):
 
 
 class TransientLLMError(LLMError):
-    """Rate limit, 5xx, timeout or dropped connection: worth retrying."""
+    """Rate limit, 5xx, timeout or dropped connection: worth retrying.
+
+    `retry_after`: the seconds the server asked us to wait (its Retry-After header), if it said.
+    """
+
+    def __init__(self, message: str = "", retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class StoreUnavailable(MemoryLibError):

@@ -18,7 +18,7 @@ def _session_numbers(conv: dict) -> list[int]:
 def load_sessions(data) -> list[tuple[str, list[SessionRecord]]]:
     """[(sample_id, sessions)] for a LoCoMo file's content (a list of samples or one sample)."""
     samples = data if isinstance(data, list) else [data]
-    out = []
+    out: list[tuple[str, list]] = []
     for s in samples:
         if not isinstance(s, dict) or not isinstance(s.get("conversation"), dict):
             raise ValueError("not LoCoMo format: each sample needs a 'conversation' object")

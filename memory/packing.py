@@ -97,7 +97,9 @@ def pack(ranked: Iterable[Unit], budget: int) -> Packed:
     joined text's count (checked by the tests).
     """
     sep_tok, unit_sep_tok = count_tokens("\n"), count_tokens(UNIT_SEP)
-    used, ids, covered, parts, kept = 0, [], set(), [], []
+    used, ids, kept = 0, [], []
+    covered: set[str] = set()
+    parts: list[str] = []
     for u in ranked:
         if not u.pieces:
             continue

@@ -44,27 +44,3 @@ def exchanges(turns: list[Turn]) -> list[list[Turn]]:
         else:
             out[-1].append(t)
     return out
-
-
-_DATE_FORMATS = (
-    "%Y-%m-%d",
-    "%Y-%m-%d %H:%M",
-    "%Y-%m-%dT%H:%M:%S",
-    "%I:%M %p on %d %B, %Y",
-    "%d %B %Y",
-    "%B %d, %Y",
-    "%d %B, %Y",
-)
-
-
-def sortable_time(date: str) -> str:
-    """An ISO timestamp for a session date string ("2023-05-08", LoCoMo's "1:56 pm on 8 May, 2023"), or ""."""
-    from datetime import datetime
-
-    s = " ".join(date.strip().split())
-    for fmt in _DATE_FORMATS:
-        try:
-            return datetime.strptime(s, fmt).isoformat()
-        except ValueError:
-            continue
-    return ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class VectorStore:
             path.mkdir(parents=True, exist_ok=True)
             self._connect = lambda: chromadb.PersistentClient(path=str(path), settings=cs)
             self.where = f"embedded chroma at {path}"
-        self._client = None
+        self._client: Any = None
         self._cols: dict[str, object] = {}
         self._lock = threading.Lock()
 

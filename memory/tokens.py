@@ -11,9 +11,10 @@ import functools
 import hashlib
 import importlib.util
 import os
-import shutil
 import tempfile
 from pathlib import Path
+
+from .files import atomic_write_bytes
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 
@@ -26,10 +27,7 @@ def ensure_offline_tiktoken() -> None:
         return
     src = _bundled_file()
     if src is not None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, target)
+        atomic_write_bytes(target, src.read_bytes())
 
 
 def _bundled_file() -> Path | None:

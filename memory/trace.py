@@ -30,6 +30,7 @@ class Trace:
     llm_calls: list[LLMCall] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
     notices: list[str] = field(default_factory=list)  # e.g. "compression unavailable: ..."
+    counts: dict[str, int] = field(default_factory=dict)  # the size of a step's work, e.g. {"relation_pairs": 12}
     memory_path: str = ""  # "llm" | "offline": whether LLM memory steps ran
     error: str | None = None  # a user-facing message, never a stack trace
 
@@ -40,6 +41,9 @@ class Trace:
             yield
         finally:
             self.timings[step] = self.timings.get(step, 0.0) + time.perf_counter() - t0
+
+    def count(self, what: str, n: int) -> None:
+        self.counts[what] = self.counts.get(what, 0) + n
 
     def notice(self, text: str) -> None:
         if text not in self.notices:

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 try:
     import httpx2 as http  # the HTTP library openai >= 3 builds its client on
 except ImportError:  # older openai: httpx
-    import httpx as http
+    import httpx as http  # type: ignore[no-redef]
 
 Resolver = Callable[[str, int], list[str]]
 
@@ -43,7 +43,7 @@ def system_resolver(host: str, port: int) -> list[str]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
         raise UnsafeURL(f"the host {host!r} cannot be resolved ({e})") from None
-    return list(dict.fromkeys(info[4][0].split("%")[0] for info in infos))
+    return list(dict.fromkeys(str(info[4][0]).split("%")[0] for info in infos))
 
 
 def address_refusal(address: str) -> str | None:

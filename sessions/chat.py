@@ -9,14 +9,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from memory.records import Turn
 from memory.settings import STRATEGIES, LLMConfig, Options
+from memory.text import clean_obj, clean_text
 
 from .errors import UserError
 from .lifecycle import Lifecycle
 from .store import MessageRow, SessionRow, Store
-from .text import clean_obj, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class ChatUpdate:
 
 
 def check_message(text: str | None) -> str:
-    """The message as stored: unencodable and control characters cleaned (sessions.text), trimmed."""
+    """The message as stored: unencodable and control characters cleaned (memory.text), trimmed."""
     if text is not None and not isinstance(text, str):
         raise UserError("A message must be text.")
     text = clean_text(text).strip()
@@ -98,7 +99,8 @@ class Chat:
         options: Options,
         llm: LLMConfig | None,
     ) -> Iterator[ChatUpdate]:
-        text, trace, error = "", None, None
+        text, error = "", None
+        trace: dict | None = None
         try:
             for ev in self.agent.reply(user_id, history, message, session.date, options, llm):
                 # LLM text is cleaned like typed text: a lone surrogate would break SQLite and the page.
@@ -113,7 +115,7 @@ class Chat:
                     error = (trace or {}).get("error")
             if trace is None and error is None:
                 error = "The agent gave no answer. Your message is saved; press Retry."
-            elif error is None and not text.strip():
+            elif trace is not None and error is None and not text.strip():
                 error = EMPTY_REPLY
                 trace["error"] = error
             if error and "Retry" not in error:  # e.g. "the vector store ... cannot be reached"
@@ -146,7 +148,7 @@ class Chat:
         message = check_message(message)
         session = self.lifecycle.current(user_id)
         history = history_before(self.store.messages(user_id, session.session_id), session)
-        results = {
+        results: dict[str, dict[str, Any]] = {
             s: {"text": "", "status": "waiting", "trace": None, "error": None, "done": False} for s in strategies
         }
         yield results

@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -88,10 +89,20 @@ def lock_key(namespace: int, text: str) -> tuple[int, int]:
     return namespace, h
 
 
+def _insert(conn: Connection) -> Any:
+    """The dialect's INSERT: both PostgreSQL's and SQLite's have ON CONFLICT."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+
+
 def insert_ignore(conn: Connection, table: sa.Table, values: dict, keys: list[str]) -> None:
-    """INSERT unless a row with the same `keys` exists (ON CONFLICT DO NOTHING on both dialects)."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    conn.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=keys))
+    """INSERT unless a row with the same `keys` exists (ON CONFLICT DO NOTHING)."""
+    conn.execute(_insert(conn)(table).values(**values).on_conflict_do_nothing(index_elements=keys))
+
+
+def bump_version(conn: Connection, table: sa.Table, keys: dict) -> int:
+    """Add one to `version` in the row of `table` with `keys` (made at 1 if missing); the new version."""
+    stmt = _insert(conn)(table).values(**keys, version=1)
+    stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_={"version": table.c.version + 1})
+    return int(conn.execute(stmt.returning(table.c.version)).scalar_one())

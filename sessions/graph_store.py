@@ -110,13 +110,7 @@ class SqlGraphStore:
     # --- helpers --------------------------------------------------------------
     @staticmethod
     def _bump(c: Connection, k: str) -> int:
-        if c.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(GV).values(user_key=k, version=1)
-        stmt = stmt.on_conflict_do_update(index_elements=["user_key"], set_={"version": GV.c.version + 1})
-        return int(c.execute(stmt.returning(GV.c.version)).scalar())
+        return db.bump_version(c, GV, {"user_key": k})
 
     @staticmethod
     def _write_part(c: Connection, k: str, part: dict) -> None:

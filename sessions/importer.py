@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memory.text import clean_text
+
 from .errors import UserError
-from .text import clean_text
 
 MAX_SESSIONS = 300
 MAX_TURNS_PER_SESSION = 2000

@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memory.dates import iso_key
+from memory.dates import parse as parse_date
 from memory.errors import LLMError, StoreUnavailable
-from memory.records import SessionRecord, Turn, sortable_time
+from memory.locks import KeyedLocks
+from memory.records import SessionRecord, Turn
+from memory.text import clean_obj, clean_text
 
 from .errors import UserError
 from .store import SessionRow, Store
-from .text import clean_obj, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -30,47 +32,29 @@ Progress = Callable[[float, str], None]
 MAX_DATE_CHARS = 64
 MIN_YEAR, MAX_YEAR = 1900, 2199  # outside: a typo (9999-12-31), not a session date
 
-# What people type: ISO first, then day-month and month-day forms with month names, and LoCoMo's dates.
-_FORMATS = (
-    "%Y-%m-%d",
-    "%Y-%m-%d %H:%M",
-    "%Y-%m-%dT%H:%M",
-    "%Y-%m-%dT%H:%M:%S",
-    "%Y/%m/%d",
-    "%d %B %Y",
-    "%d %b %Y",
-    "%d %B, %Y",
-    "%d %b, %Y",
-    "%B %d %Y",
-    "%B %d, %Y",
-    "%b %d %Y",
-    "%b %d, %Y",
-    "%A %d %B %Y",
-    "%a %d %b %Y",
-    "%I:%M %p on %d %B, %Y",
-    "%I:%M %p on %d %b, %Y",
-)
-
 
 def today() -> str:
     return _dt.date.today().isoformat()
 
 
-def parse_date(text: str | None) -> _dt.datetime | None:
-    """The moment a typed or imported session date names, or None when it cannot be read."""
-    s = " ".join(str(text or "").replace(",", ", ").split()).replace(" ,", ",")
-    s = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", s)  # "1st May 2023"
-    for fmt in _FORMATS:
-        try:
-            return _dt.datetime.strptime(s, fmt)
-        except ValueError:
-            continue
-    return None
-
-
 def iso_date(d: _dt.datetime) -> str:
     """How dates are stored: 2023-05-08, or 2023-05-08 13:56 when a time of day was given."""
     return d.strftime("%Y-%m-%d %H:%M") if (d.hour, d.minute) != (0, 0) else d.strftime("%Y-%m-%d")
+
+
+def date_positions(dates: list[str]) -> list[float]:
+    """Each date's place between the earliest and the latest (0..1): the graph's colour scale by session.
+    When the dates cannot be read (or are all the same), by order instead."""
+    times = [parse_date(d) for d in dates]
+    known = [t for t in times if t]
+    lo, hi = (min(known), max(known)) if known else (None, None)
+    out = []
+    for i, t in enumerate(times):
+        if t and lo and hi and hi > lo:
+            out.append((t - lo).total_seconds() / (hi - lo).total_seconds())
+        else:
+            out.append(i / max(len(dates) - 1, 1))
+    return out
 
 
 def human_date(date: str) -> str:
@@ -95,20 +79,15 @@ def check_date(date: str | None) -> str:
     return iso_date(parsed)
 
 
-def _key(date: str) -> str:
-    d = parse_date(date)
-    return d.isoformat() if d else sortable_time(date)
-
-
 def _later(a: str, b: str) -> str:
-    return b if _key(b) >= _key(a) else a
+    return b if iso_key(b) >= iso_key(a) else a
 
 
 def in_time_order(rows: list[SessionRow]) -> list[SessionRow]:
     """Sessions by date (then number); an unreadable date keeps the place of the session before it."""
     keyed, last = [], ""
     for s in sorted(rows, key=lambda r: r.seq):
-        last = _key(s.date) or last
+        last = iso_key(s.date) or last
         keyed.append(((last, s.seq), s))
     return [s for _, s in sorted(keyed, key=lambda x: x[0])]
 
@@ -152,12 +131,11 @@ class Lifecycle:
         self.store, self.agent = store, agent
         self.build_runner = build_runner or (lambda fn, progress: fn(progress))
         self.options_of, self.llm_of = options_of, llm_of
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+        self._locks = KeyedLocks()
 
     def lock(self, user_id: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(user_id, threading.Lock())
+        """The user's lock: one end / forget of the user at a time in this process."""
+        return self._locks[user_id]
 
     def current(self, user_id: str) -> SessionRow:
         return self.store.open_session(user_id, today())
@@ -189,14 +167,14 @@ class Lifecycle:
         if d is None:
             return cur.date if parse_date(cur.date) else today()
         proposed = iso_date(d + _dt.timedelta(days=1))
-        if not cur.n_messages and cur.date != today() and _key(cur.date) >= _key(proposed):
+        if not cur.n_messages and cur.date != today() and iso_key(cur.date) >= iso_key(proposed):
             return cur.date
         return proposed
 
     def check_order(self, user_id: str, date: str, cur: SessionRow) -> None:
         """A chat session may not start before the session that comes before it (imports keep their own dates)."""
         prev = self._latest(user_id, exclude=None if cur.n_messages else cur.session_id)
-        if prev is not None and _key(prev.date) and _key(date) < _key(prev.date):
+        if prev is not None and iso_key(prev.date) and iso_key(date) < iso_key(prev.date):
             raise UserError(
                 f"The next session cannot be dated {human_date(date)}: it would come before session "
                 f"{prev.seq} ({human_date(prev.date)}). Give a date on or after that one."

@@ -185,4 +185,4 @@ def upgrade(engine: Engine) -> list[int]:
 
 def version(engine: Engine) -> int:
     with db.read(engine) as conn:
-        return int(conn.exec_driver_sql("SELECT COALESCE(MAX(version), 0) FROM schema_version").scalar())
+        return int(conn.exec_driver_sql("SELECT COALESCE(MAX(version), 0) FROM schema_version").scalar_one())

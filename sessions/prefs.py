@@ -20,9 +20,8 @@ from urllib.parse import urlparse
 
 from memory.errors import InvalidOptions
 from memory.settings import BACKENDS, LLMConfig, Options
+from memory.text import clean_text
 from memory.url_guard import UnsafeURL, check_url
-
-from .text import clean_text
 
 OPTION_FIELDS = ("temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens")
 INT_FIELDS = ("j", "k", "n", "max_reply_tokens")

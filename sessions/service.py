@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from memory.errors import InvalidOptions, MemoryLibError
 from memory.settings import LLMConfig, Options, Settings
+from memory.text import clean_text, register_secret
 from memory.url_guard import check_url
 
 from . import prefs as _prefs
@@ -22,7 +23,6 @@ from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .jobs import BuildPool, ImportRate, JobGate, LimitReached, Limits
 from .lifecycle import EndResult, Lifecycle, Progress, check_date, plural
 from .store import MessageRow, SessionRow, Store, open_store
-from .text import clean_text, register_secret
 from .versions import MemoryVersions
 
 EXPORT_FORMAT = "memory-chat-export/1"
@@ -37,7 +37,7 @@ class SessionService:
         self, settings: Settings, agent, store: Store | None = None, limits: Limits | None = None, url_check=check_url
     ):
         self.settings, self.agent = settings, agent
-        register_secret(settings.llm.api_key)  # never stored or shown (sessions.text)
+        register_secret(settings.llm.api_key)  # never stored or shown (memory.text)
         self.store = store or open_store(settings.data_dir)
         if hasattr(agent, "use_graph_store"):  # the graph lives next to the sessions, shared by replicas
             graphs = SqlGraphStore(self.store.engine)
@@ -200,6 +200,10 @@ class SessionService:
     # --- memory views and management -------------------------------------------------------------
     def graph(self, user_id: str) -> dict:
         return self.agent.graph_view(check_user_id(user_id))
+
+    def segments(self, user_id: str) -> list[dict]:
+        """The user's SeCom segments (text, key, session)."""
+        return list(self.agent.export_user(check_user_id(user_id)).get("secom_segments") or [])
 
     def turn_texts(self, user_id: str, turn_ids) -> dict[str, tuple[str, str]]:
         """{turn id: (speaker, text)} for the given turn ids (a memory's provenance), from the transcript."""

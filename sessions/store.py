@@ -13,6 +13,7 @@ Session status: "open" (the user is chatting in it; at most one per user),
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -20,9 +21,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+
+from memory.text import clean_obj, clean_text
 
 from . import db, migrations
 from .claims import close_claim
@@ -31,7 +35,6 @@ from .schema import compares as C
 from .schema import messages as M
 from .schema import sessions as S
 from .schema import users as U
-from .text import clean_obj, clean_text
 
 
 @dataclass
@@ -82,6 +85,23 @@ _N_OK = (
 )
 
 
+R = TypeVar("R", "SessionRow", "MessageRow")
+_JSON_COLUMNS = ("report", "trace")  # stored as JSON text
+
+
+def _row(cls: type[R], r) -> R:
+    """A database row as `cls` (SessionRow or MessageRow): its fields by column name; JSON columns decoded;
+    a field the query did not select (n_messages) keeps its default."""
+    m = r._mapping
+    values = {f.name: m[f.name] for f in dataclasses.fields(cls) if f.name in m}
+    for name in _JSON_COLUMNS:
+        if name in values:
+            values[name] = _loads(values[name])
+    if "n_messages" in values:
+        values["n_messages"] = values["n_messages"] or 0
+    return cls(**values)
+
+
 class Store:
     """`Store(path)`: SQLite file at `path` (as before); `Store(url=DATABASE_URL)`: any SQLAlchemy URL."""
 
@@ -89,7 +109,7 @@ class Store:
         if not (path or url):
             raise ValueError("Store needs a SQLite path or a database URL")
         self.path = Path(path) if path else None
-        self.url = db.normalise_url(url) if url else db.sqlite_url(self.path)
+        self.url = db.normalise_url(url) if url else db.sqlite_url(Path(path or ""))
         self.engine = db.make_engine(self.url)
         self.postgres = db.is_postgres(self.engine)
         # SQLite is one machine's file: a close is claimed with a file lock next to it (see claims.py).
@@ -152,7 +172,11 @@ class Store:
     @staticmethod
     def _next_seq(c: Connection, user_id: str) -> int:
         return (
-            int(c.execute(sa.select(sa.func.coalesce(sa.func.max(S.c.seq), 0)).where(S.c.user_id == user_id)).scalar())
+            int(
+                c.execute(
+                    sa.select(sa.func.coalesce(sa.func.max(S.c.seq), 0)).where(S.c.user_id == user_id)
+                ).scalar_one()
+            )
             + 1
         )
 
@@ -173,22 +197,6 @@ class Store:
         )
         return sid
 
-    @staticmethod
-    def _session_row(r) -> SessionRow:
-        m = r._mapping
-        return SessionRow(
-            m["session_id"],
-            m["seq"],
-            m["date"],
-            m["status"],
-            m["source"],
-            m["created_at"],
-            m["closed_at"],
-            m["close_error"],
-            _loads(m["report"]),
-            m.get("n_messages") or 0,
-        )
-
     def open_session(self, user_id: str, default_date: str) -> SessionRow:
         """The user's open session, created (with `default_date`) if there is none."""
         self.ensure_user(user_id)
@@ -196,19 +204,21 @@ class Store:
             self._lock_user(c, user_id)
             sid = c.execute(sa.select(S.c.session_id).where(S.c.user_id == user_id, S.c.status == "open")).scalar()
             sid = sid or self._insert_session(c, user_id, default_date, "open", "chat")
-        return self.session(user_id, sid)
+        row = self.session(user_id, sid)
+        assert row is not None  # made above, in this transaction
+        return row
 
     def session(self, user_id: str, session_id: str) -> SessionRow | None:
         with self._connect() as c:
             r = c.execute(sa.select(S, _N_OK).where(S.c.user_id == user_id, S.c.session_id == session_id)).first()
-        return self._session_row(r) if r else None
+        return _row(SessionRow, r) if r else None
 
     def sessions(self, user_id: str, status: str | None = None) -> list[SessionRow]:
         q = sa.select(S, _N_OK).where(S.c.user_id == user_id)
         if status:
             q = q.where(S.c.status == status)
         with self._connect() as c:
-            return [self._session_row(r) for r in c.execute(q.order_by(S.c.seq))]
+            return [_row(SessionRow, r) for r in c.execute(q.order_by(S.c.seq))]
 
     def set_session_date(self, user_id: str, session_id: str, date: str) -> None:
         with self._write() as c:
@@ -286,7 +296,7 @@ class Store:
             if taken.intersection(t[3] for _, turns in sessions for t in turns if t[3]):
                 n = c.execute(
                     sa.select(sa.func.count()).select_from(S).where(S.c.user_id == user_id, S.c.source == "import")
-                ).scalar()
+                ).scalar_one()
                 prefix = f"i{n + 1}/"
             has_msgs = sa.exists().where(M.c.user_id == S.c.user_id, M.c.session_id == S.c.session_id)
             empty_open = c.execute(
@@ -319,24 +329,6 @@ class Store:
         return ids
 
     # --- messages ----------------------------------------------------------------------
-    @staticmethod
-    def _message_row(r) -> MessageRow:
-        m = r._mapping
-        return MessageRow(
-            m["id"],
-            m["session_id"],
-            m["role"],
-            m["speaker"],
-            m["text"],
-            m["status"],
-            m["error"],
-            m["strategy"],
-            m["reply_to"],
-            _loads(m["trace"]),
-            m["created_at"],
-            m["source_turn_id"],
-        )
-
     def add_user_message(self, user_id: str, session_id: str, text: str) -> int | None:
         """Store a user message in `session_id` if it is still the open session, else return None
         (another tab ended it a moment ago: the caller sends into the new one)."""
@@ -361,7 +353,7 @@ class Store:
                         created_at=time.time(),
                     )
                     .returning(M.c.id)
-                ).scalar()
+                ).scalar_one()
             )
 
     def add_reply(
@@ -393,7 +385,7 @@ class Store:
                         created_at=time.time(),
                     )
                     .returning(M.c.id)
-                ).scalar()
+                ).scalar_one()
             )
 
     def messages(self, user_id: str, session_id: str, include_errors: bool = True) -> list[MessageRow]:
@@ -401,7 +393,7 @@ class Store:
         if not include_errors:
             q = q.where(M.c.status == "ok")
         with self._connect() as c:
-            return [self._message_row(r) for r in c.execute(q.order_by(M.c.id))]
+            return [_row(MessageRow, r) for r in c.execute(q.order_by(M.c.id))]
 
     def redact_messages(self, user_id: str, message_ids: list[int], text: str) -> int:
         """Replace the text of some messages (the user asked to forget them); returns how many changed."""
@@ -416,7 +408,7 @@ class Store:
     def message(self, user_id: str, message_id: int) -> MessageRow | None:
         with self._connect() as c:
             r = c.execute(sa.select(M).where(M.c.user_id == user_id, M.c.id == message_id)).first()
-        return self._message_row(r) if r else None
+        return _row(MessageRow, r) if r else None
 
     def reply_to(self, user_id: str, message_id: int) -> MessageRow | None:
         """The latest reply (ok or error) to a user message."""
@@ -424,7 +416,7 @@ class Store:
             r = c.execute(
                 sa.select(M).where(M.c.user_id == user_id, M.c.reply_to == message_id).order_by(M.c.id.desc()).limit(1)
             ).first()
-        return self._message_row(r) if r else None
+        return _row(MessageRow, r) if r else None
 
     def last_reply(self, user_id: str) -> MessageRow | None:
         """The user's most recent assistant message with a trace, in any session."""
@@ -435,7 +427,7 @@ class Store:
                 .order_by(M.c.id.desc())
                 .limit(1)
             ).first()
-        return self._message_row(r) if r else None
+        return _row(MessageRow, r) if r else None
 
     # --- compare runs --------------------------------------------------------------------
     def add_compare(self, user_id: str, session_id: str, message: str, results: dict) -> int:
@@ -451,7 +443,7 @@ class Store:
                         created_at=time.time(),
                     )
                     .returning(C.c.id)
-                ).scalar()
+                ).scalar_one()
             )
 
     def compares(self, user_id: str) -> list[dict]:
@@ -486,7 +478,7 @@ class Store:
 
 def open_store(data_dir: Path | str, env: dict | None = None) -> Store:
     """The app's store: DATABASE_URL (e.g. postgresql://user:pw@host/db) when set, else the data dir's SQLite."""
-    from .text import register_secret
+    from memory.text import register_secret
 
     url = (os.environ if env is None else env).get("DATABASE_URL", "").strip()
     if url:

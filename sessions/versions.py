@@ -24,10 +24,4 @@ class MemoryVersions:
 
     def bump(self, user_id: str, kind: str) -> int:
         with db.write(self.engine) as c:
-            if c.dialect.name == "postgresql":
-                from sqlalchemy.dialects.postgresql import insert
-            else:
-                from sqlalchemy.dialects.sqlite import insert
-            stmt = insert(V).values(user_key=user_key(user_id), kind=kind, version=1)
-            stmt = stmt.on_conflict_do_update(index_elements=["user_key", "kind"], set_={"version": V.c.version + 1})
-            return int(c.execute(stmt.returning(V.c.version)).scalar())
+            return db.bump_version(c, V, {"user_key": user_key(user_id), "kind": kind})

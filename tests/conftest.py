@@ -1,74 +1,21 @@
-"""Shared test parts: deterministic fakes written by hand (no mock patching) and real local parts."""
+"""Shared fixtures and paths. The hand-written fakes are in tests/fakes.py, the scripted LLM server in
+tests/llm_server.py, the browser and running-app fixtures in tests/ui_fixtures.py."""
 
 from __future__ import annotations
 
-import json
-import re
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from memory.errors import TransientLLMError
+from tests.fakes import HashEmbedder
 
-from memory.errors import TransientLLMError  # noqa: E402
-from memory.llm import Completion  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 # The browser and running-app fixtures live in ui_fixtures; registering it here shares them with every test.
-pytest_plugins = ["ui_fixtures"]
-
-
-class ScriptedLLM:
-    """Answers from a script: a list of strings, exceptions, or callables(messages) -> str, in turn.
-
-    When the script runs out it repeats its last entry. Records every prompt.
-    """
-
-    def __init__(self, *script):
-        self.script = list(script) or ["ok"]
-        self.prompts: list[list[dict]] = []
-
-    def _next(self, messages):
-        self.prompts.append(messages)
-        item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
-        if isinstance(item, BaseException):
-            raise item
-        if callable(item):
-            item = item(messages)
-        return item if isinstance(item, str) else json.dumps(item)
-
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None):
-        return Completion(self._next(messages), 10, 5)
-
-    def stream(self, messages, *, temperature, max_tokens, seed=None):
-        text = self._next(messages)
-        for i in range(0, len(text), 4):
-            yield text[i : i + 4]
-
-
-class HashEmbedder:
-    """Bag-of-words hashed into 256 dims: texts sharing words are similar. Fast and deterministic."""
-
-    name = "hash-256"
-
-    def embed(self, texts):
-        out = np.zeros((len(texts), 256), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"[a-z]{3,}", t.lower()):
-                out[i, hash_word(w) % 256] += 1.0
-        out += 1e-3
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
-def hash_word(w: str) -> int:
-    h = 2166136261
-    for ch in w.encode():
-        h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
-    return h
+pytest_plugins = ["tests.ui_fixtures"]
 
 
 @pytest.fixture
@@ -93,3 +40,27 @@ def minilm():
 @pytest.fixture
 def transient():
     return TransientLLMError("503 from the scripted server")
+
+
+@pytest.fixture(scope="session")
+def _llm_server_running():
+    from tests.llm_server import LLMServer
+
+    with LLMServer() as s:
+        yield s
+
+
+@pytest.fixture
+def llm_server(_llm_server_running):
+    """The scripted OpenAI-compatible server (tests/llm_server.py), its queues and records cleared."""
+    _llm_server_running.reset()
+    _llm_server_running.refuse_json_schema = None
+    return _llm_server_running
+
+
+@pytest.fixture
+def llm_service(llm_server, tmp_path):
+    """The real session service (MiniLM, embedded Chroma, SQLite, the openai client) on the scripted server."""
+    from tests.reliability_app import make_service
+
+    return make_service(tmp_path / "data", llm_server, LLM_TIMEOUT="2", LLM_MAX_RETRIES="1")

@@ -23,9 +23,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-for p in (HERE, HERE.parent):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
 LOCOMO = HERE.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 QUESTIONS = [
@@ -67,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         f"LLM_MAX_REPLY_TOKENS={a.reply_tokens}) in {data}",
         flush=True,
     )
-    from ui_fixtures import RunningApp
+    from tests.ui_fixtures import RunningApp
 
     app = RunningApp(
         data, data / "app.log", timeout=900, MEMORY_LLM_STEPS=a.llm_steps, LLM_MAX_REPLY_TOKENS=a.reply_tokens

@@ -19,12 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from ui_fixtures import RunningApp
-
 from memory.locomo import observations
+from tests.ui_fixtures import RunningApp
 
 
 def measure(client, text: str, sample: dict) -> dict:

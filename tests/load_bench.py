@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -24,9 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-for p in (HERE, HERE.parent):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
 TOPICS = [
     "hiking",
@@ -161,7 +157,7 @@ def main(argv=None) -> None:
     if args.url:
         out = run_load(args.url, args.users, args.messages)
     else:
-        from ui_fixtures import RunningApp
+        from tests.ui_fixtures import RunningApp
 
         data = Path(tempfile.mkdtemp(prefix="memory-load-"))
         app = RunningApp(data / "data", data / "app.log", LLM_MAX_REPLY_TOKENS=args.reply_tokens)

@@ -16,7 +16,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from servers import free_port
+from tests.servers import free_port
 
 
 def pg_bin() -> Path | None:

@@ -1,7 +1,7 @@
 """Helpers for the reliability tests: the real service stack in-process, the UI handlers without a
 browser, and app.py in a subprocess that can be killed with SIGKILL.
 
-In-process, everything is real except the LLM server (tests/reliability_llm.py): the real
+In-process, everything is real except the LLM server (tests/llm_server.py): the real
 MemoryAgent with MiniLM and embedded Chroma, the real `openai` client, the real SQLite store.
 """
 
@@ -12,11 +12,10 @@ import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
-from reliability_llm import LLMServer, app_llm_env
-
 from memory.agent import MemoryAgent
 from memory.settings import Settings
 from sessions import SessionService
+from tests.llm_server import LLMServer, app_llm_env
 
 COMPONENTS = (
     "uid",

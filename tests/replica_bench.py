@@ -5,7 +5,7 @@
 
 Everything but the store is the same and real (MemoryAgent from settings: MiniLM, embedded
 Chroma, the `openai` client) except the LLM, the scripted OpenAI-compatible server
-(tests/reliability_llm.py), which answers at once so the figures are the app's own work. Each
+(tests/llm_server.py), which answers at once so the figures are the app's own work. Each
 run: one user sends `--history` THEANINE messages (each timed: stored, memory retrieved, reply
 streamed and stored) and ends the session (timed: both memories built, graph committed, session
 marked closed). The user's graph grows by one session per run, as a real user's would.
@@ -25,9 +25,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-for p in (HERE, HERE.parent):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
 TOPICS = [
     "a puppy named Rex",
@@ -76,12 +73,11 @@ class Replica:
     """One user's service on one backend; `run()` is one session: `history` replies and a close."""
 
     def __init__(self, backend: str, url: str | None, data: Path, server, clock: DbClock):
-        from reliability_llm import app_llm_env
-
         from memory.agent import MemoryAgent
         from memory.settings import Settings
         from sessions import SessionService
         from sessions.store import open_store
+        from tests.llm_server import app_llm_env
 
         settings = Settings.from_env({"MEMORY_DATA_DIR": str(data), **app_llm_env(server, LLM_TIMEOUT=60)})
         self.store = open_store(data, env={"DATABASE_URL": url} if url else {})
@@ -123,8 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--history", type=int, default=3, help="messages per session")
     args = ap.parse_args(argv)
-    from pg_server import postgres, unavailable_reason
-    from reliability_llm import LLMServer
+    from tests.llm_server import LLMServer
+    from tests.pg_server import postgres, unavailable_reason
 
     reason = unavailable_reason()
     if reason:

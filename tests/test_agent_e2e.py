@@ -7,12 +7,12 @@ endpoint), and a later reply retrieves from that memory and streams.
 """
 
 import pytest
-from servers import free_port, llama_server_cmd, running
 
 from memory.agent import MemoryAgent
 from memory.llm import bundled_gguf_path
 from memory.records import SessionRecord, Turn
 from memory.settings import LLMConfig, Options, Settings
+from tests.servers import free_port, llama_server_cmd, running
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED_DATA
+
+from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.slow
 

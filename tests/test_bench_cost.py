@@ -8,8 +8,7 @@ from memory.settings import Options, Settings
 
 
 def test_calls_per_reply_and_close_match_the_design(tmp_path, fake_embedder):
-    llm = cost._PairCounter(cost.CountingLLM())
-    agent = cost.make_agent(Settings(data_dir=tmp_path), tmp_path, fake_embedder, llm_instance=llm)
+    agent = cost.make_agent(Settings(data_dir=tmp_path), tmp_path, fake_embedder, llm_instance=cost.StandInLLM())
     sessions = cost.synthetic_sessions(3, turns=8)
     out = cost.run(agent, sessions, ["What did my puppy chew?", "How is pottery going?"], options=Options())
     r = out["replies"]
@@ -22,9 +21,9 @@ def test_calls_per_reply_and_close_match_the_design(tmp_path, fake_embedder):
     purposes = [c["by_purpose"] for c in out["close_each"]]
     assert purposes[0] == {"summarise": 1, "segment": 1}
     assert all(p == {"summarise": 1, "relation": 1, "segment": 1} for p in purposes[1:])
-    pairs = llm.pairs_per_close(len(sessions))
+    pairs = [c["relation_pairs"] for c in out["close_each"]]  # counted in each close's trace
     assert pairs[0] == 0 and all(p > 0 for p in pairs[1:])
-    off = cost.official(out, pairs, Options())
+    off = cost.official(out, Options())
     assert off["theanine"]["reply_calls_per_op"] == r["theanine"]["timelines_per_reply"] + 1
     assert off["theanine"]["close_calls_per_op"] == sum(1 + p for p in pairs) / len(pairs)
     assert off["secom"]["reply_calls_per_op"] == 1.0

@@ -1,99 +1,23 @@
 """`python -m memory.bench qa` and `teafarm`: plumbing on a tiny LoCoMo file.
 
-The fast test runs them against a fake OpenAI-compatible server on 127.0.0.1 (the real `openai`
-client, the app's whole agent: LLM segmenter, summaries, relations, refinement, judge). Its answers
-are known (the judge always says "correct" and "does not resist"), so the figures are checked.
+The fast test runs them against the scripted OpenAI-compatible server on 127.0.0.1 (tests/llm_server.py;
+the real `openai` client, the app's whole agent: LLM segmenter, summaries, relations, refinement, judge).
+Its answers are known (the judge always says "correct" and "does not resist"), so the figures are checked.
 The slow test runs both once against the embedded model (Gemma 3 270M) on one question.
 """
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from bench_fixtures import write_tiny
 
-from memory.bench import cost, qa, teafarm
-from memory.tokens import count_tokens
-
-
-class FakeOpenAI:
-    """/v1/chat/completions answered by the benchmarks' CountingLLM (plain or streamed)."""
-
-    def __init__(self):
-        self.llm = cost.CountingLLM()
-        self.requests = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                owner.requests.append(body)
-                text = owner.llm._answer(body["messages"])
-                usage = {
-                    "prompt_tokens": sum(count_tokens(m["content"]) for m in body["messages"]),
-                    "completion_tokens": count_tokens(text),
-                }
-                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-                if body.get("stream"):
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.end_headers()
-                    for i in range(0, len(text), 6):
-                        chunk = {
-                            "id": "c",
-                            "object": "chat.completion.chunk",
-                            "created": 0,
-                            "model": "fake",
-                            "choices": [{"index": 0, "delta": {"content": text[i : i + 6]}, "finish_reason": None}],
-                        }
-                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                    end = {
-                        "id": "c",
-                        "object": "chat.completion.chunk",
-                        "created": 0,
-                        "model": "fake",
-                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                    }
-                    self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
-                    return
-                data = json.dumps(
-                    {
-                        "id": "c",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": "fake",
-                        "choices": [
-                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-                        ],
-                        "usage": usage,
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+from memory.bench import qa, teafarm
+from tests.bench_fixtures import write_tiny
+from tests.llm_server import LLMServer
 
 
 @pytest.fixture
 def fake_endpoint(monkeypatch):
-    with FakeOpenAI() as srv:
+    with LLMServer() as srv:
         for k in ("LLM_BACKEND", "LLM_GGUF_PATH", "EMBEDDER", "SECOM_SEGMENTER", "CHROMA_HOST"):
             monkeypatch.delenv(k, raising=False)
         monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
@@ -116,11 +40,10 @@ def test_qa_and_teafarm_through_an_openai_compatible_endpoint(tmp_path, fake_end
     assert {q["category"] for q in d["questions"]} <= {1, 2, 3, 4}
     assert d["close"]["bench-conv-t0"]["sessions"] == 2
     assert "fake" in d["config"]["llm"] and (tmp_path / "qa_accuracy.png").exists()
-    prompts = [m["content"] for r in fake_endpoint.requests for m in r["messages"]]
-    assert any("[Exchange 0]" in p for p in prompts)  # the LLM segmenter ran
+    assert fake_endpoint.count("segment") > 0  # the LLM segmenter ran
 
     out = tmp_path / "teafarm.json"
-    n_before = len(fake_endpoint.requests)
+    fake_endpoint.reset()
     assert teafarm.main(["--data", str(data), "--out", str(out), "--limit", "2", "--judge-model", "judge-x"]) == 0
     d = json.loads(out.read_text())
     assert d["config"]["generated"] == 2
@@ -130,14 +53,13 @@ def test_qa_and_teafarm_through_an_openai_compatible_endpoint(tmp_path, fake_end
         assert r["n"] == 2 and r["success_rate"] == 0.0  # the fake judge says no
     assert d["questions"][0]["false_premise"] and (tmp_path / "teafarm_success.png").exists()
     assert {q["speaker"] for q in d["questions"]} == {"Alice", "Bob"}  # both perspectives
-    reqs = fake_endpoint.requests[n_before:]
-    gen = [r for r in reqs if '"false_premise"' in r["messages"][-1]["content"]]
+    gen = fake_endpoint.bodies("counterfactual")
     assert len(gen) == 2 and all(r["model"] == "judge-x" for r in gen)  # generator: --judge-model
     text = gen[0]["messages"][-1]["content"]
     assert text.index("1 May, 2023") < text.index("2 May, 2023")  # all summaries, in time order
-    judged = [r for r in reqs if '"states_truth"' in r["messages"][-1]["content"]]
+    judged = fake_endpoint.bodies("judge")
     assert judged and all(r["model"] == "judge-x" for r in judged)
-    replies = [r for r in reqs if r.get("stream")]
+    replies = [b for b in fake_endpoint.bodies() if b.get("stream")]
     assert replies and all(r["model"] == "fake" for r in replies)  # the agent keeps its model
     assert d["config"]["generator_and_judge"].startswith("OpenAI-compatible: judge-x")
 
@@ -214,6 +136,5 @@ def test_locomo_agent_path_with_the_configured_llm_summariser(tmp_path, fake_end
     assert d["config"]["path"] == "agent" and "fake" in d["config"]["llm"]
     close = d["close"]["llm"]["conv-t0"]
     assert close["llm_calls"] > 0 and close["memories"] > 0
-    prompts = [r["messages"][-1]["content"] for r in fake_endpoint.requests]
-    assert any("worth remembering" in p for p in prompts)  # the engine's summary prompt
+    assert fake_endpoint.count("summarise") > 0  # the engine's summary step
     assert {r["summariser"] for r in d["results"] if r["method"] != "turn"} == {"llm"}

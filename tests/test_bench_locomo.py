@@ -4,12 +4,12 @@ and the command's JSON and plot."""
 import json
 
 import pytest
-from bench_fixtures import write_tiny
 
 from memory.bench import common, locomo
 from memory.bench.common import Piece, Unit
 from memory.settings import Options
 from memory.tokens import count_tokens
+from tests.bench_fixtures import write_tiny
 
 
 def unit(uid, *texts, anchor=0, covers=None):

@@ -18,16 +18,7 @@ def test_synthetic_user_is_structured():
 
 def test_one_size_runs_the_engine_operations():
     r = scale.run_one(150, seed=0, reps=4, secom_retriever="hybrid")
-    for k in (
-        "n",
-        "link_ms_p50",
-        "link_ms_p95",
-        "timeline_ms_p50",
-        "timeline_ms_p95",
-        "secom_ms_p50",
-        "secom_ms_p95",
-        "peak_mb",
-    ):
+    for k in scale.TIMED:
         assert r[k] is not None and r[k] >= 0, k
     assert r["n"] == 150 and r["edges"] > 0 and r["segments"] > 0
     assert r["timelines_per_retrieve"] > 0  # retrieve + untangle found timelines
@@ -40,14 +31,5 @@ def test_command_writes_sizes_and_loglog_plot(tmp_path):
     d = json.loads(out.read_text())
     assert [s["n"] for s in d["sizes"]] == [60, 120]
     for s in d["sizes"]:
-        assert set(s) >= {
-            "n",
-            "link_ms_p50",
-            "link_ms_p95",
-            "timeline_ms_p50",
-            "timeline_ms_p95",
-            "secom_ms_p50",
-            "secom_ms_p95",
-            "peak_mb",
-        }
+        assert set(s) >= set(scale.TIMED)
     assert (tmp_path / "scale_scale.png").stat().st_size > 5000

@@ -10,8 +10,6 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
-from conftest import ScriptedLLM
-from pg_server import postgres, unavailable_reason
 
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
@@ -24,6 +22,8 @@ from sessions import migrations
 from sessions.graph_store import SqlGraphStore
 from sessions.legacy import copy_sqlite_into
 from sessions.store import Store, open_store
+from tests.fakes import ScriptedLLM
+from tests.pg_server import postgres, unavailable_reason
 
 UID = "user_" + "a" * 24
 OTHER = "user_" + "b" * 24
@@ -271,7 +271,7 @@ def test_existing_data_dir_is_copied_into_postgres(tmp_path, pg_url):
 def test_secom_bm25_of_a_replica_is_rebuilt_when_another_wrote(store, chroma_store, fake_embedder):
     """Two SecomMemory objects (two replicas) on one Chroma and one database: B's cached BM25 index
     sees the segments A adds afterwards (the shared counter changed)."""
-    from memory.secom.segmentation import EmbeddingSegmenter
+    from memory.secom.embedding_segmenter import EmbeddingSegmenter
     from memory.secom.strategy import SecomMemory
     from sessions.versions import MemoryVersions
 
@@ -303,7 +303,7 @@ def test_migrate_command_prints_what_moved(tmp_path):
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from tests.conftest import ROOT
 
     data = tmp_path / "data"
     data.mkdir()

@@ -9,7 +9,6 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from bench_fixtures import tiny_locomo
 
 from memory.bench import locomo_agent as la
 from sessions import UserError, new_user_id
@@ -22,6 +21,7 @@ from sessions.evaluation import (
     parse_budgets,
 )
 from sessions.jobs import JobGate
+from tests.bench_fixtures import tiny_locomo
 
 ALL = list(la.AGENT_METHODS)
 

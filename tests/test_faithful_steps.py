@@ -6,14 +6,11 @@ Each test names the defect it guards; each failed before its fix.
 import json
 import re
 
-from conftest import ScriptedLLM
-from test_secom_strategy import S1, S2, MemoryStore, UpperCompressor
-
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
 from memory.reply_prompts import reply_messages
 from memory.secom.compression import force_tokens
-from memory.secom.segmentation import EmbeddingSegmenter
+from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.strategy import SecomMemory
 from memory.settings import Options
 from memory.theanine import linking
@@ -21,13 +18,15 @@ from memory.theanine.graph import Memory, MemoryGraph
 from memory.theanine.strategy import TheanineMemory
 from memory.tokens import count_tokens
 from memory.trace import Trace
+from tests.fakes import MemoryStore, ScriptedLLM, UpperCompressor
+from tests.test_secom_strategy import S1, S2
 
 
 class OneSegment(EmbeddingSegmenter):
     """The whole session is one topic (a long segment)."""
 
-    def segment_groups(self, groups):
-        return [(0, len(groups) - 1, "everything")]
+    def segment(self, exchanges, llm=None):
+        return [(0, len(exchanges) - 1, "everything")]
 
 
 LONG = SessionRecord(
@@ -48,7 +47,7 @@ LONG = SessionRecord(
 
 
 def test_secom_best_segment_too_long_is_cut_around_its_best_exchange_not_skipped(fake_embedder):
-    mem = SecomMemory(MemoryStore(), fake_embedder, None, segmenter=OneSegment(fake_embedder))
+    mem = SecomMemory(MemoryStore(), fake_embedder, None, "", OneSegment(fake_embedder))
     mem.build("u", LONG, None, Options(), Trace("c"))
     assert count_tokens(mem.export("u")[0]["text"]) > 200
     trace = Trace("secom")
@@ -61,7 +60,7 @@ def test_secom_best_segment_too_long_is_cut_around_its_best_exchange_not_skipped
 
 
 def test_secom_k_is_the_number_of_segments_retrieved(fake_embedder):
-    mem = SecomMemory(MemoryStore(), fake_embedder, None)
+    mem = SecomMemory(MemoryStore(), fake_embedder, None, "", EmbeddingSegmenter(fake_embedder))
     for s in (S1, S2):
         mem.build("u", s, None, Options(), Trace("c"))
     assert mem.count("u") >= 3
@@ -70,13 +69,13 @@ def test_secom_k_is_the_number_of_segments_retrieved(fake_embedder):
 
 
 def test_secom_trace_says_when_keys_are_not_compressed(fake_embedder):
-    raw = SecomMemory(MemoryStore(), fake_embedder, None, "no compressor model here")
+    raw = SecomMemory(MemoryStore(), fake_embedder, None, "no compressor model here", EmbeddingSegmenter(fake_embedder))
     raw.build("u", S1, None, Options(), Trace("c"))
     t = Trace("secom")
     segs = raw.retrieve("u", "puppy", Options(budget=32000), t)
     assert segs and not any(s["compressed"] for s in segs)
     assert any("not compressed" in n and "no compressor model here" in n for n in t.notices)
-    comp = SecomMemory(MemoryStore(), fake_embedder, UpperCompressor())
+    comp = SecomMemory(MemoryStore(), fake_embedder, UpperCompressor(), "", EmbeddingSegmenter(fake_embedder))
     comp.build("u", S1, None, Options(), Trace("c"))
     t = Trace("secom")
     segs = comp.retrieve("u", "puppy", Options(budget=32000), t)
@@ -97,7 +96,7 @@ class Recording(ScriptedLLM):
         super().__init__(*script)
         self.max_tokens = []
 
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None):
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
         self.max_tokens.append(max_tokens)
         return super().chat(messages, temperature=temperature, max_tokens=max_tokens, json_schema=json_schema)
 
@@ -270,7 +269,7 @@ def make_agent(tmp_path, fake_embedder, llm):
         store,
         fake_embedder,
         TheanineMemory(store, fake_embedder, tmp_path),
-        SecomMemory(store, fake_embedder, None),
+        SecomMemory(store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)),
         llm_factory=lambda cfg: llm,
     )
 

@@ -1,22 +1,23 @@
 """Delete means delete: forgetting a memory removes the fact from THEANINE and from SeCom's segments.
 
 Real parts: MemoryAgent with MiniLM and embedded Chroma, the real SQLite store, the `openai` client
-against the scripted server (tests/reliability_llm.py: one memory per user turn, one segment per
+against the scripted server (tests/llm_server.py: one memory per user turn, one segment per
 session), so the outcome is deterministic. Plus SecomMemory.forget_turns alone on a fake store.
 """
 
 from __future__ import annotations
 
 import pytest
-from reliability_app import make_service
-from reliability_llm import LLMServer
 
 from memory.records import SessionRecord, Turn
+from memory.secom.segmentation import make_segmenter
 from memory.secom.strategy import KIND, SecomMemory
 from memory.settings import Options
 from memory.trace import Trace
 from sessions import new_user_id
 from sessions.service import REDACTED
+from tests.fakes import MemoryStore
+from tests.reliability_app import make_service
 
 FACT = "My locker code at the gym is 4417."
 
@@ -25,15 +26,9 @@ def _say(svc, uid, text, strategy="secom"):
     return [u for u in svc.send(uid, text, strategy)][-1]
 
 
-@pytest.fixture()
-def server():
-    with LLMServer() as s:
-        yield s
-
-
 @pytest.mark.parametrize("redact", [False, True])
-def test_deleting_a_memory_rebuilds_the_secom_segment_without_its_turns(tmp_path, server, redact):
-    svc = make_service(tmp_path, server, SECOM_SEGMENTER="llm", SECOM_RETRIEVER="bm25")
+def test_deleting_a_memory_rebuilds_the_secom_segment_without_its_turns(tmp_path, llm_server, redact):
+    svc = make_service(tmp_path, llm_server, SECOM_SEGMENTER="llm", SECOM_RETRIEVER="bm25")
     uid = new_user_id()
     svc.new_session(uid, "2023-05-08")
     _say(svc, uid, FACT)
@@ -58,29 +53,9 @@ def test_deleting_a_memory_rebuilds_the_secom_segment_without_its_turns(tmp_path
     assert svc.delete_memory(uid, mem["id"]) is None  # already gone
 
 
-class _Store:
-    """A minimal in-memory vector store (the VectorStore calls forget_turns makes)."""
-
-    def __init__(self):
-        self.rows = {}
-
-    def get(self, user_id, kind, ids=None, where=None):
-        from memory.store import Hit
-
-        return [Hit(i, 0.0, d, m) for i, (d, m) in sorted(self.rows.items())]
-
-    def delete(self, user_id, kind, ids=None, where=None):
-        for i in ids or []:
-            self.rows.pop(i, None)
-
-    def add(self, user_id, kind, ids, docs, vecs, metas):
-        for i, d, m in zip(ids, docs, metas, strict=False):
-            self.rows[i] = (d, m)
-
-
 def test_forget_turns_removes_a_segment_left_empty_and_keeps_others(fake_embedder):
-    store = _Store()
-    sec = SecomMemory(store, fake_embedder, None)
+    store = MemoryStore()
+    sec = SecomMemory(store, fake_embedder, None, "", make_segmenter("embedding", fake_embedder))
     rec = SessionRecord(
         "s1",
         "2023-05-08",
@@ -116,10 +91,10 @@ def test_forget_turns_removes_a_segment_left_empty_and_keeps_others(fake_embedde
     )
     out = sec.forget_turns("u", ["s1:1", "s1:2"], lambda sid: rec, Options(), Trace("forget"))
     assert out == {"rebuilt": [], "removed": ["s1:seg0"], "turns": ["s1:1", "s1:2"]}
-    assert list(store.rows) == ["s1:seg1"]
+    assert list(store.rows("u", KIND)) == ["s1:seg1"]
     out = sec.forget_turns("u", ["s1:3"], lambda sid: rec, Options(), Trace("forget"))
     assert out["rebuilt"] == ["s1:seg1"]
-    doc, meta = store.rows["s1:seg1"]
+    doc, meta = store.rows("u", KIND)["s1:seg1"]
     assert meta["text"] == "bot: fine" and meta["turn_ids"] == "s1:4" and meta["summary"] == ""
     assert meta["forgotten"] == "s1:3" and "other" not in doc
     # A transcript that is gone: the segment cannot be rebuilt, so it is removed rather than kept.

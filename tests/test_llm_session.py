@@ -1,9 +1,9 @@
 import pytest
-from conftest import ScriptedLLM
 
 from memory.errors import LLMError, TransientLLMError
-from memory.llm import LLMSession, extract_json
+from memory.llm import LLMSession, parse_json
 from memory.trace import Trace
+from tests.fakes import ScriptedLLM
 
 
 def session(llm):
@@ -37,7 +37,7 @@ def test_json_is_repaired_validated_and_falls_back():
 
 def test_stream_cut_midway_raises_a_clear_error():
     class Cut(ScriptedLLM):
-        def stream(self, messages, *, temperature, max_tokens):
+        def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
             yield "Hel"
             raise TransientLLMError("connection reset")
 
@@ -49,17 +49,17 @@ def test_stream_cut_midway_raises_a_clear_error():
     assert got == ["Hel"] and s.trace.llm_calls[0].status == "error"
 
 
-def test_extract_json_finds_embedded_object():
-    assert extract_json('blah {"a": [1, 2]} blah') == {"a": [1, 2]}
+def test_parse_json_finds_embedded_object():
+    assert parse_json('blah {"a": [1, 2]} blah') == ({"a": [1, 2]}, True)
     with pytest.raises(ValueError):
-        extract_json("nothing here")
+        parse_json("nothing here")
 
 
 def test_an_empty_stream_is_asked_again_with_another_seed_then_left_to_the_caller():
     seeds = []
 
     class Empty(ScriptedLLM):
-        def stream(self, messages, *, temperature, max_tokens, seed=None):
+        def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
             seeds.append(seed)
             yield from (["  ", "\n"] if len(seeds) < 3 else ["Hi", " there"])
 

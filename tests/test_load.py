@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from load_bench import run_load
-from ui_fixtures import RunningApp
+
+from tests.load_bench import run_load
+from tests.ui_fixtures import RunningApp
 
 pytestmark = pytest.mark.slow
 

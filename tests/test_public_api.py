@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_public_jobs import WAIT, GatedAgent
-from ui_fixtures import free_port
 
 from memory.settings import Settings
 from sessions import SessionService
+from tests.fakes import WAIT, GatedAgent
+from tests.servers import free_port
 
 
 @pytest.fixture

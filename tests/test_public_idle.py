@@ -5,11 +5,10 @@ from __future__ import annotations
 import io
 import time
 
-from ui_fixtures import ScriptedAgent
-
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
 from sessions.idle import fingerprint, main
+from tests.fakes import ScriptedAgent
 
 DAY = 86400
 

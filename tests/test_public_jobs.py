@@ -6,32 +6,11 @@ import json
 import threading
 
 import pytest
-from ui_fixtures import ScriptedAgent
 
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
 from sessions.jobs import BuildPool, Busy, ImportRate, JobGate, LimitReached, Limits
-
-WAIT = 60  # generous: these waits end by events, never by elapsed time
-
-
-class GatedAgent(ScriptedAgent):
-    """ScriptedAgent whose replies and closes block until the test opens their gate."""
-
-    def __init__(self):
-        super().__init__()
-        self.reply_gate, self.close_gate = threading.Event(), threading.Event()
-        self.in_reply, self.in_close = threading.Event(), threading.Event()
-
-    def reply(self, *a, **kw):
-        self.in_reply.set()
-        assert self.reply_gate.wait(WAIT)
-        yield from super().reply(*a, **kw)
-
-    def close_session(self, *a, **kw):
-        self.in_close.set()
-        assert self.close_gate.wait(WAIT)
-        return super().close_session(*a, **kw)
+from tests.fakes import WAIT, GatedAgent
 
 
 def make(tmp_path, agent=None, **limits):

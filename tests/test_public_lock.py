@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
-from ui_fixtures import ScriptedAgent
 
 from memory.errors import InvalidOptions
 from memory.settings import Settings, listens_publicly, llm_change_allowed
 from sessions import SessionService, new_user_id
+from tests.fakes import ScriptedAgent
+from tests.reliability_app import components
 
 
 @pytest.mark.parametrize(
@@ -107,21 +106,7 @@ def test_space_settings_handler_never_saves_an_llm_choice(tmp_path):
     from ui.handlers import Handlers
 
     svc, settings = space_service(tmp_path)
-    names = [
-        "strategy",
-        "backend",
-        "model",
-        "base_url",
-        "temperature",
-        "j",
-        "k",
-        "n",
-        "compression_rate",
-        "retriever",
-        "max_reply_tokens",
-        "settings_status",
-    ]
-    c = SimpleNamespace(**{n: n for n in names})
+    c = components()  # stand-ins for the Gradio components
     h = Handlers(svc, c, allow_llm_change=svc.allow_llm_change)
     uid = new_user_id()
     out = h.save_settings(uid, "openai", "m", "http://127.0.0.1:9/v1", 0.5, 3, 3, 1, 0.75, "hybrid", 256)

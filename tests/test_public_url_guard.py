@@ -11,13 +11,13 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from ui_fixtures import ScriptedAgent
 
 from memory.errors import InvalidOptions, LLMError
 from memory.settings import LLMConfig, Settings
 from memory.url_guard import GuardedTransport, UnsafeURL, address_refusal, check_url
 from memory.url_guard import http as httpx  # the HTTP library of the openai client
 from sessions import SessionService, new_user_id
+from tests.fakes import ScriptedAgent
 
 # (host as typed in a URL, kind of refusal expected in the message)
 REFUSED = [

@@ -8,9 +8,10 @@ close completes, and memory from before the outage is retrieved again.
 from __future__ import annotations
 
 import pytest
-from reliability_llm import LLMServer, app_llm_env
-from servers import chroma_cmd, free_port, running
-from ui_fixtures import RunningApp
+
+from tests.llm_server import LLMServer, app_llm_env
+from tests.servers import chroma_cmd, free_port, running
+from tests.ui_fixtures import RunningApp
 
 pytestmark = pytest.mark.slow
 

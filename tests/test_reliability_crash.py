@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from reliability_app import graphs_ok, sqlite_ok
-from reliability_llm import LLMServer, app_llm_env
-from ui_fixtures import RunningApp
+
+from tests.llm_server import LLMServer, app_llm_env
+from tests.reliability_app import graphs_ok, sqlite_ok
+from tests.ui_fixtures import RunningApp
 
 pytestmark = pytest.mark.slow
 

@@ -12,24 +12,16 @@ import itertools
 import json
 
 import pytest
-from reliability_app import TRACEBACK, handlers, last_done, make_service, visible
-from reliability_llm import LLMServer
 
 from memory.theanine.graph import RELATIONS
+from tests.reliability_app import TRACEBACK, handlers, last_done, make_service, visible
 
 FAST = {"LLM_TIMEOUT": "1", "LLM_MAX_RETRIES": "1"}
 
 
-@pytest.fixture(scope="module")
-def server():
-    with LLMServer() as s:
-        yield s
-
-
 @pytest.fixture
-def svc(server, tmp_path):
-    server.reset()
-    return make_service(tmp_path / "data", server, **FAST)
+def svc(llm_server, tmp_path):
+    return make_service(tmp_path / "data", llm_server, **FAST)
 
 
 def uid_of(svc) -> str:
@@ -57,10 +49,10 @@ REPLY_FAULTS = {
 
 
 @pytest.mark.parametrize("fault", list(REPLY_FAULTS))
-def test_reply_fault_keeps_the_message_shows_an_error_and_retry_answers(svc, server, fault):
+def test_reply_fault_keeps_the_message_shows_an_error_and_retry_answers(svc, llm_server, fault):
     h, c = handlers(svc), None
     uid = uid_of(svc)
-    server.script("reply", *REPLY_FAULTS[fault])
+    llm_server.script("reply", *REPLY_FAULTS[fault])
     outs = list(h.send(uid, "My sister Mirela visits on Friday.", "theanine"))
     no_traceback(outs)
     c = h.c
@@ -76,10 +68,10 @@ def test_reply_fault_keeps_the_message_shows_an_error_and_retry_answers(svc, ser
     if fault != "empty text":
         assert reply_calls and reply_calls[-1]["status"] == "error" and reply_calls[-1]["detail"]
     if fault.startswith(("429", "500", "hang", "no choices", "empty")):
-        assert server.count("reply") == 2  # retried once (LLM_MAX_RETRIES=1; empty: one more seed)
+        assert llm_server.count("reply") == 2  # retried once (LLM_MAX_RETRIES=1; empty: one more seed)
 
     # Retry answers the same stored message; nothing is duplicated.
-    server.script("reply", ("ok", "Have a lovely visit."))
+    llm_server.script("reply", ("ok", "Have a lovely visit."))
     outs = list(h.retry(uid, "theanine"))
     no_traceback(outs)
     assert outs[-1][c.status] == "" and not visible(outs[-1][c.retry])
@@ -88,23 +80,23 @@ def test_reply_fault_keeps_the_message_shows_an_error_and_retry_answers(svc, ser
     assert rows[2].text == "Have a lovely visit." and rows[2].reply_to == rows[0].id
 
 
-def test_a_transient_error_is_retried_and_recorded(svc, server):
+def test_a_transient_error_is_retried_and_recorded(svc, llm_server):
     uid = uid_of(svc)
-    server.script("reply", ("status", 429))
+    llm_server.script("reply", ("status", 429))
     done = last_done(list(svc.send(uid, "Hello again", "none")))
     assert done.error is None and done.text == "Thanks, I will remember that."
     call = next(x for x in done.trace["llm_calls"] if x["purpose"] == "reply")
     assert call["status"] == "retried" and "RateLimit" in call["detail"]
 
 
-def test_an_empty_answer_is_asked_again_with_another_seed(svc, server):
+def test_an_empty_answer_is_asked_again_with_another_seed(svc, llm_server):
     uid = uid_of(svc)
-    server.script("reply", ("ok", ""), ("ok", "Welcome back!"))
+    llm_server.script("reply", ("ok", ""), ("ok", "Welcome back!"))
     done = last_done(list(svc.send(uid, "Hello again", "none")))
     assert done.error is None and done.text == "Welcome back!"
     call = next(x for x in done.trace["llm_calls"] if x["purpose"] == "reply")
     assert call["status"] == "retried" and call["detail"] == "empty answer"
-    assert server.count("reply") == 2
+    assert llm_server.count("reply") == 2
 
 
 def chat(svc, uid, *texts):
@@ -171,20 +163,20 @@ CLOSE_FAULTS = {
 
 
 @pytest.mark.parametrize("fault", list(CLOSE_FAULTS))
-def test_close_faults_are_repaired_or_fall_back_and_the_close_completes(svc, server, fault):
+def test_close_faults_are_repaired_or_fall_back_and_the_close_completes(svc, llm_server, fault):
     purpose, entries, expected = CLOSE_FAULTS[fault]
     uid = uid_of(svc)
     chat(svc, uid, *FIRST)
     first = svc.end_session(uid, "2023-05-01")
     assert first.errors == [] and first.closed[0].report["new_memories"]
     chat(svc, uid, *SECOND)
-    server.script(purpose, *entries)
+    llm_server.script(purpose, *entries)
     result = svc.end_session(uid, "2023-05-08")
     assert result.errors == [], result.errors
     report = result.closed[0].report
     assert [s.status for s in svc.sessions(uid)] == ["closed", "closed", "open"]
     calls = [x for x in report["trace"]["llm_calls"] if x["purpose"] == purpose]
-    assert server.count(purpose) >= 1 and calls and calls[0]["status"] == expected, calls
+    assert llm_server.count(purpose) >= 1 and calls and calls[0]["status"] == expected, calls
     assert report["new_memories"] and report["new_segments"]
 
     view = svc.graph(uid)
@@ -195,11 +187,11 @@ def test_close_faults_are_repaired_or_fall_back_and_the_close_completes(svc, ser
     assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(cover)), cover  # no gap, no overlap
 
 
-def test_refinement_faults_fall_back_to_the_raw_timelines(svc, server):
+def test_refinement_faults_fall_back_to_the_raw_timelines(svc, llm_server):
     uid = uid_of(svc)
     chat(svc, uid, *FIRST)
     assert svc.end_session(uid, "2023-05-01").errors == []
-    server.script("refine", ("ok", "{not json"), ("status", 500), ("status", 500))
+    llm_server.script("refine", ("ok", "{not json"), ("status", 500), ("status", 500))
     done = last_done(list(svc.send(uid, "How is my puppy Rex doing on his walks?", "theanine")))
     assert done.error is None and done.trace["timelines_raw"]
     refine = next(x for x in done.trace["llm_calls"] if x["purpose"] == "refine")

@@ -9,31 +9,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from reliability_app import TRACEBACK, handlers, last_done, make_service
-from reliability_llm import LLMServer
-from ui_fixtures import ScriptedAgent
 
 from memory.settings import Settings
 from sessions import SessionService, UserError, new_user_id
 from sessions.importer import MAX_FILE_BYTES
+from tests.fakes import ScriptedAgent
+from tests.reliability_app import TRACEBACK, handlers, last_done
 
 
 @pytest.fixture
 def fake(tmp_path):
     """The session service on the scripted agent (fast: no model)."""
     return SessionService(Settings(data_dir=tmp_path / "data"), ScriptedAgent())
-
-
-@pytest.fixture(scope="module")
-def server():
-    with LLMServer() as s:
-        yield s
-
-
-@pytest.fixture
-def real(server, tmp_path):
-    server.reset()
-    return make_service(tmp_path / "real", server, LLM_TIMEOUT="2", LLM_MAX_RETRIES="1")
 
 
 def user(svc) -> str:
@@ -58,21 +45,21 @@ def test_empty_messages_are_refused_and_nothing_is_stored(fake, message):
     assert fake.messages(uid) == []
 
 
-def test_a_200000_character_message_is_stored_whole_and_cut_for_the_llm(real, server):
-    uid = user(real)
+def test_a_200000_character_message_is_stored_whole_and_cut_for_the_llm(llm_service, llm_server):
+    uid = user(llm_service)
     long = ("The quick brown fox jumps over the lazy dog near the river bank. " * 3200)[:200_000].strip()
-    done = last_done(list(real.send(uid, long, "theanine")))
+    done = last_done(list(llm_service.send(uid, long, "theanine")))
     assert done.error is None
     assert any("long" in n and "saved" in n for n in done.trace["notices"]), done.trace["notices"]
-    assert real.messages(uid)[0].text == long  # stored whole
-    sent = [b for p, b in server.requests if p == "reply"][-1]["messages"][-1]["content"]
+    assert llm_service.messages(uid)[0].text == long  # stored whole
+    sent = llm_server.bodies("reply")[-1]["messages"][-1]["content"]
     assert len(sent) < 20_000  # the model read the start only
     # The long message in the history does not overflow the next prompt either.
-    done = last_done(list(real.send(uid, "And a short one.", "theanine")))
+    done = last_done(list(llm_service.send(uid, "And a short one.", "theanine")))
     assert done.error is None
-    body = [b for p, b in server.requests if p == "reply"][-1]
+    body = llm_server.bodies("reply")[-1]
     assert sum(len(m["content"]) for m in body["messages"]) < 30_000
-    result = real.end_session(uid)
+    result = llm_service.end_session(uid)
     assert result.errors == [] and result.closed[0].report["new_memories"]
 
 
@@ -82,32 +69,34 @@ MIXED = (
 )
 
 
-def test_control_characters_surrogates_rtl_and_emoji_are_stored_cleanly(real, server):
-    uid = user(real)
-    server.script("reply", ("ok", "Reply with a lone \udfff surrogate, עברית and 😀"))
-    done = last_done(list(real.send(uid, MIXED, "theanine")))
+def test_control_characters_surrogates_rtl_and_emoji_are_stored_cleanly(llm_service, llm_server):
+    uid = user(llm_service)
+    llm_server.script("reply", ("ok", "Reply with a lone \udfff surrogate, עברית and 😀"))
+    done = last_done(list(llm_service.send(uid, MIXED, "theanine")))
     assert done.error is None and "\udfff" not in done.text and "😀" in done.text
-    rows = real.messages(uid)
+    rows = llm_service.messages(uid)
     text = rows[0].text
     assert "\ud800" not in text and "\ufffd" in text
     assert not any(ch in text for ch in "\x00\x07\x1b\r")
     for kept in ("עברית مرحبا بك", "\u202e", "😀👍🏽🇫🇷", "zero\u200bwidth", "tab\tand\nnewline"):
         assert kept in text
     assert rows[1].text == "Reply with a lone \ufffd surrogate, עברית and 😀"
-    result = real.end_session(uid)
+    result = llm_service.end_session(uid)
     assert result.errors == [], result.errors
-    events = " ".join(n["event"] for n in real.graph(uid)["nodes"])
+    events = " ".join(n["event"] for n in llm_service.graph(uid)["nodes"])
     assert "עברית" in events and "😀" in events
-    json.dumps(real.export(uid), ensure_ascii=False).encode("utf-8")  # the export encodes
+    json.dumps(llm_service.export(uid), ensure_ascii=False).encode("utf-8")  # the export encodes
     # the page renders it (handlers go through the same views)
-    out = handlers(real).load(uid)
+    out = handlers(llm_service).load(uid)
     assert "mc-error" not in (out.get("status") or "")
 
 
-def test_a_lone_surrogate_written_by_the_llm_into_memory_does_not_block_the_close(real, server):
-    uid = user(real)
-    assert last_done(list(real.send(uid, "My friend Bob plays the violin on Sundays.", "theanine"))).error is None
-    server.script(
+def test_a_lone_surrogate_written_by_the_llm_into_memory_does_not_block_the_close(llm_service, llm_server):
+    uid = user(llm_service)
+    assert (
+        last_done(list(llm_service.send(uid, "My friend Bob plays the violin on Sundays.", "theanine"))).error is None
+    )
+    llm_server.script(
         "summarise",
         (
             "ok",
@@ -120,7 +109,7 @@ def test_a_lone_surrogate_written_by_the_llm_into_memory_does_not_block_the_clos
             ),
         ),
     )
-    assert real.end_session(uid).errors == []
+    assert llm_service.end_session(uid).errors == []
 
 
 # --- imports ------------------------------------------------------------------------------------

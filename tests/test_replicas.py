@@ -2,7 +2,7 @@
 
 Each replica has its own (empty) data dir: everything they share goes through the database and
 the Chroma server, as behind a load balancer. The LLM is the scripted OpenAI-compatible server
-(tests/reliability_llm.py), which can hold a request open to freeze a replica at an exact step.
+(tests/llm_server.py), which can hold a request open to freeze a replica at an exact step.
 
 * a user chats on replica A and sees the history on B (and B's messages on A);
 * both replicas end the same session at the same moment: it is built once (one summary call,
@@ -20,11 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
-from conftest import SHARED_DATA
-from pg_server import postgres, unavailable_reason
-from reliability_llm import LLMServer, app_llm_env
-from servers import chroma_cmd, free_port, running
-from ui_fixtures import RunningApp
+
+from tests.conftest import SHARED_DATA
+from tests.llm_server import LLMServer, app_llm_env
+from tests.pg_server import postgres, unavailable_reason
+from tests.servers import chroma_cmd, free_port, running
+from tests.ui_fixtures import RunningApp
 
 pytestmark = pytest.mark.slow
 

@@ -1,10 +1,10 @@
 """Compression through the real LLMLingua-2 code path (a MiniLM-based stand-in model)."""
 
 import pytest
-from secom_fixtures import tiny_llmlingua2_model
 
 from memory.secom.compression import IdentityCompressor, LLMLingua2Compressor, load_compressor
 from memory.tokens import count_tokens
+from tests.secom_fixtures import tiny_llmlingua2_model
 
 TEXT = (
     "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.\n"

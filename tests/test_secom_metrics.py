@@ -74,7 +74,7 @@ def test_loaders(tmp_path):
 
 
 def test_shared_files_load():
-    from conftest import SHARED_DATA
+    from tests.conftest import SHARED_DATA
 
     seg = SHARED_DATA / "segmentation"
     if not seg.exists():

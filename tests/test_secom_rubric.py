@@ -3,13 +3,14 @@
 import json
 import re
 
-from conftest import HashEmbedder, ScriptedLLM
-
 from memory.llm import LLMSession
 from memory.secom import learn, seg_metrics
+from memory.secom.embedding_segmenter import EmbeddingSegmenter
+from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.prompts import segmentation_messages
-from memory.secom.segmentation import EmbeddingSegmenter, LLMSegmenter, is_valid_cover
+from memory.secom.segmentation import is_valid_cover, make_segmenter, utterance_exchanges
 from memory.trace import Trace
+from tests.fakes import HashEmbedder, ScriptedLLM
 
 TOPICS = ["gardening tomatoes soil", "football match goal", "piano lesson scales", "paris trip museum"]
 
@@ -127,8 +128,8 @@ def test_a_hostile_rubric_cannot_break_the_schema_or_the_ranges():
             }
         )
     )
-    segs = LLMSegmenter(HOSTILE, fallback=EmbeddingSegmenter(HashEmbedder())).segment(
-        LLMSession(obey, Trace("s")), ["a b c", "d e f", "g h i", "j k l"]
+    segs = LLMSegmenter(EmbeddingSegmenter(HashEmbedder()), HOSTILE).segment(
+        utterance_exchanges(["a b c", "d e f", "g h i", "j k l"]), LLMSession(obey, Trace("s"))
     )
     assert is_valid_cover([(s, e) for s, e, _ in segs], 4)
 
@@ -141,7 +142,7 @@ def test_a_learned_rubric_reaches_the_segmentation_prompt(tmp_path, fake_embedde
     path.write_text("Cut when the speakers move from pets to work.\n")
     s = Settings.from_env({"SECOM_RUBRIC": str(path), "SECOM_SEGMENTER": "llm"})
     assert s.rubric_text() == "Cut when the speakers move from pets to work."
-    mem = SecomMemory(None, fake_embedder, None, use_llm_segmenter=True, rubric=s.rubric_text())
+    mem = SecomMemory(None, fake_embedder, None, "", make_segmenter("llm", fake_embedder, rubric=s.rubric_text()))
     llm = ScriptedLLM(
         json.dumps(
             {
@@ -160,14 +161,14 @@ def test_a_learned_rubric_reaches_the_segmentation_prompt(tmp_path, fake_embedde
     from memory.records import Turn
 
     exs = [[Turn("user", "my cat"), Turn("assistant", "nice")], [Turn("user", "my job"), Turn("assistant", "ok")]]
-    mem.segment(exs, LLMSession(llm, Trace("c")))
+    mem.segmenter.segment(exs, LLMSession(llm, Trace("c")))
     assert "move from pets to work" in llm.prompts[0][-1]["content"]
     assert Settings.from_env({}).rubric_text() == ""
 
 
 def test_fitted_segmenter_params_and_rubric_reach_the_agent(tmp_path):
     from memory.agent import MemoryAgent
-    from memory.secom.segmentation import LLMSegmenter, SegParams
+    from memory.secom.embedding_segmenter import SegParams
     from memory.settings import Settings
 
     (tmp_path / "p.json").write_text(json.dumps({"params": {**SegParams().to_dict(), "min_len": 4}}))

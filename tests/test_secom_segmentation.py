@@ -1,20 +1,16 @@
 import json
 
 import pytest
-from conftest import ScriptedLLM
 
 from memory.llm import LLMSession
+from memory.records import Turn
+from memory.secom.embedding_segmenter import FEATURES, EmbeddingSegmenter, SegParams
+from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.prompts import SEGMENTATION_SCHEMA, segmentation_messages
-from memory.secom.segmentation import (
-    FEATURES,
-    EmbeddingSegmenter,
-    LLMSegmenter,
-    SegParams,
-    fit,
-    is_valid_cover,
-    parse_and_repair,
-)
+from memory.secom.segmentation import is_valid_cover, parse_and_repair, utterance_exchanges
+from memory.secom.segmenter_fit import fit
 from memory.trace import Trace
+from tests.fakes import ScriptedLLM
 
 
 def seg(i, s, e, summary="topic"):
@@ -174,9 +170,9 @@ class CountingFallback:
     def __init__(self):
         self.calls = 0
 
-    def segment(self, texts):
+    def segment(self, exchanges, llm=None):
         self.calls += 1
-        return [(0, len(texts) - 1, "fallback")]
+        return [(0, len(exchanges) - 1, "fallback")]
 
 
 TEXTS = ["I adopted a puppy", "What breed is it?", "We went hiking", "Where did you hike?", "In the Alps"]
@@ -185,7 +181,7 @@ TEXTS = ["I adopted a puppy", "What breed is it?", "We went hiking", "Where did 
 def run(llm, rubric=""):
     trace = Trace("close")
     fb = CountingFallback()
-    segs = LLMSegmenter(rubric, fallback=fb).segment(LLMSession(llm, trace, sleep=lambda s: None), TEXTS)
+    segs = LLMSegmenter(fb, rubric).segment(utterance_exchanges(TEXTS), LLMSession(llm, trace, sleep=lambda s: None))
     return segs, trace, fb
 
 
@@ -235,7 +231,7 @@ def test_rubric_reaches_prompt_as_quoted_data_only():
 
 def test_single_exchange_needs_no_llm():
     llm = ScriptedLLM(AssertionError("must not be called"))
-    segs = LLMSegmenter(fallback=CountingFallback()).segment(LLMSession(llm, Trace("x")), ["hello"])
+    segs = LLMSegmenter(CountingFallback()).segment(utterance_exchanges(["hello"]), LLMSession(llm, Trace("x")))
     assert [(s, e) for s, e, _ in segs] == [(0, 0)] and not llm.prompts
 
 
@@ -260,7 +256,7 @@ TAXES = [
 
 
 def test_embedding_segmenter_finds_the_topic_boundary(minilm):
-    segs = EmbeddingSegmenter(minilm).segment(PETS + TAXES)
+    segs = EmbeddingSegmenter(minilm).segment_texts(PETS + TAXES)
     assert is_valid_cover([(s, e) for s, e, _ in segs], 12)
     assert 6 in [s for s, _, _ in segs]
     assert len(segs) <= 4
@@ -286,17 +282,16 @@ def test_segment_groups_keeps_exchanges_whole(minilm):
 def test_llm_fallback_reads_turn_groups(minilm):
     groups = [(PETS + TAXES)[i : i + 2] for i in range(0, 12, 2)]
     trace = Trace("close")
-    segs = LLMSegmenter(fallback=EmbeddingSegmenter(minilm)).segment(
-        LLMSession(ScriptedLLM("nothing useful"), trace), ["\n".join(g) for g in groups], fallback_texts=groups
-    )
+    exchanges = [[Turn("", t) for t in g] for g in groups]
+    segs = LLMSegmenter(EmbeddingSegmenter(minilm)).segment(exchanges, LLMSession(ScriptedLLM("nothing useful"), trace))
     assert is_valid_cover([(s, e) for s, e, _ in segs], 6) and trace.llm_calls[-1].status == "fallback"
 
 
 def test_embedding_segmenter_small_inputs(minilm):
     seg_ = EmbeddingSegmenter(minilm)
-    assert seg_.segment([]) == []
-    assert [(s, e) for s, e, _ in seg_.segment(["only one"])] == [(0, 0)]
-    assert is_valid_cover([(s, e) for s, e, _ in seg_.segment(["a", ""])], 2)
+    assert seg_.segment_texts([]) == []
+    assert [(s, e) for s, e, _ in seg_.segment_texts(["only one"])] == [(0, 0)]
+    assert is_valid_cover([(s, e) for s, e, _ in seg_.segment_texts(["a", ""])], 2)
 
 
 def test_params_round_trip_and_overrides(fake_embedder):
@@ -311,13 +306,13 @@ def test_params_round_trip_and_overrides(fake_embedder):
 
 
 def test_max_len_splits_long_segments(minilm):
-    segs = EmbeddingSegmenter(minilm, max_len=3).segment(PETS + TAXES)
+    segs = EmbeddingSegmenter(minilm, max_len=3).segment_texts(PETS + TAXES)
     assert is_valid_cover([(s, e) for s, e, _ in segs], 12)
     assert all(e - s + 1 <= 3 for s, e, _ in segs)
 
 
 def test_texttiling_method(minilm):
-    segs = EmbeddingSegmenter(minilm, method="texttiling", window=2, c=0.5).segment(PETS + TAXES)
+    segs = EmbeddingSegmenter(minilm, method="texttiling", window=2, c=0.5).segment_texts(PETS + TAXES)
     assert 6 in [s for s, _, _ in segs]
 
 
@@ -334,7 +329,7 @@ def test_fit_learned_finds_the_boundary(fake_embedder):
     assert params.method == "learned" and len(params.weights) == len(FEATURES)
     assert res["score"] > 0.6 and "cross-validation" in res["evaluation"]
     seg_ = EmbeddingSegmenter(fake_embedder, params)
-    assert 6 in [s for s, _, _ in seg_.segment(PETS + TAXES)]
+    assert 6 in [s for s, _, _ in seg_.segment_texts(PETS + TAXES)]
 
 
 def test_fit_texttiling(fake_embedder):
@@ -348,7 +343,31 @@ def test_fit_texttiling(fake_embedder):
 
 
 def test_default_params_are_the_fitted_ones():
-    from memory.secom import segmentation as S
+    from memory.secom import embedding_segmenter as S
 
     p = SegParams()
     assert p.method == "learned" and any(w != 0 for w in p.weights) and p.weights == S.DEFAULT_WEIGHTS
+
+
+def test_one_assembly_gives_each_kind_and_offline_needs_no_llm(fake_embedder):
+    from memory.secom.segmentation import make_segmenter
+
+    offline = make_segmenter("embedding", fake_embedder, max_len=3)
+    assert isinstance(offline, EmbeddingSegmenter) and offline.params.max_len == 3
+    llm_seg = make_segmenter("llm", fake_embedder, rubric="Cut on pets.")
+    assert isinstance(llm_seg, LLMSegmenter) and llm_seg.rubric == "Cut on pets."
+    assert llm_seg.params == llm_seg.fallback.params  # the offline parameters it falls back on
+    # Without an LLM for the job (offline), the LLM segmenter is its fallback, fingerprint included.
+    exchanges = utterance_exchanges(TEXTS)
+    assert llm_seg.segment(exchanges, None) == llm_seg.fallback.segment(exchanges)
+    assert llm_seg.fingerprint(None) == llm_seg.fallback.fingerprint(None)
+    assert llm_seg.fingerprint(LLMSession(ScriptedLLM("x"), Trace("t"))) == ["llm", "Cut on pets."]
+    with pytest.raises(ValueError, match="unknown segmenter"):
+        make_segmenter("bogus", fake_embedder)
+
+
+def test_a_jsonl_answer_is_read_without_an_adapter_and_repairs_are_marked():
+    answer = jsonl(seg(0, 0, 1), seg(1, 3, 4))  # SeCom's format; exchange 2 is left out
+    segs, trace, fb = run(ScriptedLLM(answer))
+    assert [(s, e) for s, e, _ in segs] in ([(0, 1), (2, 4)], [(0, 2), (3, 4)]) and fb.calls == 0
+    assert trace.llm_calls[-1].status == "repaired"

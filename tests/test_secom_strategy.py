@@ -3,18 +3,19 @@
 import itertools
 import threading
 
-import numpy as np
 import pytest
-from conftest import ScriptedLLM
 
+from memory.dates import timestamp as date_key
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
-from memory.secom.segmentation import EmbeddingSegmenter, LLMSegmenter
-from memory.secom.strategy import KIND, SecomMemory, date_key
+from memory.secom.embedding_segmenter import EmbeddingSegmenter
+from memory.secom.llm_segmenter import LLMSegmenter
+from memory.secom.segmentation import make_segmenter
+from memory.secom.strategy import KIND, SecomMemory
 from memory.settings import Options
-from memory.store import Hit
 from memory.tokens import count_tokens
 from memory.trace import Trace
+from tests.fakes import MemoryStore, ScriptedLLM, UpperCompressor
 
 
 def session(sid, date, pairs):
@@ -52,61 +53,6 @@ S2 = session(
         ("The wedding reception will be at a vineyard.", "A vineyard is a lovely wedding venue."),
     ],
 )
-
-
-class UpperCompressor:
-    """Deterministic stand-in: keeps every word except the short ones."""
-
-    name = "drop-short-words"
-
-    def __init__(self):
-        self.calls = 0
-
-    def compress(self, texts, rate):
-        self.calls += 1
-        return ["\n".join(" ".join(w for w in ln.split() if len(w) > 3) for ln in t.split("\n")) for t in texts]
-
-
-class MemoryStore:
-    """In-memory stand-in for memory.store.VectorStore (same interface, cosine scores)."""
-
-    def __init__(self):
-        self.data: dict[tuple, dict[str, tuple]] = {}
-        self.lock = threading.Lock()
-
-    def _col(self, user_id, kind):
-        return self.data.setdefault((user_id, kind), {})
-
-    @staticmethod
-    def _match(meta, where):
-        return all(meta.get(k) == v for k, v in (where or {}).items())
-
-    def add(self, user_id, kind, ids, documents, embeddings, metadatas):
-        with self.lock:
-            col = self._col(user_id, kind)
-            for i, d, e, m in zip(ids, documents, np.asarray(embeddings), metadatas, strict=False):
-                assert all(isinstance(v, (str, int, float, bool)) for v in m.values())
-                col[i] = (d, e, dict(m))
-
-    def query(self, user_id, kind, embedding, n, where=None):
-        col = self._col(user_id, kind)
-        hits = [Hit(i, float(e @ embedding), d, m) for i, (d, e, m) in col.items() if self._match(m, where)]
-        return sorted(hits, key=lambda h: -h.score)[:n]
-
-    def get(self, user_id, kind, ids=None, where=None):
-        col = self._col(user_id, kind)
-        return [
-            Hit(i, 0.0, d, m) for i, (d, e, m) in col.items() if (ids is None or i in ids) and self._match(m, where)
-        ]
-
-    def delete(self, user_id, kind, ids=None, where=None):
-        with self.lock:
-            col = self._col(user_id, kind)
-            for i in [i for i, (d, e, m) in col.items() if (ids is None or i in ids) and self._match(m, where)]:
-                del col[i]
-
-    def count(self, user_id, kind):
-        return len(self._col(user_id, kind))
 
 
 @pytest.fixture(params=["chroma", "memory"])
@@ -225,7 +171,7 @@ def test_llm_segmenter_used_when_llm_session_given(fake_embedder):
         '"end_exchange_number": 5, "num_exchanges": 3, "summary": "Tax return"}\n</segmentation>'
     )
     llm = ScriptedLLM(answer)
-    mem = SecomMemory(store, fake_embedder, None, "off", use_llm_segmenter=True, rubric="")
+    mem = SecomMemory(store, fake_embedder, None, "off", make_segmenter("llm", fake_embedder))
     assert isinstance(mem.segmenter, LLMSegmenter)
     trace = Trace("close")
     ids = mem.build("u", S1, LLMSession(llm, trace), opts(), trace)

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from ui_fixtures import ScriptedAgent
 
 from memory.errors import InvalidOptions
 from memory.settings import LLMConfig, Settings
@@ -15,6 +14,7 @@ from sessions.ids import InvalidUserId, check_user_id
 from sessions.importer import ImportFormatError
 from sessions.lifecycle import today
 from sessions.prefs import llm_for
+from tests.fakes import ScriptedAgent
 
 SHARED_LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 

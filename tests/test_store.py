@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from servers import chroma_cmd, free_port, running
 
 from memory.errors import StoreUnavailable
 from memory.store import VectorStore, collection_name
+from tests.servers import chroma_cmd, free_port, running
 
 
 def unit(*xs):

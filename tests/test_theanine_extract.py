@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED_DATA
 
 from memory.records import Turn
 from memory.theanine.extract import extract_memories, is_statement, sentences
+from tests.conftest import SHARED_DATA
 
 
 def test_questions_greetings_and_cheers_are_not_memories():

@@ -2,13 +2,12 @@
 
 import json
 
-from conftest import ScriptedLLM
-
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
 from memory.settings import Options
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
+from tests.fakes import ScriptedLLM
 
 
 def sess(sid, date, *texts):

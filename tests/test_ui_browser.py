@@ -18,7 +18,8 @@ import re
 from pathlib import Path
 
 import pytest
-from ui_fixtures import chromium_browser
+
+from tests.ui_fixtures import chromium_browser
 
 XSS = "<img src=x onerror=alert(1)>"
 FIRST = f"My dog is called Rex and we love hiking in the Alps together. {XSS}"
@@ -152,49 +153,13 @@ def test_chat_shows_markdown_rules_as_text_and_hides_errors_retry_replaced():
 
 def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     """Handler level, on the scripted agent: a failed reply shows why and offers Retry; Retry answers."""
-    from types import SimpleNamespace
-
-    from ui_fixtures import ScriptedAgent
-
     from memory.settings import Settings
     from sessions import SessionService
+    from tests.fakes import ScriptedAgent
+    from tests.reliability_app import components
     from ui.handlers import Handlers
 
-    names = [
-        "uid",
-        "msg_ids",
-        "chatbot",
-        "session_header",
-        "sessions",
-        "graph",
-        "why",
-        "memory",
-        "retry",
-        "msg",
-        "status",
-        "strategy",
-        "backend",
-        "model",
-        "base_url",
-        "temperature",
-        "j",
-        "k",
-        "n",
-        "compression_rate",
-        "retriever",
-        "max_reply_tokens",
-        "date",
-        "settings_status",
-        "data_status",
-        "compare_row",
-        "forget_confirm",
-        "export_file",
-        "import_file",
-        "timer",
-        "job",
-        "stop",
-    ]
-    c = SimpleNamespace(**{n: n for n in names}, compare_cols=["cmp_theanine", "cmp_secom", "cmp_none"])
+    c = components()  # stand-ins for the Gradio components
     svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1))
     h = Handlers(svc, c)
     uid = h.load(None)["uid"]  # a fresh id for a new browser

@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
-from bench_fixtures import small_locomo
-from conftest import SHARED_DATA
-from ui_fixtures import ROOT, RunningApp, app_env, chromium_browser, free_port
+
+from tests.bench_fixtures import small_locomo
+from tests.conftest import SHARED_DATA
+from tests.ui_fixtures import ROOT, RunningApp, app_env, chromium_browser, free_port
 
 LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
 BUDGETS = "250,1000"

@@ -1,6 +1,6 @@
 """The page as people use it, in real Chromium, on app.py with a scripted OpenAI-compatible server.
 
-The LLM is tests/reliability_llm.py on 127.0.0.1 (known replies: an underscore line, failures,
+The LLM is tests/llm_server.py on 127.0.0.1 (known replies: an underscore line, failures,
 slow answers, a held memory build), so nothing depends on a small model's words; everything
 else is real (app.py, Gradio, MiniLM, embedded Chroma, SQLite). In order: replies that render
 (underscores, long strings), Retry and Stop, one reply at a time, the date rules and the sidebar,
@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA
-from reliability_llm import LLMServer, app_llm_env
-from ui_fixtures import RunningApp, chromium_browser
+
+from tests.conftest import SHARED_DATA
+from tests.llm_server import LLMServer, app_llm_env
+from tests.ui_fixtures import RunningApp, chromium_browser
 
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"

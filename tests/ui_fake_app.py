@@ -1,4 +1,4 @@
-"""Run the UI on the scripted agent (fast, no model): `python tests/ui_fake_app.py [port]`.
+"""Run the UI on the scripted agent (fast, no model): `python -m tests.ui_fake_app [port]`.
 
 For developing the UI only; the real app is app.py.
 """
@@ -7,13 +7,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from ui_fixtures import ScriptedAgent
-
 from memory.settings import Settings
 from sessions import SessionService
+from tests.fakes import ScriptedAgent
 from ui import build_demo, launch_kwargs
 
 if __name__ == "__main__":

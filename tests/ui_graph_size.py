@@ -1,7 +1,7 @@
-"""Measure one graph render: `python tests/ui_graph_size.py [--sample conv-26] [--data FILE]`.
+"""Measure one graph render: `python -m tests.ui_graph_size [--sample conv-26] [--data FILE]`.
 
 Imports a LoCoMo conversation in-process (real MiniLM and embedded Chroma; the LLM steps answered by
-the scripted server of tests/reliability_llm.py, so memories are one per turn, at most 12 per
+the scripted server of tests/llm_server.py, so memories are one per turn, at most 12 per
 session), then prints the size of what one render puts in the page (the graph HTML with its data)
 for the last reply's retrieved memories, and the size of the static page fetched once.
 """
@@ -9,20 +9,15 @@ for the last reply's retrieved memories, and the size of the static page fetched
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 
 def main() -> None:
-    from reliability_app import components, make_service
-    from reliability_llm import LLMServer
-
     from sessions import new_user_id
+    from tests.llm_server import LLMServer
+    from tests.reliability_app import components, make_service
     from ui.graph_view import graph_html, static_dir
     from ui.handlers import Handlers, _retrieved_ids
 

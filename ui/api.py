@@ -18,6 +18,10 @@ Every id is validated (20-64 characters of A-Z a-z 0-9 _ -) before use.
     export = c.predict(uid, api_name="/export_memory")         # sessions, both memories, settings
 """
 
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
 import gradio as gr
 
 from memory.errors import InvalidOptions
@@ -26,6 +30,8 @@ from sessions.lifecycle import EndResult
 from sessions.service import user_message
 
 from . import fairness
+
+T = TypeVar("T")
 
 
 def _error(e: BaseException) -> gr.Error:
@@ -55,6 +61,36 @@ def _end(result: EndResult) -> dict:
     }
 
 
+def refused_for_people(fn: Callable[..., T]) -> Callable[..., T]:
+    """An endpoint whose failures reach the caller as a clear message (`_error`), never a traceback.
+    The signature and docstring are kept: Gradio documents the endpoint from them."""
+
+    @functools.wraps(fn)
+    def endpoint(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise _error(e) from None
+
+    return endpoint
+
+
+def _answer(updates) -> tuple[str, dict]:
+    """The final reply text and trace of a stream of chat updates."""
+    done = None
+    for up in updates:
+        if up.kind == "done":
+            done = up
+    trace = dict(done.trace or {}) if done else {}
+    if done and done.error:
+        trace["error"] = done.error
+    return (done.text if done else ""), trace
+
+
+def _turn(m) -> dict:
+    return {"id": m.id, "speaker": m.role, "name": m.speaker, "text": m.text, "status": m.status, "error": m.error}
+
+
 def register_api(service: SessionService) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
     reply, build = fairness.reply_events(), fairness.build_events()  # shared pools (ui.fairness)
@@ -65,16 +101,7 @@ def register_api(service: SessionService) -> None:
         service.current_session(uid)
         return uid
 
-    def _answer(updates) -> tuple[str, dict]:
-        done = None
-        for up in updates:
-            if up.kind == "done":
-                done = up
-        trace = dict(done.trace or {}) if done else {}
-        if done and done.error:
-            trace["error"] = done.error
-        return (done.text if done else ""), trace
-
+    @refused_for_people
     def send_message(user_id: str, message: str, strategy: str = "") -> tuple[str, dict]:
         """Send `message` in the user's open session; returns (reply text, trace dict).
 
@@ -83,82 +110,52 @@ def register_api(service: SessionService) -> None:
         LLM calls, tokens and timings; trace["error"] is set (and the reply may be empty) when
         the model failed; the message stays saved and /reply_again answers it again.
         """
-        try:
-            return _answer(service.send(user_id, message, strategy or None))
-        except Exception as e:
-            raise _error(e) from None
+        return _answer(service.send(user_id, message, strategy or None))
 
+    @refused_for_people
     def reply_again(user_id: str, strategy: str = "") -> tuple[str, dict]:
         """Answer again the last message of the open session when its reply failed or never came
         (the Retry button of the page). Returns (reply text, trace dict) like /send_message."""
-        try:
-            return _answer(service.retry(user_id, strategy or None))
-        except Exception as e:
-            raise _error(e) from None
+        return _answer(service.retry(user_id, strategy or None))
 
+    @refused_for_people
     def end_session(user_id: str, next_date: str = "") -> dict:
         """End the user's open session: build its memory (THEANINE graph and SeCom segments) and open
         the next session, dated `next_date` (e.g. "2023-05-15" or "15 May 2023", stored as ISO; not before
         the session just ended) or, with "", today. Returns the new memory ids and the new session."""
-        try:
-            return _end(service.end_session(user_id, next_date or None))
-        except Exception as e:
-            raise _error(e) from None
+        return _end(service.end_session(user_id, next_date or None))
 
+    @refused_for_people
     def new_session(user_id: str, date: str) -> dict:
         """Start a session dated `date` (e.g. "2023-05-15"; not before the previous session); the open one
         is ended first if it has messages."""
-        try:
-            return _end(service.new_session(user_id, date))
-        except Exception as e:
-            raise _error(e) from None
+        return _end(service.new_session(user_id, date))
 
+    @refused_for_people
     def history(user_id: str) -> dict:
         """The user's sessions (oldest first), each with its messages."""
-        try:
-            out = []
-            for s in service.sessions(user_id):
-                msgs = service.messages(user_id, s.session_id)
-                out.append(
-                    {
-                        **_session(s),
-                        "turns": [
-                            {
-                                "id": m.id,
-                                "speaker": m.role,
-                                "name": m.speaker,
-                                "text": m.text,
-                                "status": m.status,
-                                "error": m.error,
-                            }
-                            for m in msgs
-                        ],
-                    }
-                )
-            return {"sessions": out}
-        except Exception as e:
-            raise _error(e) from None
+        sessions = service.sessions(user_id)
+        return {
+            "sessions": [
+                {**_session(s), "turns": [_turn(m) for m in service.messages(user_id, s.session_id)]} for s in sessions
+            ]
+        }
 
+    @refused_for_people
     def import_history(user_id: str, data: str, sample_id: str = "") -> dict:
         """Import a history (the JSON text of this app's format or of LoCoMo; `sample_id` picks one
         conversation of a LoCoMo file) as earlier closed sessions and build their memory. Turns keep the
         source's ids (LoCoMo "D3:7"). Returns what was built: sessions, turns, memories, segments."""
-        try:
-            result = service.import_history(user_id, data, sample_id or "")
-        except Exception as e:
-            raise _error(e) from None
-        out = _end(result)
+        out = _end(service.import_history(user_id, data, sample_id or ""))
         out["memories"] = sum(len(c["new_memories"]) for c in out["closed"])
         out["segments"] = sum(len(c["new_segments"]) for c in out["closed"])
         return out
 
+    @refused_for_people
     def export_memory(user_id: str) -> dict:
         """Everything kept about the user: sessions (importable), the THEANINE graph (memories with their
         source turns, edges) and the SeCom segments, and the user's settings."""
-        try:
-            return service.export(user_id)
-        except Exception as e:
-            raise _error(e) from None
+        return service.export(user_id)
 
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)

@@ -350,10 +350,9 @@ def category_figure(res: dict, budget: int):
     cats = [c for c in ("1", "2", "3", "4") if any(r["by_category"].get(c) is not None for r in rows)]
     labels = [f"{c} {CATEGORY_NAMES[int(c)]}" for c in cats]
     series = {r["strategy"]: [r["by_category"].get(c) or 0.0 for c in cats] for r in rows}
-    fig = bars_figure(
-        labels, series, f"Evidence recall per category at {budget} tokens", "evidence recall", (7.0, 4.6), False
-    )
+    fig = bars_figure(labels, series, "evidence recall", (7.0, 4.6), False)
     ax = fig.axes[0]
+    ax.set_title(f"Evidence recall per category at {budget} tokens", fontsize=10)
     ax.set_ylim(0, 1.02)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7, frameon=False)
     fig.tight_layout()
@@ -422,10 +421,16 @@ def context_html(res: dict, i: int, budget: int, turns: dict) -> str:
     return "".join(parts) + "</div>"
 
 
-def build_tab(demo: gr.Blocks, service, uid, evaluations: Evaluations | None = None) -> EvalTab:
-    """The "Evaluate memory designs" tab (call inside the page's gr.Tabs) with its events wired."""
+def build_tab(service, evaluations: Evaluations | None = None) -> EvalTab:
+    """The "Evaluate memory designs" tab (call inside the page's gr.Tabs); `wire` adds its events."""
     tab = EvalTab(evaluations or Evaluations(service), llm_available=common.llm_configured())
     with gr.Tab("Evaluate memory designs", elem_id="eval-tab"):
         tab.layout()
-    tab.wire(demo, uid)
     return tab
+
+
+def wire(tab: EvalTab, demo: gr.Blocks, uid, forget_btn=None, forget_confirm=None) -> None:
+    """The tab's events (and its part of Forget me: the user's runs are dropped too)."""
+    tab.wire(demo, uid)
+    if forget_btn is not None:
+        tab.on_forget(forget_btn, uid, forget_confirm)

@@ -28,7 +28,8 @@ from memory.settings import STRATEGIES
 from sessions import SessionService, UserError, check_user_id, new_user_id
 from sessions.ids import is_user_id
 from sessions.importer import MAX_FILE_BYTES
-from sessions.lifecycle import human_date, parse_date
+from sessions.lifecycle import date_positions, human_date
+from sessions.prefs import OPTION_FIELDS
 from sessions.service import user_message
 
 from . import panels
@@ -38,7 +39,8 @@ from .jobs import Jobs
 
 log = logging.getLogger(__name__)
 
-SETTING_FIELDS = ("temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens")
+# The option inputs of the settings form, in this order (layout.py: one component per field, named like it).
+SETTING_FIELDS = OPTION_FIELDS
 # The settings form's labels, for messages about a field (people see labels, not option names).
 FIELD_LABELS = {
     "temperature": "Temperature",
@@ -102,17 +104,10 @@ class Handlers:
     def _session_positions(self, uid: str) -> list[tuple[str, str, float]]:
         """(id, label, position 0..1 by date) of every session in time order: the graph's colour scale."""
         rows = self.svc.sessions(uid)
-        times = [parse_date(s.date) for s in rows]
-        known = [t for t in times if t]
-        lo, hi = (min(known), max(known)) if known else (None, None)
-        out = []
-        for i, (s, t) in enumerate(zip(rows, times, strict=False)):
-            if t and lo and hi and hi > lo:
-                p = (t - lo).total_seconds() / (hi - lo).total_seconds()
-            else:
-                p = i / max(len(rows) - 1, 1)
-            out.append((s.session_id, f"Session {s.seq} · {human_date(s.date)}", p))
-        return out
+        positions = date_positions([s.date for s in rows])
+        return [
+            (s.session_id, f"Session {s.seq} · {human_date(s.date)}", p) for s, p in zip(rows, positions, strict=True)
+        ]
 
     def _turn_texts(self, uid: str):
         def lookup(turn_ids: list[str]) -> dict[str, tuple[str, str]]:
@@ -194,13 +189,7 @@ class Handlers:
             c.backend: llm["backend"],
             c.model: llm["model"],
             c.base_url: llm["base_url"],
-            c.temperature: o.temperature,
-            c.j: o.j,
-            c.k: o.k,
-            c.n: o.n,
-            c.compression_rate: o.compression_rate,
-            c.retriever: o.retriever,
-            c.max_reply_tokens: o.max_reply_tokens,
+            **{getattr(c, f): getattr(o, f) for f in SETTING_FIELDS},
         }
 
     def _fail(self, exc: BaseException, where) -> dict:

@@ -10,15 +10,15 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from memory.settings import BACKENDS, RETRIEVERS, STRATEGIES, Settings
+from memory.settings import BACKENDS, RETRIEVERS, STRATEGIES, Options, Settings
 from sessions import SessionService
 from sessions.chat import MAX_MESSAGE_CHARS
 from sessions.lifecycle import today
 
-from . import evaluation, fairness, panels
+from . import evaluation, fairness, panels, timetravel
 from .api import register_api
 from .graph_view import static_dir
-from .handlers import FIELD_LABELS, Handlers
+from .handlers import FIELD_LABELS, SETTING_FIELDS, Handlers
 
 CSS = """
 .mc-banner {padding: 6px 10px; border-radius: 6px; background: #eef4fb; font-size: 0.9em}
@@ -82,218 +82,219 @@ if (window.innerWidth <= 700) {
 def build_demo(
     service: SessionService, settings: Settings, storage_secret: str, allow_llm_change: bool | None = None
 ) -> gr.Blocks:
+    """The page: sessions sidebar, chat beside "See why", settings and data panels; then the events."""
     allow_llm_change = fairness.llm_choice_allowed(service, settings, allow_llm_change)
-    o = settings.options
-    c = SimpleNamespace()
+    c = SimpleNamespace()  # every component the handlers read or update, by name
     gr.set_static_paths([static_dir()])  # the graph page and vis-network, fetched once per browser
     with gr.Blocks(title="Memory chat: THEANINE and SeCom") as demo:
         # The browser's user id, encrypted in its localStorage; the secret is stable across restarts.
         c.uid = gr.BrowserState(None, storage_key="memory_chat_user", secret=storage_secret)
         c.msg_ids = gr.State([])
         c.timer = gr.Timer(1.0, active=False)  # polls a background memory build while one runs
-        with gr.Sidebar(label="Sessions", open=True, elem_id="sidebar", width=300):
-            c.sessions = gr.Radio(
-                [], label="Your sessions, in time order (click one to read it)", elem_id="session-list"
-            )
-            c.date = gr.Textbox(
-                value=today(),
-                label="Start the next session on (e.g. 2023-05-15, 1 May 2023)",
-                elem_id="session-date",
-                max_length=64,
-            )
-            c.new = gr.Button("Start next session", elem_id="new-session-btn", variant="primary")
-            c.end = gr.Button("End session and build its memory", elem_id="end-session-btn", variant="stop")
-            gr.Markdown(
-                "Ending a session turns it into memories (both THEANINE and SeCom). The next session "
-                "may not be dated before the previous one.",
-                elem_classes=["mc-muted"],
-            )
+        _sidebar(c)
         gr.HTML(panels.banner_html(settings.llm.describe(), settings.llm.is_bundled, not allow_llm_change))
         gr.HTML(panels.INTRO)
         c.job = gr.HTML(elem_id="job-wrap")  # the one progress bar of the page
         with gr.Row(equal_height=False):
-            with gr.Column(scale=5, min_width=300):
-                c.session_header = gr.HTML(elem_id="session-header-wrap")
-                c.chatbot = gr.Chatbot(
-                    label="Chat",
-                    height=480,
-                    elem_id="chat",
-                    feedback_options=None,
-                    buttons=["copy"],
-                    placeholder="Say hello. Your conversations are remembered across sessions.",
-                )
-                with gr.Row():
-                    c.msg = gr.Textbox(
-                        placeholder="Type a message and press Enter",
-                        show_label=False,
-                        scale=6,
-                        elem_id="msg",
-                        max_lines=6,
-                        max_length=MAX_MESSAGE_CHARS,
-                        min_width=160,
-                    )
-                    c.send = gr.Button("Send", variant="primary", scale=1, elem_id="send-btn", min_width=70)
-                    c.stop = gr.Button("Stop", visible=False, scale=1, elem_id="stop-btn", min_width=70)
-                with gr.Row():
-                    c.strategy = gr.Radio(
-                        [(panels.STRATEGY_NAMES[s], s) for s in STRATEGIES],
-                        value=o.strategy,
-                        label="Memory strategy for this chat",
-                        elem_id="strategy",
-                        scale=3,
-                    )
-                    c.compare = gr.Button("Compare strategies", elem_id="compare-btn", scale=1, min_width=120)
-                    c.retry = gr.Button("Retry", visible=False, elem_id="retry-btn", scale=1, min_width=70)
-                c.status = gr.HTML(elem_id="status")
-            with gr.Column(scale=6, min_width=300), gr.Tabs(elem_id="right-tabs"):
-                with gr.Tab("See why", elem_id="why-tab"):
-                    c.graph = gr.HTML(elem_id="graph-panel")
-                    c.why = gr.HTML(panels.trace_html(None), elem_id="why-wrap")
-                c.evaluation = evaluation.build_tab(demo, service, c.uid)  # its own events (ui/evaluation.py)
+            _chat_column(c, settings.options)
+            _see_why_column(c, service)
         with gr.Row(visible=False) as c.compare_row:
             c.compare_cols = [gr.HTML(elem_id=f"compare-{s}", min_width=240) for s in STRATEGIES]
-        with gr.Accordion("Settings", open=False):
-            with gr.Row(visible=allow_llm_change, elem_id="llm-choice"):  # none offered when locked
-                c.backend = gr.Radio(
-                    list(BACKENDS), value=settings.llm.backend, label="LLM backend", interactive=allow_llm_change
-                )
-                c.model = gr.Textbox(
-                    label="Model (OpenAI-compatible)", value=settings.llm.model, interactive=allow_llm_change
-                )
-                c.base_url = gr.Textbox(
-                    label="Base URL (empty = api.openai.com)", value=settings.llm.base_url, interactive=allow_llm_change
-                )
-            gr.Markdown(
-                "API keys are read only from the environment or `.env` and are sent only to the endpoint "
-                "they were configured for."
-            )
-            with gr.Row():
-                c.temperature = gr.Number(o.temperature, label=FIELD_LABELS["temperature"] + " (0-2)")
-                c.j = gr.Number(o.j, label=FIELD_LABELS["j"], precision=0)
-                c.k = gr.Number(o.k, label=FIELD_LABELS["k"], precision=0)
-                c.n = gr.Number(o.n, label=FIELD_LABELS["n"], precision=0)
-            with gr.Row():
-                c.compression_rate = gr.Number(
-                    o.compression_rate, label=FIELD_LABELS["compression_rate"] + " (fraction of tokens kept)"
-                )
-                c.retriever = gr.Radio(list(RETRIEVERS), value=o.retriever, label=FIELD_LABELS["retriever"])
-                c.max_reply_tokens = gr.Number(o.max_reply_tokens, label=FIELD_LABELS["max_reply_tokens"], precision=0)
-            gr.Textbox(
-                settings.rubric_text() or "(none: SeCom's zero-shot segmentation prompt)",
-                label=f"SeCom segmentation rubric (SECOM_RUBRIC; segmenter in use: {settings.segmenter})",
-                interactive=False,
-                lines=3,
-                max_lines=12,
-                elem_id="secom-rubric",
-            )
-            c.save_settings = gr.Button("Apply settings", elem_id="apply-settings-btn")
-            c.settings_status = gr.HTML(elem_id="settings-status")
-        with gr.Accordion("Your data: import, export, delete a memory, forget me", open=False):
-            with gr.Row():
-                with gr.Column(min_width=240):
-                    c.import_file = gr.File(
-                        label="History to import (.json: this app's format or LoCoMo)",
-                        file_types=[".json"],
-                        type="filepath",
-                        elem_id="import-file",
-                    )
-                    c.sample_id = gr.Textbox(
-                        label="LoCoMo conversation id (only for files holding several)",
-                        max_length=100,
-                        elem_id="sample-id",
-                    )
-                    c.import_btn = gr.Button("Import and build memory", elem_id="import-btn")
-                with gr.Column(min_width=240):
-                    c.export_btn = gr.Button("Export my memory (JSON)")
-                    c.export_file = gr.File(label="Download", interactive=False, visible=False)
-                    c.memory = gr.Dropdown(label="Memory to delete", choices=[], elem_id="memory-select")
-                    c.redact = gr.Checkbox(
-                        label="Also redact its source turns from the transcript", value=False, elem_id="redact"
-                    )
-                    c.delete_btn = gr.Button("Delete this memory", elem_id="delete-btn")
-                with gr.Column(min_width=240):
-                    c.forget_confirm = gr.Checkbox(label="Yes, delete all my sessions and memory")
-                    c.forget_btn = gr.Button("Forget me", variant="stop")
-            c.data_status = gr.HTML(elem_id="data-status")
-
+        _settings_panel(c, settings, allow_llm_change)
+        _data_panel(c)
         register_api(service)  # first, so the documented endpoints get the plain names
-        h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key))
-        settings_fields = [
-            c.strategy,
-            c.backend,
-            c.model,
-            c.base_url,
-            c.temperature,
-            c.j,
-            c.k,
-            c.n,
-            c.compression_rate,
-            c.retriever,
-            c.max_reply_tokens,
-        ]
-        view = [c.chatbot, c.msg_ids, c.session_header, c.sessions, c.graph, c.why, c.memory, c.retry, c.date]
-        # Events: private (the documented API is in api.py); no Gradio overlay (the page shows its own
-        # status line and one progress bar); cheap views never wait behind a running reply.
-        quiet = {"api_visibility": "private", "show_progress": "hidden"}
-        fast = {**quiet, "concurrency_limit": None}
-
-        demo.load(h.load, [c.uid], [c.uid, *view, *settings_fields, c.status, c.timer, c.job], **fast)
-        c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status], **fast)
-        chat_out = [*view, c.msg, c.status, c.stop]
-        reply = {**quiet, **fairness.reply_events()}  # one pool of reply workers shared by all users
-        replies = [
-            c.msg.submit(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
-            c.send.click(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
-            c.retry.click(h.retry, [c.uid, c.strategy], chat_out, **reply),
-        ]
-        replies.append(c.compare.click(h.compare, [c.uid, c.msg], [c.compare_row, *c.compare_cols, c.status], **reply))
-        c.stop.click(h.stopped, [c.uid], [*view, c.status, c.stop], cancels=replies, **fast)
-        c.chatbot.select(h.select, [c.uid, c.msg_ids], [c.why, c.graph, c.status], **fast)
-        c.strategy.input(h.set_strategy, [c.uid, c.strategy], [c.session_header, c.status], **fast)
-        c.sessions.input(h.view_session, [c.uid, c.sessions], [*view, c.status], **fast)
-        c.end.click(h.end_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **fast)
-        c.new.click(h.new_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **fast)
-        if allow_llm_change:
-            c.backend.input(h.backend_note, [c.backend, c.base_url], [c.settings_status], **fast)
-        c.save_settings.click(
-            h.save_settings,
-            [
-                c.uid,
-                c.backend,
-                c.model,
-                c.base_url,
-                c.temperature,
-                c.j,
-                c.k,
-                c.n,
-                c.compression_rate,
-                c.retriever,
-                c.max_reply_tokens,
-            ],
-            [*settings_fields, c.settings_status],
-            **fast,
-        )
-        c.import_btn.click(
-            h.import_history,
-            [c.uid, c.import_file, c.sample_id],
-            [*view, c.data_status, c.import_file, c.timer, c.job],
-            **fast,
-        )
-        c.export_btn.click(h.export, [c.uid], [c.export_file, c.data_status], **fast)
-        c.delete_btn.click(
-            h.delete_memory,
-            [c.uid, c.memory, c.redact],
-            [c.graph, c.memory, c.data_status, c.chatbot, c.msg_ids],
-            **fast,
-        )
-        c.evaluation.on_forget(c.forget_btn, c.uid, c.forget_confirm)  # its runs go with Forget me
-        c.forget_btn.click(
-            h.forget,
-            [c.uid, c.forget_confirm],
-            [c.uid, *view, *settings_fields, c.forget_confirm, c.compare_row, c.export_file, c.data_status],
-            **fast,
-        )
+        _wire(demo, c, service, settings, allow_llm_change)
     return demo
+
+
+def _sidebar(c: SimpleNamespace) -> None:
+    """The sessions list and the controls that end or start a session."""
+    with gr.Sidebar(label="Sessions", open=True, elem_id="sidebar", width=300):
+        c.sessions = gr.Radio([], label="Your sessions, in time order (click one to read it)", elem_id="session-list")
+        c.date = gr.Textbox(
+            value=today(),
+            label="Start the next session on (e.g. 2023-05-15, 1 May 2023)",
+            elem_id="session-date",
+            max_length=64,
+        )
+        c.new = gr.Button("Start next session", elem_id="new-session-btn", variant="primary")
+        c.end = gr.Button("End session and build its memory", elem_id="end-session-btn", variant="stop")
+        gr.Markdown(
+            "Ending a session turns it into memories (both THEANINE and SeCom). The next session "
+            "may not be dated before the previous one.",
+            elem_classes=["mc-muted"],
+        )
+
+
+def _chat_column(c: SimpleNamespace, o: Options) -> None:
+    with gr.Column(scale=5, min_width=300):
+        c.session_header = gr.HTML(elem_id="session-header-wrap")
+        c.chatbot = gr.Chatbot(
+            label="Chat",
+            height=480,
+            elem_id="chat",
+            feedback_options=None,
+            buttons=["copy"],
+            placeholder="Say hello. Your conversations are remembered across sessions.",
+        )
+        with gr.Row():
+            c.msg = gr.Textbox(
+                placeholder="Type a message and press Enter",
+                show_label=False,
+                scale=6,
+                elem_id="msg",
+                max_lines=6,
+                max_length=MAX_MESSAGE_CHARS,
+                min_width=160,
+            )
+            c.send = gr.Button("Send", variant="primary", scale=1, elem_id="send-btn", min_width=70)
+            c.stop = gr.Button("Stop", visible=False, scale=1, elem_id="stop-btn", min_width=70)
+        with gr.Row():
+            c.strategy = gr.Radio(
+                [(panels.STRATEGY_NAMES[s], s) for s in STRATEGIES],
+                value=o.strategy,
+                label="Memory strategy for this chat",
+                elem_id="strategy",
+                scale=3,
+            )
+            c.compare = gr.Button("Compare strategies", elem_id="compare-btn", scale=1, min_width=120)
+            c.retry = gr.Button("Retry", visible=False, elem_id="retry-btn", scale=1, min_width=70)
+        c.status = gr.HTML(elem_id="status")
+
+
+def _see_why_column(c: SimpleNamespace, service: SessionService) -> None:
+    """Two tabs: "See why" (the memory graph with time travel, the trace of the selected reply) and
+    "Evaluate memory designs" (ui/evaluation.py)."""
+    with gr.Column(scale=6, min_width=300), gr.Tabs(elem_id="right-tabs"):
+        with gr.Tab("See why", elem_id="why-tab"):
+            c.graph = gr.HTML(elem_id="graph-panel")
+            c.timetravel = timetravel.build_panel()
+            c.why = gr.HTML(panels.trace_html(None), elem_id="why-wrap")
+        c.evaluation = evaluation.build_tab(service)
+
+
+def _settings_panel(c: SimpleNamespace, settings: Settings, allow_llm_change: bool) -> None:
+    o = settings.options
+    with gr.Accordion("Settings", open=False):
+        with gr.Row(visible=allow_llm_change, elem_id="llm-choice"):  # none offered when locked
+            c.backend = gr.Radio(
+                list(BACKENDS), value=settings.llm.backend, label="LLM backend", interactive=allow_llm_change
+            )
+            c.model = gr.Textbox(
+                label="Model (OpenAI-compatible)", value=settings.llm.model, interactive=allow_llm_change
+            )
+            c.base_url = gr.Textbox(
+                label="Base URL (empty = api.openai.com)", value=settings.llm.base_url, interactive=allow_llm_change
+            )
+        gr.Markdown(
+            "API keys are read only from the environment or `.env` and are sent only to the endpoint "
+            "they were configured for."
+        )
+        with gr.Row():
+            c.temperature = gr.Number(o.temperature, label=FIELD_LABELS["temperature"] + " (0-2)")
+            c.j = gr.Number(o.j, label=FIELD_LABELS["j"], precision=0)
+            c.k = gr.Number(o.k, label=FIELD_LABELS["k"], precision=0)
+            c.n = gr.Number(o.n, label=FIELD_LABELS["n"], precision=0)
+        with gr.Row():
+            c.compression_rate = gr.Number(
+                o.compression_rate, label=FIELD_LABELS["compression_rate"] + " (fraction of tokens kept)"
+            )
+            c.retriever = gr.Radio(list(RETRIEVERS), value=o.retriever, label=FIELD_LABELS["retriever"])
+            c.max_reply_tokens = gr.Number(o.max_reply_tokens, label=FIELD_LABELS["max_reply_tokens"], precision=0)
+        gr.Textbox(
+            settings.rubric_text() or "(none: SeCom's zero-shot segmentation prompt)",
+            label=f"SeCom segmentation rubric (SECOM_RUBRIC; segmenter in use: {settings.segmenter})",
+            interactive=False,
+            lines=3,
+            max_lines=12,
+            elem_id="secom-rubric",
+        )
+        c.save_settings = gr.Button("Apply settings", elem_id="apply-settings-btn")
+        c.settings_status = gr.HTML(elem_id="settings-status")
+
+
+def _data_panel(c: SimpleNamespace) -> None:
+    """Import, export, delete a memory, forget me."""
+    with gr.Accordion("Your data: import, export, delete a memory, forget me", open=False):
+        with gr.Row():
+            with gr.Column(min_width=240):
+                c.import_file = gr.File(
+                    label="History to import (.json: this app's format or LoCoMo)",
+                    file_types=[".json"],
+                    type="filepath",
+                    elem_id="import-file",
+                )
+                c.sample_id = gr.Textbox(
+                    label="LoCoMo conversation id (only for files holding several)", max_length=100, elem_id="sample-id"
+                )
+                c.import_btn = gr.Button("Import and build memory", elem_id="import-btn")
+            with gr.Column(min_width=240):
+                c.export_btn = gr.Button("Export my memory (JSON)")
+                c.export_file = gr.File(label="Download", interactive=False, visible=False)
+                c.memory = gr.Dropdown(label="Memory to delete", choices=[], elem_id="memory-select")
+                c.redact = gr.Checkbox(
+                    label="Also redact its source turns from the transcript", value=False, elem_id="redact"
+                )
+                c.delete_btn = gr.Button("Delete this memory", elem_id="delete-btn")
+            with gr.Column(min_width=240):
+                c.forget_confirm = gr.Checkbox(label="Yes, delete all my sessions and memory")
+                c.forget_btn = gr.Button("Forget me", variant="stop")
+        c.data_status = gr.HTML(elem_id="data-status")
+
+
+def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings: Settings, allow_llm_change: bool):
+    """Every event of the page (what each does is in handlers.py)."""
+    h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key))
+    timetravel.wire(c.timetravel, service, c.uid, h.jobs.running)
+    evaluation.wire(c.evaluation, demo, c.uid, c.forget_btn, c.forget_confirm)
+    option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order Handlers.save_settings reads them in
+    settings_fields = [c.strategy, c.backend, c.model, c.base_url, *option_inputs]
+    view = [c.chatbot, c.msg_ids, c.session_header, c.sessions, c.graph, c.why, c.memory, c.retry, c.date]
+    # Events: private (the documented API is in api.py); no Gradio overlay (the page shows its own
+    # status line and one progress bar); cheap views never wait behind a running reply.
+    quiet = {"api_visibility": "private", "show_progress": "hidden"}
+    fast = {**quiet, "concurrency_limit": None}
+
+    demo.load(h.load, [c.uid], [c.uid, *view, *settings_fields, c.status, c.timer, c.job], **fast)
+    c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status], **fast)
+    chat_out = [*view, c.msg, c.status, c.stop]
+    reply = {**quiet, **fairness.reply_events()}  # one pool of reply workers shared by all users
+    replies = [
+        c.msg.submit(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
+        c.send.click(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
+        c.retry.click(h.retry, [c.uid, c.strategy], chat_out, **reply),
+    ]
+    replies.append(c.compare.click(h.compare, [c.uid, c.msg], [c.compare_row, *c.compare_cols, c.status], **reply))
+    c.stop.click(h.stopped, [c.uid], [*view, c.status, c.stop], cancels=replies, **fast)
+    c.chatbot.select(h.select, [c.uid, c.msg_ids], [c.why, c.graph, c.status], **fast)
+    c.strategy.input(h.set_strategy, [c.uid, c.strategy], [c.session_header, c.status], **fast)
+    c.sessions.input(h.view_session, [c.uid, c.sessions], [*view, c.status], **fast)
+    c.end.click(h.end_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **fast)
+    c.new.click(h.new_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **fast)
+    if allow_llm_change:
+        c.backend.input(h.backend_note, [c.backend, c.base_url], [c.settings_status], **fast)
+    c.save_settings.click(
+        h.save_settings,
+        [c.uid, c.backend, c.model, c.base_url, *option_inputs],
+        [*settings_fields, c.settings_status],
+        **fast,
+    )
+    c.import_btn.click(
+        h.import_history,
+        [c.uid, c.import_file, c.sample_id],
+        [*view, c.data_status, c.import_file, c.timer, c.job],
+        **fast,
+    )
+    c.export_btn.click(h.export, [c.uid], [c.export_file, c.data_status], **fast)
+    c.delete_btn.click(
+        h.delete_memory, [c.uid, c.memory, c.redact], [c.graph, c.memory, c.data_status, c.chatbot, c.msg_ids], **fast
+    )
+    c.forget_btn.click(
+        h.forget,
+        [c.uid, c.forget_confirm],
+        [c.uid, *view, *settings_fields, c.forget_confirm, c.compare_row, c.export_file, c.data_status],
+        **fast,
+    )
 
 
 def launch_kwargs() -> dict:

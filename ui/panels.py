@@ -8,6 +8,7 @@ unescaped `<img onerror=...>` would run.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from html import escape
 
 from sessions.lifecycle import human_date
@@ -163,90 +164,100 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
     ]
     if trace.get("error"):
         out.append(f'<div class="mc-status mc-error">⚠ {esc(trace["error"])}</div>')
-    for n in trace.get("notices") or []:
-        out.append(f'<div class="mc-notice">ℹ {esc(n)}</div>')
-
+    out += [f'<div class="mc-notice">ℹ {esc(n)}</div>' for n in trace.get("notices") or []]
     if strategy == "theanine":
-        mems = trace.get("memories") or []
-        out.append(f"<section{at('why-memories')}><h5>Retrieved memories</h5>")
-        out.append(
-            _table(
-                ["memory", "event", "time", "score", "made"],
-                [[m.get("id"), m.get("event"), m.get("time"), m.get("score"), m.get("built_by", "")] for m in mems],
-                "mc-mem",
-            )
-            if mems
-            else '<p class="mc-muted">No memory retrieved (nothing stored yet?).</p>'
-        )
-        out.append("</section>")
-        raw = trace.get("timelines_raw") or []
-        refined = trace.get("timelines_refined") or []
-        offline = trace.get("memory_path") == "offline"
-        not_refined = "<i>(not refined: no LLM step with the bundled model)</i>" if offline else "<i>(not refined)</i>"
-        out.append(
-            f"<section{at('why-timelines')}><h5>Timelines ({len(raw)} retrieved, "
-            f"{'shown unrefined' if offline else 'raw → refined'})</h5>"
-        )
-        if raw:
-            out.append('<ol class="mc-timelines">')
-            for i, t in enumerate(raw):
-                ref = refined[i] if i < len(refined) else ""
-                out.append(
-                    f'<li class="timeline" data-anchor="{esc(t.get("anchor"))}">'
-                    f'<div class="mc-raw"><b>raw:</b> {esc(t.get("text"))}</div>'
-                    f'<div class="mc-refined"><b>refined:</b> {esc(ref) or not_refined}</div></li>'
-                )
-            out.append("</ol>")
-        else:
-            out.append('<p class="mc-muted">No timeline for this reply.</p>')
-        out.append("</section>")
+        out += _theanine_parts(trace, at)
     elif strategy == "secom":
-        segs = trace.get("segments") or []
-        out.append(f"<section{at('why-segments')}><h5>Retrieved segments ({len(segs)})</h5>")
-        if segs:
-            out.append('<ol class="mc-segments">')
-            for s in segs:
-                out.append(
-                    f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{esc(s.get("date"))}</b> · '
-                    f"score {esc(_score(s.get('score')))} · {esc(s.get('summary'))}</div>"
-                    f'<div class="mc-key"><b>{_key_label(s)}:</b> {esc(s.get("key"))}</div>'
-                    f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
-                    "</details></li>"
-                )
-            out.append("</ol>")
-        else:
-            out.append('<p class="mc-muted">No segment retrieved (nothing stored yet?).</p>')
-        out.append("</section>")
+        out += _secom_parts(trace, at)
     else:
         out.append('<p class="mc-muted">No memory used: the baseline answers from this session only.</p>')
+    out += _cost_parts(trace, at)
+    out.append("</div>")
+    return "".join(out)
 
-    out.append(f"<section{at('why-cost')}><h5>LLM calls</h5>")
+
+def _theanine_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
+    """Retrieved memories, then each timeline raw and refined."""
+    mems = trace.get("memories") or []
+    out = [f"<section{at('why-memories')}><h5>Retrieved memories</h5>"]
     out.append(
         _table(
-            ["purpose", "prompt tok", "completion tok", "time", "status", "detail"],
-            [
-                [
-                    c.get("purpose"),
-                    c.get("prompt_tokens"),
-                    c.get("completion_tokens"),
-                    _seconds(c.get("seconds")),
-                    c.get("status"),
-                    c.get("detail"),
-                ]
-                for c in calls
-            ],
-            "mc-calls",
+            ["memory", "event", "time", "score", "made"],
+            [[m.get("id"), m.get("event"), m.get("time"), m.get("score"), m.get("built_by", "")] for m in mems],
+            "mc-mem",
         )
-        if calls
-        else '<p class="mc-muted">No LLM call.</p>'
+        if mems
+        else '<p class="mc-muted">No memory retrieved (nothing stored yet?).</p>'
     )
+    out.append("</section>")
+    raw = trace.get("timelines_raw") or []
+    refined = trace.get("timelines_refined") or []
+    offline = trace.get("memory_path") == "offline"
+    not_refined = "<i>(not refined: no LLM step with the bundled model)</i>" if offline else "<i>(not refined)</i>"
+    out.append(
+        f"<section{at('why-timelines')}><h5>Timelines ({len(raw)} retrieved, "
+        f"{'shown unrefined' if offline else 'raw → refined'})</h5>"
+    )
+    if raw:
+        out.append('<ol class="mc-timelines">')
+        for i, t in enumerate(raw):
+            ref = refined[i] if i < len(refined) else ""
+            out.append(
+                f'<li class="timeline" data-anchor="{esc(t.get("anchor"))}">'
+                f'<div class="mc-raw"><b>raw:</b> {esc(t.get("text"))}</div>'
+                f'<div class="mc-refined"><b>refined:</b> {esc(ref) or not_refined}</div></li>'
+            )
+        out.append("</ol>")
+    else:
+        out.append('<p class="mc-muted">No timeline for this reply.</p>')
+    out.append("</section>")
+    return out
+
+
+def _secom_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
+    """Retrieved segments: date, score, summary, the key retrieval read, the original text."""
+    segs = trace.get("segments") or []
+    out = [f"<section{at('why-segments')}><h5>Retrieved segments ({len(segs)})</h5>"]
+    if not segs:
+        out.append('<p class="mc-muted">No segment retrieved (nothing stored yet?).</p>')
+    else:
+        out.append('<ol class="mc-segments">')
+        for s in segs:
+            out.append(
+                f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{esc(s.get("date"))}</b> · '
+                f"score {esc(_score(s.get('score')))} · {esc(s.get('summary'))}</div>"
+                f'<div class="mc-key"><b>{_key_label(s)}:</b> {esc(s.get("key"))}</div>'
+                f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
+                "</details></li>"
+            )
+        out.append("</ol>")
+    out.append("</section>")
+    return out
+
+
+def _cost_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
+    """Every LLM call (purpose, tokens, time, status) and the step timings."""
+    calls = trace.get("llm_calls") or []
+    rows = [
+        [
+            c.get("purpose"),
+            c.get("prompt_tokens"),
+            c.get("completion_tokens"),
+            _seconds(c.get("seconds")),
+            c.get("status"),
+            c.get("detail"),
+        ]
+        for c in calls
+    ]
+    headers = ["purpose", "prompt tok", "completion tok", "time", "status", "detail"]
+    out = [f"<section{at('why-cost')}><h5>LLM calls</h5>"]
+    out.append(_table(headers, rows, "mc-calls") if calls else '<p class="mc-muted">No LLM call.</p>')
     timings = trace.get("timings") or {}
     if timings:
-        out.append(
-            '<div class="mc-timings">' + " · ".join(f"{esc(k)} {_seconds(v)}" for k, v in timings.items()) + "</div>"
-        )
-    out.append("</section></div>")
-    return "".join(out)
+        parts = " · ".join(f"{esc(k)} {_seconds(v)}" for k, v in timings.items())
+        out.append(f'<div class="mc-timings">{parts}</div>')
+    out.append("</section>")
+    return out
 
 
 def compare_column_html(strategy: str, result: dict) -> str:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import atomic_write_text
+
 _T0 = time.perf_counter()
 
 
@@ -45,12 +47,7 @@ def str_list(text: str) -> list[str]:
 
 
 def write_json(path: str | Path, obj) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def plot_path(out: str | Path, suffix: str) -> Path:

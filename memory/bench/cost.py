@@ -5,8 +5,8 @@ call pattern of the official implementations.
 
 Runs `MemoryAgent.close_session` over a user's sessions and `MemoryAgent.reply`
 for each strategy, and reads the calls from the agent's own traces. By default
-the LLM is a counting fake that answers every prompt with a valid answer of
-the expected shape (token counts with tiktoken), so the counts are exact and
+the LLM is a stand-in that answers each step (by its purpose) with a valid answer
+of the expected shape (token counts with tiktoken), so the counts are exact and
 the run takes seconds; `--llm configured` uses the configured endpoint.
 
 Official call patterns, counted on the same run:
@@ -24,7 +24,7 @@ import json
 import re
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -42,25 +42,24 @@ from .common import progress
 STRATEGIES = ("theanine", "secom", "none")
 
 
-class CountingLLM:
-    """A deterministic stand-in for an LLM: a valid answer for every prompt the engine and the
-    benchmarks send, with prompt and completion tokens counted by tiktoken (cl100k). Also behind the
-    fake OpenAI-compatible server of the tests."""
+class StandInLLM:
+    """A deterministic stand-in for an LLM (`--llm fake`): a valid answer of the expected shape for each
+    step, chosen by the call's `purpose` (the numbers it needs, such as how many pairs or timelines, are
+    read from the prompt's numbered lines). Prompt and completion tokens are counted by tiktoken
+    (cl100k), so the counts the agent's traces record are exact."""
 
-    def __init__(self):
-        self.calls: list[dict] = []
-
-    def _answer(self, messages: list[dict]) -> str:
+    def _answer(self, purpose: str, messages: list[dict]) -> str:
         text = "\n".join(str(m.get("content", "")) for m in messages)
-        if "For every pair give one relation" in text:
+        if purpose in ("relation", "relation_missing"):
             n = len(re.findall(r"^Pair \d+:", text, re.M))
             return json.dumps({"relations": [{"pair": i, "relation": "SameTopic"} for i in range(n)]})
-        if "Rewrite each timeline" in text:
+        if purpose == "refine":
             n = len(re.findall(r"^Timeline \d+:", text, re.M))
             return json.dumps({"timelines": [f"Refined timeline {i}: what matters for the reply." for i in range(n)]})
-        if "[Exchange " in text and "<segmentation>" in text:
+        if purpose == "segment":
             n = len(re.findall(r"^\[Exchange \d+\]:", text, re.M))
-            segs, s = [], 0
+            segs: list[dict] = []
+            s = 0
             while s < n:
                 e = min(n - 1, s + 2)
                 segs.append(
@@ -74,25 +73,7 @@ class CountingLLM:
                 )
                 s = e + 1
             return json.dumps({"segments": segs})
-        if '{"correct": true}' in text:  # qa judge
-            return json.dumps({"correct": True})
-        if '{"resists": true' in text:  # teafarm judge
-            return json.dumps({"resists": False, "states_truth": False})
-        if '"false_premise"' in text:  # teafarm question writer
-            n = int((re.search(r"Write (\d+) messages", text) or [0, 1])[1])
-            return json.dumps(
-                {
-                    "questions": [
-                        {
-                            "question": "Why did you adopt a cat last week?",
-                            "false_premise": "a cat",
-                            "correct_answer": "It was a puppy.",
-                        }
-                    ]
-                    * n
-                }
-            )
-        if "long-term memories" in text or "worth remembering" in text:
+        if purpose == "summarise":
             turns = re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", text, re.M)
             mems = [
                 {"speaker": sp, "event": f"{sp} said {' '.join(body.split()[:12])}", "turns": [int(i)]}
@@ -102,20 +83,16 @@ class CountingLLM:
             return json.dumps({"memories": mems or [{"speaker": "user", "event": "The user chatted.", "turns": [0]}]})
         return "Thanks for telling me; I remember what you said last time."
 
-    def _record(self, messages, answer):
-        p = sum(count_tokens(str(m.get("content", ""))) for m in messages)
-        c = count_tokens(answer)
-        self.calls.append({"prompt_tokens": p, "completion_tokens": c})
-        return p, c
+    @staticmethod
+    def _tokens(messages: list[dict], answer: str) -> tuple[int, int]:
+        return sum(count_tokens(str(m.get("content", ""))) for m in messages), count_tokens(answer)
 
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None) -> Completion:
-        a = self._answer(messages)
-        p, c = self._record(messages, a)
-        return Completion(a, p, c)
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose="") -> Completion:
+        a = self._answer(purpose, messages)
+        return Completion(a, *self._tokens(messages, a))
 
-    def stream(self, messages, *, temperature, max_tokens) -> Iterator[str]:
-        a = self._answer(messages)
-        self._record(messages, a)
+    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose="") -> Iterator[str]:
+        a = self._answer(purpose, messages)
         for i in range(0, len(a), 8):
             yield a[i : i + 8]
 
@@ -130,18 +107,14 @@ def make_agent(
     compressor_note: str = "",
 ):
     """The engine's MemoryAgent over embedded Chroma in `data_dir`, with the given LLM and embedder."""
+    from ..secom.segmentation import make_segmenter
     from ..secom.strategy import SecomMemory
     from ..store import VectorStore
     from ..theanine.strategy import TheanineMemory
 
     store = VectorStore(path=Path(data_dir) / "chroma")
-    secom = SecomMemory(
-        store,
-        embedder,
-        compressor,
-        compressor_note or "compression off in this benchmark",
-        use_llm_segmenter=llm_segmenter,
-    )
+    segmenter = make_segmenter("llm" if llm_segmenter else "embedding", embedder)
+    secom = SecomMemory(store, embedder, compressor, compressor_note or "compression off in this benchmark", segmenter)
     from ..agent import MemoryAgent
 
     factory = (lambda cfg: llm_instance) if llm_instance is not None else None  # one LLM given, injected
@@ -222,9 +195,9 @@ def run(
     for strat in strategies:
         rows = []
         for q in questions:
-            trace = None
+            trace = Trace(strat, error="no answer")
             for ev in agent.reply(user, [], q, "2024-01-01", opts.with_(strategy=strat)):
-                if ev.kind == "done":
+                if ev.kind == "done" and ev.trace is not None:
                     trace = ev.trace
             row = _calls(trace)
             row["timelines"] = len(trace.timelines_raw)
@@ -241,15 +214,14 @@ def run(
 
 
 def _calls(trace: Trace) -> dict:
-    by: dict[str, int] = defaultdict(int)
-    for c in trace.llm_calls:
-        by[c.purpose] += 1
+    by = Counter(c.purpose for c in trace.llm_calls)
     return {
         "calls": len(trace.llm_calls),
         "tokens": trace.tokens,
         "prompt_tokens": sum(c.prompt_tokens for c in trace.llm_calls),
         "completion_tokens": sum(c.completion_tokens for c in trace.llm_calls),
         "by_purpose": dict(by),
+        "relation_pairs": trace.counts.get("relation_pairs", 0),
         "seconds": round(trace.timings.get("total", 0.0), 3),
     }
 
@@ -273,9 +245,11 @@ def _summary(rows: list[dict]) -> dict:
     }
 
 
-def official(result: dict, pairs_per_close: list[int], options: Options) -> dict:
-    """The official implementations' calls for the same sessions and replies."""
+def official(result: dict, options: Options) -> dict:
+    """The official implementations' calls for the same sessions and replies (THEANINE's official code
+    makes one relation call per candidate pair: the pairs each close's trace counted)."""
     n_close = len(result["close_each"])
+    pairs_per_close = [c["relation_pairs"] for c in result["close_each"]]
     th = result["replies"].get("theanine", {})
     return {
         "theanine": {
@@ -343,7 +317,7 @@ def main(argv: list[str]) -> int:
         "--llm",
         choices=("fake", "configured"),
         default="fake",
-        help="fake: a counting stand-in (exact counts, seconds); configured: the configured endpoint",
+        help="fake: a stand-in answering each step (exact counts, seconds); configured: the configured endpoint",
     )
     p.add_argument("--embedder", choices=("minilm", "openai"), default="minilm")
     args = p.parse_args(argv)
@@ -371,23 +345,20 @@ def main(argv: list[str]) -> int:
             "Where did I go hiking?",
         ] * ((args.questions + 3) // 4)
         questions = questions[: args.questions]
-    fake = CountingLLM() if args.llm == "fake" else None
-    if fake is None:
-        from ..llm import make_llm
+    from ..llm import LLM, make_llm
 
-        llm = make_llm(settings.llm)
-    else:
-        llm = fake
-    counter = _PairCounter(llm)
+    llm: LLM = StandInLLM() if args.llm == "fake" else make_llm(settings.llm)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-cost-") as tmp:
-        agent = make_agent(settings, Path(tmp), embedder, llm_instance=counter)
+        agent = make_agent(settings, Path(tmp), embedder, llm_instance=llm)
         ours = run(agent, sessions, questions, options=options)
     out = {
         "ours": ours,
-        "official": official(ours, counter.pairs_per_close(len(sessions)), options),
+        "official": official(ours, options),
         "config": {
-            "llm": "counting fake (valid answers, tiktoken counts)" if fake else settings.llm.describe(),
+            "llm": "stand-in (valid answers by purpose, tiktoken counts)"
+            if args.llm == "fake"
+            else settings.llm.describe(),
             "sessions": len(sessions),
             "questions": len(questions),
             "seed": args.seed,
@@ -409,27 +380,3 @@ def main(argv: list[str]) -> int:
     print(cost_table(out))
     progress(f"wrote {args.out} and {png}")
     return 0
-
-
-class _PairCounter:
-    """Wraps the LLM to count the relation pairs each batched relation call carries, per session close
-    (the official code makes one call per pair)."""
-
-    def __init__(self, llm):
-        self.llm = llm
-        self.relation_pairs: list[int] = []
-        self._close_marks: list[int] = []
-
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None):
-        text = "\n".join(str(m.get("content", "")) for m in messages)
-        if "For every pair give one relation" in text:
-            self.relation_pairs.append(len(re.findall(r"^Pair \d+:", text, re.M)))
-        return self.llm.chat(messages, temperature=temperature, max_tokens=max_tokens, json_schema=json_schema)
-
-    def stream(self, messages, *, temperature, max_tokens):
-        return self.llm.stream(messages, temperature=temperature, max_tokens=max_tokens)
-
-    def pairs_per_close(self, n_close: int) -> list[int]:
-        # One batched relation call per close that had candidates (the first close has none).
-        pairs = list(self.relation_pairs[:n_close])
-        return [0] * (n_close - len(pairs)) + pairs

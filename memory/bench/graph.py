@@ -13,13 +13,15 @@ from __future__ import annotations
 import json
 import tempfile
 from collections import defaultdict
+from pathlib import Path
+from typing import Any
 
 import networkx as nx
 
+from ..dates import iso_key
 from ..embeddings import make_embedder
 from ..llm import LLMSession, make_llm
 from ..locomo import observations, questions
-from ..records import sortable_time
 from ..settings import Options, Settings
 from ..store import VectorStore
 from ..theanine.graph import Memory
@@ -41,7 +43,7 @@ def build_from_observations(tm: TheanineMemory, user: str, sample: dict, opts: O
                 event=o.text,
                 time=o.date,
                 session_id=sid,
-                ts=sortable_time(o.date),
+                ts=iso_key(o.date),
                 turns=o.dia_ids,
                 speaker=o.speaker,
             )
@@ -66,7 +68,7 @@ def main(argv: list[str]) -> int:
     embedder = make_embedder("minilm")
     rows, retrieve_ms, untangle_ms, per_query = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        tm = TheanineMemory(VectorStore(path=f"{tmp}/chroma"), embedder, tmp)
+        tm = TheanineMemory(VectorStore(path=f"{tmp}/chroma"), embedder, Path(tmp))
         for s in samples:
             user = str(s.get("sample_id", "sample"))
             progress(f"{user}: linking observations ({'LLM' if use_llm else 'offline rule'})")
@@ -92,7 +94,7 @@ def main(argv: list[str]) -> int:
                     "questions": len(qs),
                 }
             )
-    result = {
+    result: dict[str, Any] = {
         "samples": rows,
         "timelines_per_query": {
             "mean": sum(per_query) / max(1, len(per_query)),

@@ -4,11 +4,13 @@ a LoCoMo user's sessions closed into memory, replies with their cost, and an LLM
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import random
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +107,9 @@ def _after(date: str) -> str:
     """A date string for "the next conversation": the day after the last session, when it parses."""
     from datetime import datetime, timedelta
 
-    from ..records import sortable_time
+    from ..dates import iso_key
 
-    iso = sortable_time(date)
+    iso = iso_key(date)
     if not iso:
         return date
     return (datetime.fromisoformat(iso) + timedelta(days=1)).strftime("%d %B, %Y")
@@ -139,7 +141,7 @@ def ask(agent, user: User, question: str, options: Options, hint: str = "") -> d
     """One reply in a new session; its text, cost and latency from the agent's trace."""
     t0 = time.perf_counter()
     first = None
-    text, trace = "", None
+    text, trace = "", Trace("none")
     for ev in agent.reply(user.user_id, [], question, user.next_date, options, hint=hint):
         if ev.kind == "delta" and first is None:
             first = time.perf_counter() - t0
@@ -217,6 +219,49 @@ class Judge:
     @property
     def tokens(self) -> int:
         return self.trace.tokens
+
+
+@dataclasses.dataclass
+class JudgedRun:
+    """What every judged benchmark works with: the users, the settings, the agent under test, the judge."""
+
+    users: list[User]
+    settings: Settings
+    agent: Any
+    judge: Judge
+    started: float
+
+
+@contextlib.contextmanager
+def judged_run(p: argparse.ArgumentParser, args, name: str) -> Iterator[JudgedRun]:
+    """Check the strategies, load the users and set up the agent (in a scratch folder) and the judge."""
+    bad = [s for s in args.strategies if s not in STRATEGIES]
+    if bad:
+        p.error(f"unknown strategy: {', '.join(bad)}")
+    started = time.perf_counter()
+    users = load_users(args.data, args.conversations, args.max_sessions)
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+        settings = settings_for(Path(tmp))
+        progress(f"LLM: {settings.llm.describe()}; embedder: {settings.embedder}")
+        judge = Judge(settings, cfg=judge_config(settings, args))
+        yield JudgedRun(users, settings, make_agent(settings), judge, started)
+
+
+def run_config(args, run: JudgedRun, **extra) -> dict:
+    """The `config` block every judged benchmark writes: data, sampling, models, tokens, time, machine."""
+    return {
+        "data": args.data,
+        "users": [u.user_id for u in run.users],
+        "limit": args.limit,
+        "max_sessions": args.max_sessions,
+        "seed": args.seed,
+        "llm": run.settings.llm.describe(),
+        **extra,
+        "judge_tokens": run.judge.tokens,
+        "max_reply_tokens": args.max_reply_tokens,
+        "seconds": round(time.perf_counter() - run.started, 1),
+        "machine": common.machine(),
+    }
 
 
 def summarise_rows(rows: list[dict], flag: str) -> dict:

@@ -40,7 +40,7 @@ import json
 import random
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,8 +92,7 @@ class Ranker:
     """bm25 / dense / hybrid ranking of a fixed list of retrieval keys (the baselines' units)."""
 
     def __init__(self, keys: list[str], embedder, vectors: np.ndarray | None = None):
-        self.bm25 = BM25Index()
-        self.bm25.add(keys)
+        self.bm25 = BM25Index(keys)
         self.vectors = vectors if vectors is not None else embedder.embed(keys)
 
     def scores(self, retriever: str, question: str, qvec: np.ndarray) -> np.ndarray:
@@ -198,7 +197,7 @@ class TheanineUnits:
         max_len: int,
         seed: int,
     ):
-        from ..records import sortable_time
+        from ..dates import iso_key
         from ..theanine.graph import Memory
         from ..theanine.strategy import KIND, TheanineMemory
 
@@ -219,7 +218,7 @@ class TheanineUnits:
                     event=o.text,
                     time=o.date,
                     session_id=s.session_id,
-                    ts=sortable_time(o.date),
+                    ts=iso_key(o.date),
                     turns=list(o.dia_ids),
                     speaker=o.speaker,
                 )
@@ -231,15 +230,12 @@ class TheanineUnits:
         self.graph = self.tm.graph(self.user)
         self.llm_calls = len(trace.llm_calls)
         self.mids = [m.id for m in sorted(self.graph.memories(), key=lambda m: m.seq)]
-        self.bm25 = BM25Index()
-        self.bm25.add([self.graph.memory(m).event for m in self.mids])
+        self.bm25 = BM25Index([self.graph.memory(m).event for m in self.mids])
         self._pos = {m: i for i, m in enumerate(self.mids)}
 
     def stats(self) -> dict:
         g = self.graph.g
-        comps: dict[str, int] = defaultdict(int)
-        for m in self.mids:
-            comps[self.graph.component_of(m)] += 1
+        comps = Counter(self.graph.component_of(m) for m in self.mids)
         return {
             "memories": len(self.mids),
             "edges": g.number_of_edges(),
@@ -562,19 +558,18 @@ def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: i
     and a note on compression; ({}, reason) when SeCom cannot be made."""
     try:
         from ..secom.compression import load_compressor
-        from ..secom.segmentation import EmbeddingSegmenter, LLMSegmenter
+        from ..secom.segmentation import segmenter_for
         from ..secom.strategy import SecomMemory
     except ImportError as e:
         return {}, f"SeCom unavailable: {e}"
-    rubric = Path(settings.rubric_path).read_text(encoding="utf-8") if settings.rubric_path else ""
-    offline = EmbeddingSegmenter(embedder, **({"max_len": segment_max_len} if segment_max_len else {}))
-    segmenter = LLMSegmenter(rubric, fallback=offline) if (use_llm and settings.segmenter == "llm") else offline
+    overrides = {"max_len": segment_max_len} if segment_max_len else {}
+    segmenter = segmenter_for(settings, embedder, settings.segmenter if use_llm else "embedding", **overrides)
     compressor, note = load_compressor(settings.compressor_model)
     note = note or f"compressed keys: {getattr(compressor, 'name', 'compressor')}"
     return {
         "secom": SecomMemory(store, embedder, compressor, note, segmenter),
         "secom-raw": SecomMemory(store, embedder, None, "secom-raw: keys are the original text", segmenter),
-    }, f"{note}; segmenter: {getattr(segmenter, 'name', type(segmenter).__name__)}"
+    }, f"{note}; segmenter: {segmenter.name}"
 
 
 def _parser():
@@ -685,9 +680,7 @@ def _main_units(args) -> int:
         if {"secom", "secom-raw"} & set(args.methods):
             secom, secom_note = _secom_memories(store, embedder, settings, use_llm, args.segment_max_len)
             progress(secom_note)
-            seg = getattr(secom.get("secom"), "segmenter", None)
-            seg = getattr(seg, "fallback", seg)  # an LLM segmenter's offline fallback
-            seg_params = seg.params.to_dict() if hasattr(getattr(seg, "params", None), "to_dict") else None
+            seg_params = secom["secom"].segmenter.params.to_dict() if secom else None
         t0 = time.perf_counter()
         out = evaluate(
             convs,

@@ -26,7 +26,7 @@ import json
 import re
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -55,7 +55,7 @@ class ReferenceLLM:
         self.obs = defaultdict(list)
         for o in conv.observations:
             self.obs[o.session].append(o)
-        self.calls: dict[str, int] = defaultdict(int)
+        self.calls: Counter[str] = Counter()
 
     def _memories(self, prompt: str) -> str:
         index: dict[str, int] = {}  # dia_id -> the number the prompt gives that turn
@@ -74,21 +74,21 @@ class ReferenceLLM:
                     )
         return json.dumps({"memories": mems})
 
-    def _answer(self, messages: list[dict]) -> str:
+    def _answer(self, purpose: str, messages: list[dict]) -> str:
         prompt = str(messages[-1].get("content", ""))
-        if '"memories"' in prompt:
+        if purpose == "summarise":
             self.calls["summarise"] += 1
             return self._memories(prompt)
-        if '"timelines"' in prompt:
+        if purpose == "refine":
             self.calls["refine"] += 1
             return json.dumps({"timelines": re.findall(r"^Timeline \d+: (.*)$", prompt, re.M)})
         self.calls["other"] += 1
         return "{}"  # relations, segmentation: the engine falls back
 
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None) -> Completion:
-        return Completion(self._answer(messages))
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose="") -> Completion:
+        return Completion(self._answer(purpose, messages))
 
-    def stream(self, messages, *, temperature, max_tokens) -> Iterator[str]:
+    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose="") -> Iterator[str]:
         yield ""
 
 
@@ -139,22 +139,16 @@ def build(
     cached = CachedEmbedder(agent.embedder)
     agent.embedder = agent.theanine.embedder = agent.secom.embedder = cached
     if segment_max_len:  # the offline segmenter with its longest segment capped
-        from ..secom.segmentation import EmbeddingSegmenter, LLMSegmenter
+        from ..secom.segmentation import segmenter_for
 
-        seg = agent.secom.segmenter
-        offline = EmbeddingSegmenter(
-            cached, getattr(agent.secom._embedding_segmenter(), "params", None), max_len=segment_max_len
-        )
-        agent.secom.segmenter = LLMSegmenter(seg.rubric, fallback=offline) if isinstance(seg, LLMSegmenter) else offline
+        agent.secom.segmenter = segmenter_for(s, cached, max_len=segment_max_len)
     user = f"locomo-{conv.sample_id}-{summariser}"
     t0 = time.perf_counter()
-    calls, fallbacks, memories, segments, notices = 0, defaultdict(int), 0, 0, []
+    calls, fallbacks, memories, segments, notices = 0, Counter[str](), 0, 0, []
     for sess in conv.sessions:
         rep = agent.close_session(user, sess, options, llm_steps=llm is not None)
         calls += len(rep.trace.llm_calls)
-        for c in rep.trace.llm_calls:
-            if c.status == "fallback":
-                fallbacks[c.purpose] += 1
+        fallbacks.update(c.purpose for c in rep.trace.llm_calls if c.status == "fallback")
         memories += len(rep.new_memories)
         segments += len(rep.new_segments)
         notices += [n for n in rep.trace.notices if n not in notices]

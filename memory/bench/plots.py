@@ -18,20 +18,7 @@ _STYLE = {
 
 
 def plot_recall(results: list[dict], path: str | Path, title: str = "LoCoMo evidence recall") -> Path:
-    """Recall vs token budget, one line per method, one panel per retriever (a PNG at `path`)."""
-    return _save(recall_figure(results, title), path)
-
-
-def _save(fig, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    matplotlib_pyplot().close(fig)
-    return path
-
-
-def recall_figure(results: list[dict], title: str = "LoCoMo evidence recall"):
-    """The figure of `plot_recall` (the app's evaluation tab shows it as it is)."""
+    """Recall vs token budget, one line per method, one panel per retriever."""
     plt = matplotlib_pyplot()
     retrievers = list(dict.fromkeys(r["retriever"] for r in results)) or ["-"]
     lines: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
@@ -63,46 +50,19 @@ def recall_figure(results: list[dict], title: str = "LoCoMo evidence recall"):
     axes[0][0].set_ylabel("evidence recall")
     axes[0][0].set_ylim(0, 1)
     axes[0][-1].legend(loc="lower right", fontsize=8)
-    fig.suptitle(title)
+    return save_figure(plt, fig, title, path)
+
+
+def save_figure(plt, fig, title: str, path: str | Path, dpi: int = 110) -> Path:
+    """Title, tight layout, write the PNG (folders made) and free the figure."""
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
-    return fig
-
-
-_DASH = {"bm25": "-", "dense": "--", "hybrid": ":"}
-
-
-def strategy_figure(results: list[dict], title: str = "Evidence recall", figsize=(7.0, 5.2)):
-    """Recall vs token budget in one panel, one line per strategy (method, summariser, retriever):
-    colour by method, dashes by retriever. The app's evaluation tab shows it."""
-    plt = matplotlib_pyplot()
-    lines: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    kind: dict[str, tuple[str, str]] = {}
-    for r in results:
-        if r["recall"] is None:
-            continue
-        label = r.get("strategy") or f"{r['method']} ({r['retriever']})"
-        lines[label].append((r["budget"], r["recall"]))
-        kind[label] = (r["method"], r["retriever"])
-    fig, ax = plt.subplots(figsize=figsize)
-    for label, pts in lines.items():
-        pts.sort()
-        method, retriever = kind[label]
-        color, marker = _STYLE.get(method, (None, "."))
-        ax.plot(
-            [b for b, _ in pts], [v for _, v in pts], _DASH.get(retriever, "-"), marker=marker, color=color, label=label
-        )
-    budgets = sorted({r["budget"] for r in results})
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(budgets, [str(b) for b in budgets])
-    ax.minorticks_off()
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("context budget (tokens, cl100k)")
-    ax.set_ylabel("evidence recall")
-    ax.grid(alpha=0.3)
-    ax.set_title(title, fontsize=10)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7, frameon=False)
-    fig.tight_layout()
-    return fig
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
 
 
 def plot_scale(sizes: list[dict], path: str | Path, title: str = "Scale: latency and memory per user") -> Path:
@@ -137,24 +97,16 @@ def plot_scale(sizes: list[dict], path: str | Path, title: str = "Scale: latency
     ax2.set_xlabel("memories per user")
     ax2.set_ylabel("peak resident memory (MB)")
     ax2.grid(alpha=0.3, which="both")
-    fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, title, path)
 
 
 def plot_bars(labels: list[str], series: dict[str, list[float]], path: str | Path, title: str, ylabel: str) -> Path:
-    """Grouped bars: one group per label, one bar per series (a PNG at `path`)."""
-    return _save(bars_figure(labels, series, title, ylabel), path)
+    """Grouped bars: one group per label, one bar per series."""
+    return save_figure(matplotlib_pyplot(), bars_figure(labels, series, ylabel), title, path)
 
 
-def bars_figure(
-    labels: list[str], series: dict[str, list[float]], title: str, ylabel: str, figsize=None, values: bool = True
-):
-    """The figure of `plot_bars` (`values`: each bar's value written on it)."""
+def bars_figure(labels: list[str], series: dict[str, list[float]], ylabel: str, figsize=None, values: bool = True):
+    """The figure of `plot_bars`, unsaved (`values`: each bar's value written on it)."""
     plt = matplotlib_pyplot()
     fig, ax = plt.subplots(figsize=figsize or (max(6, 1.3 * len(labels) * max(1, len(series)) / 2), 4.2))
     width = 0.8 / max(1, len(series))
@@ -165,8 +117,43 @@ def bars_figure(
             ax.bar_label(bars, fmt="%g", fontsize=7)
     ax.set_xticks(range(len(labels)), labels, rotation=15, fontsize=8)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, axis="y")
+    return fig
+
+
+_DASH = {"bm25": "-", "dense": "--", "hybrid": ":"}
+
+
+def strategy_figure(results: list[dict], title: str = "Evidence recall", figsize=(7.0, 5.2)):
+    """Recall vs token budget in one panel, one line per strategy (method, summariser, retriever):
+    colour by method, dashes by retriever; unsaved. The app's evaluation tab shows it."""
+    plt = matplotlib_pyplot()
+    lines: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    kind: dict[str, tuple[str, str]] = {}
+    for r in results:
+        if r["recall"] is None:
+            continue
+        label = r.get("strategy") or f"{r['method']} ({r['retriever']})"
+        lines[label].append((r["budget"], r["recall"]))
+        kind[label] = (r["method"], r["retriever"])
+    fig, ax = plt.subplots(figsize=figsize)
+    for label, pts in lines.items():
+        pts.sort()
+        method, retriever = kind[label]
+        color, marker = _STYLE.get(method, (None, "."))
+        ax.plot(
+            [b for b, _ in pts], [v for _, v in pts], _DASH.get(retriever, "-"), marker=marker, color=color, label=label
+        )
+    budgets = sorted({r["budget"] for r in results})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.minorticks_off()
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("context budget (tokens, cl100k)")
+    ax.set_ylabel("evidence recall")
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7, frameon=False)
     fig.tight_layout()
     return fig

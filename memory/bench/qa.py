@@ -13,10 +13,8 @@ calls and latency per question for each strategy.
 
 from __future__ import annotations
 
-import tempfile
-import time
 from collections import defaultdict
-from pathlib import Path
+from typing import Any
 
 from .. import locomo as lc
 from . import common, llm_eval
@@ -42,16 +40,8 @@ def main(argv: list[str]) -> int:
     p = common.parser("qa", __doc__.split("\n\n")[0], "bench_out/qa.json")
     llm_eval.add_args(p)
     args = p.parse_args(argv)
-    bad = [s for s in args.strategies if s not in llm_eval.STRATEGIES]
-    if bad:
-        p.error(f"unknown strategy: {', '.join(bad)}")
-    t_start = time.perf_counter()
-    users = llm_eval.load_users(args.data, args.conversations, args.max_sessions)
-    with tempfile.TemporaryDirectory(prefix="bench-qa-") as tmp:
-        settings = llm_eval.settings_for(Path(tmp))
-        progress(f"LLM: {settings.llm.describe()}; embedder: {settings.embedder}")
-        agent = llm_eval.make_agent(settings)
-        judge = llm_eval.Judge(settings, cfg=llm_eval.judge_config(settings, args))
+    with llm_eval.judged_run(p, args, "qa") as run:
+        users, settings, agent, judge = run.users, run.settings, run.agent, run.judge
         rows: list[dict] = []
         closes = {}
         for user in users:
@@ -80,7 +70,7 @@ def main(argv: list[str]) -> int:
                         f"  q{qi + 1}/{len(qs)} {strat:8s} correct={r['correct']} "
                         f"{r['llm_calls']} calls {r['tokens']} tokens {r['latency_s']:.1f}s"
                     )
-    out = {"strategies": {}, "questions": rows, "close": closes}
+    out: dict[str, Any] = {"strategies": {}, "questions": rows, "close": closes}
     for strat in args.strategies:
         mine = [r for r in rows if r["strategy"] == strat]
         s = llm_eval.summarise_rows(mine, "correct")
@@ -91,20 +81,7 @@ def main(argv: list[str]) -> int:
                 by_cat[str(r["category"])].append(r["correct"])
         s["by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(by_cat.items())}
         out["strategies"][strat] = s
-    out["config"] = {
-        "data": args.data,
-        "users": [u.user_id for u in users],
-        "limit": args.limit,
-        "max_sessions": args.max_sessions,
-        "seed": args.seed,
-        "llm": settings.llm.describe(),
-        "embedder": settings.embedder,
-        "judge": judge.describe(),
-        "judge_tokens": judge.tokens,
-        "max_reply_tokens": args.max_reply_tokens,
-        "seconds": round(time.perf_counter() - t_start, 1),
-        "machine": common.machine(),
-    }
+    out["config"] = llm_eval.run_config(args, run, embedder=settings.embedder, judge=judge.describe())
     return llm_eval.finish(
         args, out, "accuracy", "accuracy", "accuracy", f"LoCoMo QA accuracy (LLM judge, {settings.llm.describe()})"
     )

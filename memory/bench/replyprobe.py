@@ -21,6 +21,7 @@ from ..reply_prompts import reply_messages
 from ..settings import BUNDLED_MODELS, LLMConfig
 from ..trace import Trace
 from .common import machine, matplotlib_pyplot, parser, plot_path, progress, str_list, write_json
+from .plots import save_figure
 
 # (remembered fact, what the user says now, words of which any shows the fact was used)
 PROBES: list[tuple[str, str, tuple[str, ...]]] = [
@@ -121,11 +122,8 @@ def plot(results: list[dict], out) -> None:
     ax.set_xticks([i + width * (len(results) - 1) / 2 for i in range(len(metrics))], [lbl for _, lbl in metrics])
     ax.set_ylim(0, 1)
     ax.set_ylabel(f"share of {results[0]['n']} probes")
-    ax.set_title("Bundled reply models through the app's reply prompt")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(plot_path(out, "rates"), dpi=120)
-    plt.close(fig)
+    save_figure(plt, fig, "Bundled reply models through the app's reply prompt", plot_path(out, "rates"), dpi=120)
 
 
 def main(argv: list[str]) -> int:

@@ -175,17 +175,16 @@ def fill_theanine(tm, user_id: str, u: SyntheticUser, cross_link: float = 0.08) 
 
 
 def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
+    """Fill THEANINE and SeCom for one synthetic user of `n` memories, then time retrieval and linking."""
     from ..settings import Options
     from ..store import VectorStore
-    from ..theanine.graph import Memory
     from ..theanine.strategy import TheanineMemory
-    from ..trace import Trace
 
     out: dict = {"n": n}
     u = SyntheticUser(n, seed)
     emb = SyntheticEmbedder(u)
-    for t, v in zip(u.texts, u.vectors, strict=False):
-        emb.known[t] = v
+    for text, v in zip(u.texts, u.vectors, strict=True):
+        emb.known[text] = v
     opts = Options(seed=seed, retriever=secom_retriever)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         store = VectorStore(path=Path(tmp) / "chroma")
@@ -205,80 +204,97 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
             progress(f"n={n}: SeCom filled in {out['fill_secom_s']}s")
 
         rng = random.Random(seed)
-        # --- timeline: retrieve + untangle ---
-        tl, tl_retrieve, tl_untangle, n_tl = [], [], [], []
+        out.update(_time_timelines(tm, user, u, opts, rng, reps))
+        out.update(_time_secom(secom, user, u, opts, rng, reps))
+        out.update(_time_linking(tm, user, u, emb, opts, rng, reps, seed))
+    out["peak_mb"] = common.peak_rss_mb()
+    return out
+
+
+def _time_timelines(tm, user: str, u: SyntheticUser, opts, rng: random.Random, reps: int) -> dict:
+    """THEANINE's timeline retrieval (retrieve + untangle), after a few warm-up calls."""
+    from ..trace import Trace
+
+    tl, tl_retrieve, tl_untangle, n_tl = [], [], [], []
+    for r in range(reps + 5):
+        q, _ = u.query(rng)
+        trace = Trace("theanine")
+        t0 = time.perf_counter()
+        raw = tm.retrieve(user, q, opts, trace)
+        dt = time.perf_counter() - t0
+        if r >= 5:
+            tl.append(dt * 1000)
+            tl_retrieve.append(trace.timings.get("theanine_retrieve", 0) * 1000)
+            tl_untangle.append(trace.timings.get("theanine_untangle", 0) * 1000)
+            n_tl.append(len(raw))
+    out = _pcts("timeline", tl)
+    out["timeline_store_ms_p50"] = round(common.percentile(tl_retrieve, 50), 2)
+    out["timeline_untangle_ms_p50"] = round(common.percentile(tl_untangle, 50), 2)
+    out["timeline_untangle_ms_p95"] = round(common.percentile(tl_untangle, 95), 2)
+    out["timelines_per_retrieve"] = round(float(np.mean(n_tl)), 2)
+    progress(f"n={u.n}: timeline p50 {out['timeline_ms_p50']} ms, p95 {out['timeline_ms_p95']} ms")
+    return out
+
+
+def _time_secom(secom, user: str, u: SyntheticUser, opts, rng: random.Random, reps: int) -> dict:
+    """SeCom's retrieval; the first query (which loads the user's BM25 index) is reported apart."""
+    from ..trace import Trace
+
+    if secom is None:
+        return {"secom_ms_p50": None, "secom_ms_p95": None}
+    out: dict = {}
+    sc, n_seg = [], []
+    try:
         for r in range(reps + 5):
             q, _ = u.query(rng)
-            trace = Trace("theanine")
             t0 = time.perf_counter()
-            raw = tm.retrieve(user, q, opts, trace)
-            dt = time.perf_counter() - t0
-            if r >= 5:  # a few warm-up calls
-                tl.append(dt * 1000)
-                tl_retrieve.append(trace.timings.get("theanine_retrieve", 0) * 1000)
-                tl_untangle.append(trace.timings.get("theanine_untangle", 0) * 1000)
-                n_tl.append(len(raw))
-        out.update(_pcts("timeline", tl))
-        out["timeline_store_ms_p50"] = round(common.percentile(tl_retrieve, 50), 2)
-        out["timeline_untangle_ms_p50"] = round(common.percentile(tl_untangle, 50), 2)
-        out["timeline_untangle_ms_p95"] = round(common.percentile(tl_untangle, 95), 2)
-        out["timelines_per_retrieve"] = round(float(np.mean(n_tl)), 2)
-        progress(f"n={n}: timeline p50 {out['timeline_ms_p50']} ms, p95 {out['timeline_ms_p95']} ms")
+            got = secom.retrieve(user, q, opts, Trace("secom"))
+            if r == 0:
+                out["secom_first_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+            if r >= 5:
+                sc.append((time.perf_counter() - t0) * 1000)
+                n_seg.append(len(got))
+    except Exception as e:
+        error = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        progress(f"n={u.n}: SeCom retrieval FAILED: {error}")
+        return {"secom_ms_p50": None, "secom_ms_p95": None, "secom_error": error}
+    out.update(_pcts("secom", sc))
+    out["segments_per_retrieve"] = round(float(np.mean(n_seg)), 2)
+    progress(f"n={u.n}: secom p50 {out['secom_ms_p50']} ms, p95 {out['secom_ms_p95']} ms")
+    return out
 
-        # --- SeCom retrieval ---
-        if secom is not None:
-            sc, n_seg = [], []
-            try:
-                for r in range(reps + 5):
-                    q, _ = u.query(rng)
-                    trace = Trace("secom")
-                    t0 = time.perf_counter()
-                    got = secom.retrieve(user, q, opts, trace)
-                    if r == 0:  # cold: the first query after filling loads the user's BM25 index
-                        out["secom_first_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-                    if r >= 5:
-                        sc.append((time.perf_counter() - t0) * 1000)
-                        n_seg.append(len(got))
-                out.update(_pcts("secom", sc))
-                out["segments_per_retrieve"] = round(float(np.mean(n_seg)), 2)
-                progress(f"n={n}: secom p50 {out['secom_ms_p50']} ms, p95 {out['secom_ms_p95']} ms")
-            except Exception as e:
-                out.update(
-                    {
-                        "secom_ms_p50": None,
-                        "secom_ms_p95": None,
-                        "secom_error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
-                    }
-                )
-                progress(f"n={n}: SeCom retrieval FAILED: {out['secom_error']}")
-        else:
-            out.update({"secom_ms_p50": None, "secom_ms_p95": None})
 
-        # --- link one new memory (a one-memory session), LLM excluded ---
-        lk, pairs, lk_cand, lk_save = [], [], [], []
-        saves: list[float] = []
-        real_save = tm.graphs.save  # the graph store's write (JSON files here)
+def _time_linking(tm, user: str, u: SyntheticUser, emb, opts, rng: random.Random, reps: int, seed: int) -> dict:
+    """Linking one new memory (a one-memory session), LLM excluded; the graph store's write is timed apart
+    (instrumented, not replaced: the real write runs)."""
+    from ..theanine.graph import Memory
+    from ..trace import Trace
 
-        def timed_save(*a, _real=real_save, **kw):  # instrument, not replace: the real write runs
-            t_s = time.perf_counter()
-            out = _real(*a, **kw)
-            saves.append((time.perf_counter() - t_s) * 1000)
-            return out
+    lk, pairs, lk_cand, lk_save = [], [], [], []
+    saves: list[float] = []
+    real_save = tm.graphs.save
 
-        tm.graphs.save = timed_save
-        base_day = u.n // SESSION_SIZE + 1
-        link_reps = max(10, reps // 2)
-        for r in range(link_reps + 3):
-            t = u.topics[rng.randrange(n)]
-            text = f"New {r}: " + " ".join(rng.sample(u.topic_words[t], 3) + rng.sample(u.common_words, 6))
-            emb.known[text] = u._vectors(np.random.default_rng(seed + r), [t])[0]
+    def timed_save(*a, **kw):
+        t_s = time.perf_counter()
+        result = real_save(*a, **kw)
+        saves.append((time.perf_counter() - t_s) * 1000)
+        return result
+
+    tm.graphs.save = timed_save
+    base_day = u.n // SESSION_SIZE + 1
+    try:
+        for r in range(max(10, reps // 2) + 3):
+            topic = u.topics[rng.randrange(u.n)]
+            text = f"New {r}: " + " ".join(rng.sample(u.topic_words[topic], 3) + rng.sample(u.common_words, 6))
+            emb.known[text] = u._vectors(np.random.default_rng(seed + r), [topic])[0]
             sid = f"n{r:05d}"
+            day = f"{1 + r % 28:02d}"
             m = Memory(
                 id=f"{sid}:m0",
                 event=text,
-                time=f"2100-01-{1 + r % 28:02d}",
+                time=f"2100-01-{day}",
                 session_id=sid,
-                ts=f"2100-{1 + (base_day + r) // 28 % 12:02d}-{1 + r % 28:02d}",
+                ts=f"2100-{1 + (base_day + r) // 28 % 12:02d}-{day}",
             )
             trace = Trace("close")
             t0 = time.perf_counter()
@@ -289,20 +305,17 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
                 pairs.append(opts.j)
                 lk_cand.append(trace.timings.get("theanine_link", 0) * 1000)
                 lk_save.append(saves[-1])
-        out.update(_pcts("link", lk))
-        out["link_candidates_ms_p50"] = round(common.percentile(lk_cand, 50), 2)
-        out["link_graph_save_ms_p50"] = round(common.percentile(lk_save, 50), 2)
-        out["link_without_save_ms_p50"] = round(
-            common.percentile([a - b for a, b in zip(lk, lk_save, strict=False)], 50), 2
-        )
-        out["link_without_save_ms_p95"] = round(
-            common.percentile([a - b for a, b in zip(lk, lk_save, strict=False)], 95), 2
-        )
+    finally:
         del tm.graphs.save  # back to the class's method
-        out["link_llm_pairs"] = int(np.mean(pairs))
-        out["link_llm_calls"] = 1
-        progress(f"n={n}: link p50 {out['link_ms_p50']} ms, p95 {out['link_ms_p95']} ms")
-    out["peak_mb"] = common.peak_rss_mb()
+    out = _pcts("link", lk)
+    without_save = [a - b for a, b in zip(lk, lk_save, strict=True)]
+    out["link_candidates_ms_p50"] = round(common.percentile(lk_cand, 50), 2)
+    out["link_graph_save_ms_p50"] = round(common.percentile(lk_save, 50), 2)
+    out["link_without_save_ms_p50"] = round(common.percentile(without_save, 50), 2)
+    out["link_without_save_ms_p95"] = round(common.percentile(without_save, 95), 2)
+    out["link_llm_pairs"] = int(np.mean(pairs))
+    out["link_llm_calls"] = 1
+    progress(f"n={u.n}: link p50 {out['link_ms_p50']} ms, p95 {out['link_ms_p95']} ms")
     return out
 
 
@@ -315,27 +328,32 @@ def _pcts(name: str, xs: list[float]) -> dict:
 
 def _secom(store, embedder):
     try:
-        from ..secom.segmentation import EmbeddingSegmenter
+        from ..secom.segmentation import make_segmenter
         from ..secom.strategy import SecomMemory
     except ImportError as e:
         progress(f"SeCom unavailable: {e}")
         return None
-    return SecomMemory(store, embedder, None, "compression off (synthetic keys)", EmbeddingSegmenter(embedder))
+    return SecomMemory(store, embedder, None, "compression off (synthetic keys)", make_segmenter("embedding", embedder))
 
 
 def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:
     """Bulk-fill the same sessions as SeCom segments of 2-4 memories, stored as `SecomMemory.build` stores
     them (key = text without compression, the original text and provenance in the metadata)."""
-    from ..secom.strategy import KIND, date_key
+    from ..dates import timestamp
+    from ..secom.strategy import KIND
 
     rng = random.Random(seed)
-    ids, docs, vecs, metas = [], [], [], []
+    ids: list[str] = []
+    docs: list[str] = []
+    vecs: list = []
+    metas: list[dict] = []
     n_seg = 0
 
     def flush():
         if ids:
             secom.store.add(user_id, KIND, ids, docs, np.asarray(vecs, dtype=np.float32), metas)
-            ids.clear(), docs.clear(), vecs.clear(), metas.clear()
+            for part in (ids, docs, vecs, metas):
+                part.clear()
 
     for s0 in range(0, u.n, SESSION_SIZE):
         sid, date = u.session_of(s0), u.date_of(s0)
@@ -352,7 +370,7 @@ def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:
                 {
                     "session_id": sid,
                     "date": date,
-                    "date_ts": date_key(date),
+                    "date_ts": timestamp(date),
                     "start": i - s0,
                     "end": j - 1 - s0,
                     "text": text,
@@ -447,17 +465,21 @@ def argparse_hidden():
     return argparse.SUPPRESS
 
 
+# What every size reports: the table's columns (and what the tests check each row has).
+TIMED = (
+    "n",
+    "link_ms_p50",
+    "link_ms_p95",
+    "timeline_ms_p50",
+    "timeline_ms_p95",
+    "secom_ms_p50",
+    "secom_ms_p95",
+    "peak_mb",
+)
+
+
 def scale_table(sizes: list[dict]) -> str:
-    cols = [
-        "n",
-        "link_ms_p50",
-        "link_ms_p95",
-        "timeline_ms_p50",
-        "timeline_ms_p95",
-        "secom_ms_p50",
-        "secom_ms_p95",
-        "peak_mb",
-    ]
+    cols = list(TIMED)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
     for s in sizes:
         lines.append("| " + " | ".join("-" if s.get(c) is None else str(s.get(c)) for c in cols) + " |")

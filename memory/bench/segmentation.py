@@ -21,26 +21,28 @@ import time
 from pathlib import Path
 
 from ..secom import seg_metrics as M
+from ..secom.segmentation import utterance_exchanges
 from . import common
 from .common import progress
 
 
 def _segmenter(kind: str, params_path: str, rubric_path: str):
     from ..embeddings import make_embedder
-    from ..secom.segmentation import EmbeddingSegmenter, LLMSegmenter, SegParams
+    from ..secom.embedding_segmenter import SegParams
+    from ..secom.segmentation import make_segmenter
 
     params = SegParams.from_dict(json.loads(Path(params_path).read_text())["params"]) if params_path else None
-    emb = EmbeddingSegmenter(make_embedder(), params)
+    rubric = Path(rubric_path).read_text(encoding="utf-8") if rubric_path else ""
+    segmenter = make_segmenter(kind, make_embedder(), params, rubric)
     if kind == "embedding":
-        return emb, None
+        return segmenter, None
     from ..llm import LLMSession, make_llm
     from ..settings import Settings
     from ..trace import Trace
 
     settings = Settings.from_env()
-    rubric = Path(rubric_path).read_text(encoding="utf-8") if rubric_path else ""
     trace = Trace("segmentation")
-    return LLMSegmenter(rubric, fallback=emb), (
+    return segmenter, (
         LLMSession(make_llm(settings.llm), trace, 0.0, settings.llm.max_retries),
         settings.llm.describe(),
     )
@@ -74,7 +76,7 @@ def main(argv: list[str]) -> int:
     refs, hyps = [], []
     t0 = time.perf_counter()
     for i, d in enumerate(dials):
-        segs = segmenter.segment(d.utterances) if llm is None else segmenter.segment(llm[0], d.utterances)
+        segs = segmenter.segment(utterance_exchanges(d.utterances), llm[0] if llm else None)
         refs.append(d.boundaries)
         hyps.append(M.boundaries_from_ranges(segs, len(d.utterances)))
         if (i + 1) % (20 if llm is None else 1) == 0 or i + 1 == len(dials):
@@ -85,7 +87,7 @@ def main(argv: list[str]) -> int:
     base = M.baselines(dials)
     out = {
         "segmenter": args.segmenter if llm is None else f"llm ({llm[1]})",
-        "params": segmenter.params.to_dict() if llm is None else segmenter.fallback.params.to_dict(),
+        "params": segmenter.params.to_dict(),
         "data": str(args.data),
         "format": args.format,
         "pk": res["pk"],

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
-import time
-from pathlib import Path
+from typing import Any
 
 from ..reply_prompts import FALSE_PREMISE_HINT
 from . import common, llm_eval
@@ -121,10 +119,10 @@ def judge_messages(item: dict, reply: str) -> list[dict]:
 def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
     """(date, summary) per closed session in time order: LoCoMo's session_summary, else its observation facts."""
     from .. import locomo as lc
-    from ..records import sortable_time
+    from ..dates import iso_key, order_key
 
     s_sum = sample.get("session_summary") or {}
-    obs = {}
+    obs: dict[str, list[str]] = {}
     for o in lc.observations(sample):
         obs.setdefault(o.session, []).append(o.text)
     out = []
@@ -132,16 +130,52 @@ def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
         n = re.sub(r"\D", "", s.session_id)
         text = s_sum.get(f"session_{n}_summary") or " ".join(obs.get(s.session_id, []))
         if text:
-            out.append((s.date, " ".join(str(text).split())[:2000], sortable_time(s.date)))
-    out.sort(key=lambda x: (not x[2], x[2]))
+            out.append((s.date, " ".join(str(text).split())[:2000], iso_key(s.date)))
+    out.sort(key=lambda x: order_key(x[2]))
     return [(d, t) for d, t, _ in out]
 
 
 def speakers(sample: dict, sessions) -> list[str]:
     conv = sample.get("conversation") or {}
-    names = [conv.get("speaker_a"), conv.get("speaker_b")]
-    names = [str(x) for x in names if x] or list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
+    given = [conv.get("speaker_a"), conv.get("speaker_b")]
+    names = [str(x) for x in given if x] or list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
     return ([*names, "the user", "the chatbot"])[:2]
+
+
+def _counterfactuals(judge, user, limit: int) -> list[dict]:
+    """Up to `limit` false-premise questions, half from each speaker's perspective."""
+    who = speakers(user.sample, user.sessions)
+    sums = summaries(user.sample, user.sessions)
+    per = max(1, math.ceil(limit / 2))
+    items: list[dict] = []
+    for me, other in (who, who[::-1]):
+        got = judge.generate(
+            "counterfactual", gen_messages(sums, me, other, per), GEN_SCHEMA, validate_items, max_tokens=160 * per + 64
+        )
+        items += [{**it, "speaker": me} for it in (got or [])[:per]]
+    items = items[:limit] if limit > 0 else items
+    progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries")
+    return items
+
+
+def _ask_and_judge(agent, judge, user, item: dict, opts, hint: str) -> dict:
+    """The agent's reply to one question, with the judge's verdicts and whether the premise was resisted."""
+    r = llm_eval.ask(agent, user, item["question"], opts, hint=hint)
+    v = judge.verdicts("judge", judge_messages(item, r["reply"]), JUDGE_KEYS)
+    r.update(v or dict.fromkeys(JUDGE_KEYS))
+    r.update({"success": success(v), "hint": bool(hint), "user": user.user_id, **item})
+    return r
+
+
+def _by_strategy(rows: list[dict], strategies: list[str]) -> dict:
+    out = {}
+    for strat in dict.fromkeys(r["strategy"] for r in rows) or strategies:
+        mine = [r for r in rows if r["strategy"] == strat]
+        s = llm_eval.summarise_rows(mine, "success")
+        s["success_rate"] = s.pop("rate")
+        s["resists_rate"] = llm_eval.summarise_rows(mine, "resists")["rate"]
+        out[strat] = s
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -155,37 +189,12 @@ def main(argv: list[str]) -> int:
     )
     p.set_defaults(limit=10)
     args = p.parse_args(argv)
-    bad = [s for s in args.strategies if s not in llm_eval.STRATEGIES]
-    if bad:
-        p.error(f"unknown strategy: {', '.join(bad)}")
-    t_start = time.perf_counter()
-    users = llm_eval.load_users(args.data, args.conversations, args.max_sessions)
-    with tempfile.TemporaryDirectory(prefix="bench-teafarm-") as tmp:
-        settings = llm_eval.settings_for(Path(tmp))
-        progress(f"LLM: {settings.llm.describe()}; embedder: {settings.embedder}")
-        agent = llm_eval.make_agent(settings)
-        judge = llm_eval.Judge(settings, cfg=llm_eval.judge_config(settings, args))
+    with llm_eval.judged_run(p, args, "teafarm") as run:
+        users, settings, agent, judge = run.users, run.settings, run.agent, run.judge
         rows, items_all, closes = [], [], {}
         hints = {"off": [""], "on": [FALSE_PREMISE_HINT], "both": ["", FALSE_PREMISE_HINT]}[args.hint]
         for user in users:
-            who = speakers(user.sample, user.sessions)
-            sums = summaries(user.sample, user.sessions)
-            per = max(1, math.ceil(args.limit / 2))  # both speakers' perspectives
-            items = []
-            for me, other in (who, who[::-1]):
-                got = (
-                    judge.generate(
-                        "counterfactual",
-                        gen_messages(sums, me, other, per),
-                        GEN_SCHEMA,
-                        validate_items,
-                        max_tokens=160 * per + 64,
-                    )
-                    or []
-                )
-                items += [{**it, "speaker": me} for it in got[:per]]
-            items = items[: args.limit] if args.limit > 0 else items
-            progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries")
+            items = _counterfactuals(judge, user, args.limit)
             items_all.extend(items)
             if not items:
                 progress(f"{user.user_id}: the LLM wrote no usable counterfactual question; nothing to ask")
@@ -195,40 +204,22 @@ def main(argv: list[str]) -> int:
                 for hint in hints:
                     for strat in args.strategies:
                         opts = llm_eval.options_for(settings, strat, args.seed, args.max_reply_tokens)
-                        r = llm_eval.ask(agent, user, item["question"], opts, hint=hint)
-                        v = judge.verdicts("judge", judge_messages(item, r["reply"]), JUDGE_KEYS)
-                        r.update(v or {k: None for k in JUDGE_KEYS})
-                        r["success"] = success(v)
-                        name = strat + ("+hint" if hint else "")
-                        r.update({"strategy": name, "hint": bool(hint), "user": user.user_id, **item})
+                        r = _ask_and_judge(agent, judge, user, item, opts, hint)
+                        r["strategy"] = strat + ("+hint" if hint else "")
                         rows.append(r)
                         progress(
-                            f"  q{qi + 1}/{len(items)} {name:13s} success={r['success']} "
+                            f"  q{qi + 1}/{len(items)} {r['strategy']:13s} success={r['success']} "
                             f"{r['llm_calls']} calls {r['latency_s']:.1f}s"
                         )
-    out = {"strategies": {}, "questions": rows, "close": closes}
-    for strat in dict.fromkeys(r["strategy"] for r in rows) or args.strategies:
-        mine = [r for r in rows if r["strategy"] == strat]
-        s = llm_eval.summarise_rows(mine, "success")
-        s["success_rate"] = s.pop("rate")
-        s["resists_rate"] = llm_eval.summarise_rows(mine, "resists")["rate"]
-        out["strategies"][strat] = s
-    out["config"] = {
-        "data": args.data,
-        "users": [u.user_id for u in users],
-        "limit": args.limit,
-        "max_sessions": args.max_sessions,
-        "seed": args.seed,
-        "llm": settings.llm.describe(),
-        "generator_and_judge": judge.describe(),
-        "hint": args.hint,
-        "false_premise_hint": FALSE_PREMISE_HINT,
-        "generated": len(items_all),
-        "judge_tokens": judge.tokens,
-        "max_reply_tokens": args.max_reply_tokens,
-        "seconds": round(time.perf_counter() - t_start, 1),
-        "machine": common.machine(),
-    }
+    out: dict[str, Any] = {"strategies": _by_strategy(rows, args.strategies), "questions": rows, "close": closes}
+    out["config"] = llm_eval.run_config(
+        args,
+        run,
+        generator_and_judge=judge.describe(),
+        hint=args.hint,
+        false_premise_hint=FALSE_PREMISE_HINT,
+        generated=len(items_all),
+    )
     return llm_eval.finish(
         args,
         out,

@@ -13,6 +13,7 @@ score the new rubric on the held-out split; repeat. The best rubric is kept.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import sys
@@ -20,11 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..embeddings import make_embedder
 from ..llm import LLMSession, make_llm
 from ..settings import Settings
 from ..trace import Trace
 from . import rubric_prompts, seg_metrics
-from .segmentation import EmbeddingSegmenter, LLMSegmenter, fit
+from .embedding_segmenter import EmbeddingSegmenter
+from .llm_segmenter import LLMSegmenter
+from .segmentation import utterance_exchanges
+from .segmenter_fit import fit
 
 
 @dataclass
@@ -44,7 +49,7 @@ def segment_all(segmenter: LLMSegmenter, llm: LLMSession, dialogues) -> list[lis
     """Hypothesis boundaries (0/1 per utterance) for each dialogue; each utterance is one unit."""
     out = []
     for d in dialogues:
-        segs = segmenter.segment(llm, d.utterances)
+        segs = segmenter.segment(utterance_exchanges(d.utterances), llm)
         out.append(seg_metrics.boundaries_from_ranges([(s, e) for s, e, _ in segs], len(d.utterances)))
     return out
 
@@ -53,16 +58,16 @@ def learn_rubric(
     llm: LLMSession,
     train,
     heldout,
+    fallback: EmbeddingSegmenter,
     rounds: int = 3,
     hard: int = 5,
     initial: str = "",
-    fallback: EmbeddingSegmenter | None = None,
     progress: Callable[[str], None] = _say,
 ) -> tuple[str, list[Round]]:
     """Returns the best rubric (by held-out Score) and the log of every round (round 0 = the start)."""
 
     def score(rubric: str, dialogues) -> tuple[float, list[list[int]]]:
-        hyps = segment_all(LLMSegmenter(rubric, fallback=fallback), llm, dialogues)
+        hyps = segment_all(LLMSegmenter(fallback, rubric), llm, dialogues)
         return seg_metrics.evaluate([d.boundaries for d in dialogues], hyps)["score"], hyps
 
     rubric = initial
@@ -71,7 +76,7 @@ def learn_rubric(
     log = [Round(0, rubric, best_score, float("nan"))]
     progress(f"round 0 (start): held-out Score {best_score:.4f}")
     for r in range(1, rounds + 1):
-        hyps = segment_all(LLMSegmenter(rubric, fallback=fallback), llm, train)
+        hyps = segment_all(LLMSegmenter(fallback, rubric), llm, train)
         wds = [seg_metrics.evaluate_one(d.boundaries, h)["windowdiff"] for d, h in zip(train, hyps, strict=False)]
         order = sorted(range(len(train)), key=lambda i: -wds[i])[:hard]
         examples = [
@@ -87,7 +92,7 @@ def learn_rubric(
             rubric_prompts.reflect_messages(rubric, examples),
             rubric_prompts.REFLECT_SCHEMA,
             rubric_prompts.validate_rubric,
-            lambda rubric=rubric: rubric,
+            functools.partial(str, rubric),
             max_tokens=600,
         )
         s, _ = score(new, heldout)
@@ -135,8 +140,6 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if a.what == "embedding":
-        from ..embeddings import make_embedder
-
         train = dialogues[: a.limit] if a.limit else dialogues
         _say(f"fitting the embedding segmenter ({a.method}) on {len(train)} dialogues")
         params, res = fit(train, make_embedder(), method=a.method, seed=a.seed, progress=_say)
@@ -168,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     _say(f"{len(train)} training and {len(heldout)} held-out dialogues; {a.rounds} rounds, {a.hard} hard examples each")
     trace = Trace("learn")
     llm = LLMSession(make_llm(settings.llm), trace, temperature=0.3, max_retries=settings.llm.max_retries)
-    best, log = learn_rubric(llm, train, heldout, a.rounds, a.hard)
+    fallback = EmbeddingSegmenter(make_embedder())
+    best, log = learn_rubric(llm, train, heldout, fallback, a.rounds, a.hard)
     out.write_text(best + "\n", encoding="utf-8")
     out.with_suffix(".log.json").write_text(json.dumps([r.__dict__ for r in log], indent=2, ensure_ascii=False))
     _say(

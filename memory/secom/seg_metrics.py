@@ -75,7 +75,7 @@ def lengths_from_boundaries(boundaries: Sequence[int]) -> list[int]:
 def load_dialseg711(path: str | Path) -> list[LabelledDialogue]:
     """DialSeg711 as a JSON list of {"dial_id", "utterances", "segments": [segment lengths]}."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    out = []
+    out: list[LabelledDialogue] = []
     for d in data:
         utts = [str(u) for u in d["utterances"]]
         b = boundaries_from_lengths(d["segments"])

@@ -22,44 +22,20 @@ import math
 import re
 import threading
 import time
-from datetime import datetime
 from typing import Any
 
 from ..bm25 import BM25Index, tokenize
+from ..dates import timestamp, ts_order_key
 from ..packing import Piece, Unit, pack
 from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
 from ..trace import Trace
 from .compression import Compressor
-from .segmentation import EmbeddingSegmenter, LLMSegmenter
+from .segmentation import Segmenter, exchange_lines
 
 KIND = "secom_segments"
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.)
 CANDIDATES = 50  # candidates taken from each ranker before fusion / budgeting
-
-
-def exchange_text(ex, with_speakers: bool = True) -> str:
-    """One line per turn, "Speaker: text" (as stored and shown), or the bare texts (what the embedder reads)."""
-    if with_speakers:
-        return "\n".join(f"{t.speaker}: {t.text}" for t in ex)
-    return "\n".join(t.text for t in ex)
-
-
-def date_key(date: str) -> float:
-    """A sortable timestamp from an ISO or free-text date ("1:56 pm on 8 May, 2023"); -1 if unknown."""
-    d = (date or "").strip()
-    if not d:
-        return -1.0
-    try:
-        return datetime.fromisoformat(d.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        pass
-    try:
-        from dateutil import parser
-
-        return parser.parse(d.replace(" on ", " "), fuzzy=True).timestamp()
-    except Exception:
-        return -1.0
 
 
 def _natural(s: str) -> tuple:
@@ -94,8 +70,7 @@ class _BM25Cache:
         if hit is not None and hit[2] == shared:
             return hit[0], hit[1]
         hits = sorted(load(), key=lambda h: h.id)
-        idx = BM25Index()
-        idx.add([h.document for h in hits])
+        idx = BM25Index([h.document for h in hits])
         with self._lock:
             if self._version.get(user_id, 0) == version:  # not invalidated while we were loading
                 self._by_user[user_id] = (idx, hits, shared)
@@ -105,31 +80,15 @@ class _BM25Cache:
 class SecomMemory:
     """SeCom's memory for every user of one store. Thread-safe.
 
-    `segmenter` is an `EmbeddingSegmenter` (offline) or an `LLMSegmenter` (used
-    when `build` gets an LLM session; it falls back to its embedding segmenter).
-    Without one, an `EmbeddingSegmenter` on `embedder` is made, wrapped in an
-    `LLMSegmenter(rubric)` when `use_llm_segmenter` is true.
+    `segmenter` (see `segmentation.Segmenter`) cuts each session; it gets the job's LLM session, or None
+    where no LLM step may run.
     """
 
-    def __init__(
-        self,
-        store,
-        embedder,
-        compressor: Compressor | None,
-        compressor_note: str = "",
-        segmenter=None,
-        *,
-        use_llm_segmenter: bool = False,
-        rubric: str = "",
-    ):
+    def __init__(self, store, embedder, compressor: Compressor | None, compressor_note: str, segmenter: Segmenter):
         self.store = store
         self.embedder = embedder
         self.compressor = compressor
         self.compressor_note = compressor_note or "compression unavailable; segment keys are the original text"
-        if segmenter is None:
-            segmenter = EmbeddingSegmenter(embedder)
-            if use_llm_segmenter:
-                segmenter = LLMSegmenter(rubric, fallback=segmenter)
         self.segmenter = segmenter
         self._bm25 = _BM25Cache()
 
@@ -139,36 +98,15 @@ class SecomMemory:
 
     # --- building -------------------------------------------------------------
 
-    def _embedding_segmenter(self) -> EmbeddingSegmenter:
-        if isinstance(self.segmenter, EmbeddingSegmenter):
-            return self.segmenter
-        if isinstance(self.segmenter, LLMSegmenter):
-            return self.segmenter.fallback
-        return EmbeddingSegmenter(self.embedder)
-
-    def segment(self, exs: list, llm_session=None) -> list[tuple[int, int, str]]:
-        """(start, end, summary) segments over a list of exchanges (lists of turns)."""
-        groups = [[t.text for t in ex] for ex in exs]  # turns: the unit the offline segmenter was fitted on
-        if isinstance(self.segmenter, LLMSegmenter) and llm_session is not None:
-            return self.segmenter.segment(llm_session, [exchange_text(ex) for ex in exs], fallback_texts=groups)
-        seg = self._embedding_segmenter()
-        if hasattr(seg, "segment_groups"):
-            return seg.segment_groups(groups)
-        return seg.segment([exchange_text(ex, with_speakers=False) for ex in exs])
-
     def fingerprint(self, session: SessionRecord, llm_session, options) -> str:
         """What a build depends on: the session's turns and date, the rate, the segmenter and compressor used."""
-        if isinstance(self.segmenter, LLMSegmenter) and llm_session is not None:
-            seg: Any = ["llm", self.segmenter.rubric]
-        else:
-            seg = ["embedding", getattr(getattr(self._embedding_segmenter(), "params", None), "to_dict", dict)()]
         payload = json.dumps(
             [
                 session.date,
                 [(t.speaker, t.text, t.turn_id) for t in session.turns],
                 float(options.compression_rate),
-                seg,
-                getattr(self.compressor, "name", "none"),
+                self.segmenter.fingerprint(llm_session),
+                self.compressor.name if self.compressor is not None else "none",
             ]
         )
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
@@ -193,14 +131,14 @@ class SecomMemory:
             if not exs:
                 return []
             with trace.timed("secom_segment"):
-                segs = self.segment(exs, llm_session)
-            texts = ["\n".join(exchange_text(ex) for ex in exs[s : e + 1]) for s, e, _ in segs]
+                segs = self.segmenter.segment(exs, llm_session)
+            texts = ["\n".join(exchange_lines(ex) for ex in exs[s : e + 1]) for s, e, _ in segs]
             with trace.timed("secom_compress"):
                 keys, compressed = self._compress(texts, options.compression_rate, trace)
             with trace.timed("secom_embed"):
                 vecs = self.embedder.embed(keys)
             ids = [f"{session.session_id}:seg{i}" for i in range(len(segs))]
-            ts = date_key(session.date)
+            ts = timestamp(session.date)
             metas = []
             for i, (s, e, summary) in enumerate(segs):
                 seg_turns = [t for ex in exs[s : e + 1] for t in ex]
@@ -290,7 +228,7 @@ class SecomMemory:
                 d["covers"] = [t for p in body for t in p.covers]
                 d["tokens"] = count_tokens(d["context"])
                 picked.append(d)
-            picked.sort(key=lambda d: (d["_ts"] < 0, d["_ts"], _natural(d["session_id"]), d["start"]))
+            picked.sort(key=lambda d: (*ts_order_key(d["_ts"]), _natural(d["session_id"]), d["start"]))
             for d in picked:
                 del d["_ts"]
             if any(not d["compressed"] for d in picked):
@@ -378,7 +316,7 @@ class SecomMemory:
                 self.store.delete(user_id, KIND, ids=[h.id])
                 out["removed"].append(h.id)
                 continue
-            text = "\n".join(exchange_text(ex) for ex in exchanges(kept))
+            text = "\n".join(exchange_lines(ex) for ex in exchanges(kept))
             rate = float(m.get("compression_rate", getattr(options, "compression_rate", 1.0)))
             keys, compressed = self._compress([text], rate, trace)
             key = keys[0]
@@ -424,8 +362,7 @@ class SecomMemory:
             out.append({"id": h.id, "key": h.document, **m})
         out.sort(
             key=lambda d: (
-                float(d.get("date_ts", -1)) < 0,
-                float(d.get("date_ts", -1)),
+                *ts_order_key(float(d.get("date_ts", -1))),
                 _natural(str(d.get("session_id", ""))),
                 int(d.get("start", 0)),
             )

@@ -2,7 +2,7 @@
 
 Edges always point forward in time (older -> newer), so the graph is a DAG and
 every timeline is a forward path. Connected components are kept in a
-union-find so linking one memory does not rescan the graph.
+union-find (networkx's UnionFind) so linking one memory does not rescan the graph.
 
 The graph is saved per session: the session's memories and the edges its close
 created, through a `GraphStore` (injected; memory/ does not know where it lives).
@@ -14,17 +14,18 @@ by every replica.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import networkx as nx
+from networkx.utils import UnionFind
+
+from ..dates import order_key
+from ..files import atomic_write_text
 
 RELATIONS = ("Changed", "Cause", "Reason", "HinderedBy", "React", "Want", "SameTopic")
 
@@ -35,7 +36,7 @@ class Memory:
     event: str
     time: str  # the session's date as shown to people
     session_id: str
-    ts: str = ""  # sortable ISO time ("" when the date could not be parsed)
+    ts: str = ""  # sortable ISO time, memory.dates.iso_key ("" when the date could not be parsed)
     seq: int = 0  # insertion order: breaks ties and orders undated memories
     turns: list[str] = field(default_factory=list)  # provenance: turn ids
     speaker: str = ""
@@ -43,39 +44,16 @@ class Memory:
     excerpt: str = ""  # the source dialogue (shown to the relation prompt)
 
     @property
-    def order(self) -> tuple[str, int]:
-        return (self.ts, self.seq)
-
-
-class _Components:
-    """Union-find over memory ids (weakly connected components)."""
-
-    def __init__(self):
-        self.parent: dict[str, str] = {}
-
-    def add(self, x: str) -> None:
-        self.parent.setdefault(x, x)
-
-    def find(self, x: str) -> str:
-        p = self.parent
-        root = x
-        while p[root] != root:
-            root = p[root]
-        while p[x] != root:
-            p[x], x = root, p[x]
-        return root
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[ra] = rb
+    def order(self) -> tuple[bool, str, int]:
+        """Time order (memory.dates: dated by time, then undated), ties by insertion."""
+        return (*order_key(self.ts), self.seq)
 
 
 class MemoryGraph:
     def __init__(self):
         self.g = nx.DiGraph()
         self.built_sessions: set[str] = set()
-        self._comp = _Components()
+        self._comp = UnionFind()  # weakly connected components
         self._next_seq = 1  # 0 means "not assigned yet"
         self._by_session: dict[str, list[str]] = defaultdict(list)
         self._edges_by_owner: dict[str, set[tuple[str, str]]] = defaultdict(set)
@@ -100,7 +78,7 @@ class MemoryGraph:
         if m.id not in self.g:
             self._by_session[m.session_id].append(m.id)
         self.g.add_node(m.id, m=m)
-        self._comp.add(m.id)
+        self._comp[m.id]  # a UnionFind adds an unseen item when it is looked up
 
     def link(self, a: str, b: str, relation: str, owner: str | None = None) -> None:
         """Add an edge between two memories, pointing forward in time.
@@ -117,7 +95,9 @@ class MemoryGraph:
         self._comp.union(a, b)
 
     def component_of(self, mid: str) -> str:
-        return self._comp.find(mid)
+        if mid not in self.g:
+            raise KeyError(mid)
+        return self._comp[mid]
 
     def remove_memory(self, mid: str) -> set[str]:
         """Delete one memory (a user's explicit request); components are rebuilt.
@@ -135,17 +115,13 @@ class MemoryGraph:
         return touched
 
     def _rebuild_components(self) -> None:
-        self._comp = _Components()
-        for n in self.g.nodes:
-            self._comp.add(n)
+        self._comp = UnionFind(self.g.nodes)
         for a, b in self.g.edges:
             self._comp.union(a, b)
 
     def relation_counts(self) -> dict[str, int]:
-        counts = {r: 0 for r in RELATIONS}
-        for _, _, r in self.g.edges(data="relation"):
-            counts[r] += 1
-        return counts
+        counts = Counter(r for _, _, r in self.g.edges(data="relation"))
+        return {r: counts[r] for r in RELATIONS}
 
     # --- persistence ---------------------------------------------------------
     def session_dict(self, session_id: str) -> dict:
@@ -181,7 +157,9 @@ class MemoryGraph:
         return g
 
     def save_session(self, folder: Path, session_id: str) -> None:
-        atomic_write_json(session_file(folder, session_id), self.session_dict(session_id))
+        atomic_write_text(
+            session_file(folder, session_id), json.dumps(self.session_dict(session_id), ensure_ascii=False)
+        )
 
     @classmethod
     def load(cls, folder: Path) -> MemoryGraph:
@@ -190,27 +168,6 @@ class MemoryGraph:
 
 def session_file(folder: Path, session_id: str) -> Path:
     return Path(folder) / f"{hashlib.sha256(session_id.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}.json"
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename: never half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, ensure_ascii=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dfd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 class GraphStore(Protocol):
@@ -259,7 +216,7 @@ class JsonGraphStore:
         if new_session is not None and session_file(folder, new_session).exists():
             return None
         for part in parts:
-            atomic_write_json(session_file(folder, part["session_id"]), part)
+            atomic_write_text(session_file(folder, part["session_id"]), json.dumps(part, ensure_ascii=False))
         self._versions[user_id] += 1
         return self._versions[user_id]
 

@@ -10,10 +10,12 @@ most recent related candidate.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
+from ..dates import iso_key, order_key
 from ..llm import LLMSession
-from ..records import SessionRecord, sortable_time
+from ..records import SessionRecord
 from ..tokens import count_tokens
 from . import prompts
 from .extract import extract_memories
@@ -80,11 +82,11 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
                 "summarise",
                 prompts.summarise_messages(session.date, numbered[lo:hi], speakers, (pi + 1, len(parts))),
                 prompts.SUMMARISE_SCHEMA,
-                lambda raw, lo=lo, hi=hi: prompts.validate_memories(raw, hi, lo),
-                lambda lo=lo, hi=hi: extracted(lo, hi, "extracted-fallback"),
+                functools.partial(prompts.validate_memories, n_turns=hi, lo=lo),
+                functools.partial(extracted, lo, hi, "extracted-fallback"),
                 max_tokens=min(8192, ANSWER_TOKENS_PER_TURN * (hi - lo) + 64),
             )
-    ts = sortable_time(session.date)
+    ts = iso_key(session.date)
     return [
         Memory(
             id=f"{session.session_id}:m{i}",
@@ -102,8 +104,10 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
 
 
 def _in_time_order(old: Memory, new: Memory) -> bool:
-    """True when `old` is earlier than (or as early as) `new`: the pair is asked as (old, new)."""
-    return not (old.ts and new.ts and new.ts < old.ts)
+    """True when `old` is earlier than (or as early as) `new`: the pair is asked as (old, new).
+
+    Undated memories come after dated ones (memory.dates), as in `Memory.order` and `MemoryGraph.link`."""
+    return order_key(old.ts) <= order_key(new.ts)
 
 
 def _side(m: Memory) -> dict:
@@ -124,6 +128,7 @@ def classify(
 
     if llm is None:
         return {(c.old_id, c.new_id): offline(i) for i, c in enumerate(cands)}
+    llm.trace.count("relation_pairs", len(cands))  # the candidate pairs labelled (in one batched call)
     pairs = []
     for i, c in enumerate(cands):
         old, nm = graph.memory(c.old_id), new[c.new_id]
@@ -138,7 +143,7 @@ def classify(
             purpose,
             prompts.relation_messages([pairs[i] for i in ask]),
             prompts.RELATION_SCHEMA,
-            lambda raw, ask=set(ask): prompts.validate_relations(raw, len(cands), ask),
+            functools.partial(prompts.validate_relations, n_pairs=len(cands), asked=set(ask)),
             dict,
             max_tokens=24 * len(ask) + 32,
         )

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..embeddings import Embedder
 from ..llm import LLMSession
+from ..locks import KeyedLocks
 from ..packing import Piece, Unit, pack
 from ..records import SessionRecord
 from ..settings import Options
@@ -43,13 +44,13 @@ class TheanineMemory:
         self.graphs: GraphStore = graphs or JsonGraphStore(self.data_dir)
         self.max_len = TIMELINE_MAX_LEN
         self._graphs: dict[str, tuple[MemoryGraph, int]] = {}  # user -> (graph, the store's version of it)
-        self._locks: dict[str, threading.RLock] = {}
+        self._locks = KeyedLocks(reentrant=True)
         self._guard = threading.Lock()
 
     # --- per-user graph, cached, one writer at a time ------------------------
     def lock(self, user_id: str) -> threading.RLock:
-        with self._guard:
-            return self._locks.setdefault(user_id, threading.RLock())
+        """The user's (reentrant) lock: one writer of the user's graph at a time."""
+        return self._locks[user_id]
 
     def use_graph_store(self, graphs: GraphStore) -> None:
         """Persist graphs in `graphs` from now on (the app's shared database); cached graphs are dropped."""
@@ -181,7 +182,8 @@ class TheanineMemory:
         with trace.timed("theanine_untangle"), self.lock(user_id):
             graph = self.graph(user_id)
             rng = random.Random(options.seed)
-            units, shown = [], set()
+            units: list[Unit] = []
+            shown: set[str] = set()
             for h in hits:
                 if h.id not in graph:
                     continue
@@ -225,7 +227,7 @@ class TheanineMemory:
     @staticmethod
     def _unit(graph: MemoryGraph, path: list[str], anchor: str) -> Unit:
         """A timeline as packing pieces: one memory each, in `timelines.render`'s format."""
-        pieces = []
+        pieces: list[Piece] = []
         for i, mid in enumerate(path):
             m = graph.memory(mid)
             rel = f"-({graph.g.edges[path[i - 1], mid]['relation']})- " if i else ""

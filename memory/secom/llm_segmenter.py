@@ -1,0 +1,60 @@
+"""SeCom's zero-shot segmentation by an LLM: validated, repaired, and falling back to embeddings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..llm import LLMSession, Repaired
+from .embedding_segmenter import EmbeddingSegmenter, SegParams, extractive_summary
+from .prompts import SEGMENTATION_SCHEMA, segmentation_messages
+from .segment_answers import Segment, parse_segmentation, repair_segments
+from .segmentation import Exchange, exchange_lines
+
+
+class LLMSegmenter:
+    """Asks the LLM for SeCom's segmentation of a session's exchanges ("[Exchange i]: ..." lines).
+
+    `rubric`: optional plain-text guidance, inserted as quoted data. `fallback` segments when there is
+    no LLM for this job, or it is down, or it answers badly twice.
+    """
+
+    name = "llm"
+
+    def __init__(self, fallback: EmbeddingSegmenter, rubric: str = "", max_tokens_each: int = 200):
+        self.fallback = fallback
+        self.rubric = rubric or ""
+        self.max_tokens_each = max_tokens_each
+
+    @property
+    def params(self) -> SegParams:
+        return self.fallback.params
+
+    def fingerprint(self, llm: LLMSession | None) -> list:
+        return ["llm", self.rubric] if llm is not None else self.fallback.fingerprint(None)
+
+    def segment(self, exchanges: Sequence[Exchange], llm: LLMSession | None = None) -> list[Segment]:
+        """Segments as (start, end, summary), always a valid cover of the exchanges."""
+        if llm is None:
+            return self.fallback.segment(exchanges)
+        texts = [exchange_lines(ex) for ex in exchanges]
+        n = len(texts)
+        if n <= 1:
+            return [(0, 0, extractive_summary(texts))] if n else []
+
+        def validate(raw: Any) -> Any:
+            segs, repaired = repair_segments(raw, n)
+            segs = [(s, e, t or extractive_summary(texts[s : e + 1])) for s, e, t in segs]
+            return Repaired(segs) if repaired else segs
+
+        return llm.json(
+            "segment",
+            segmentation_messages(texts, self.rubric, self.max_tokens_each),
+            SEGMENTATION_SCHEMA,
+            validate,
+            lambda: self.fallback.segment(exchanges),
+            max_tokens=min(4096, 200 + 60 * n),
+            parse=parse_segmentation,
+            fallback_note="used the embedding segmenter",
+            temperature=min(llm.temperature, 0.3),
+        )

@@ -1,0 +1,33 @@
+"""memory.files: the one atomic-write helper."""
+
+import os
+
+import pytest
+
+from memory.files import atomic_write_bytes, atomic_write_text
+
+
+def test_writes_replaces_and_leaves_no_temporary_file(tmp_path):
+    path = tmp_path / "new" / "folder" / "part.json"
+    assert atomic_write_text(path, "héllo") == path
+    assert path.read_text(encoding="utf-8") == "héllo"
+    atomic_write_bytes(path, b"\x00second")
+    assert path.read_bytes() == b"\x00second"
+    assert os.listdir(path.parent) == ["part.json"]
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def test_a_failed_write_keeps_the_old_file(tmp_path):
+    path = tmp_path / "part.json"
+    atomic_write_text(path, "old")
+    with pytest.raises(UnicodeEncodeError):
+        atomic_write_text(path, "new \udcff", encoding="utf-8")
+    with pytest.raises(IsADirectoryError):
+        atomic_write_text(tmp_path, "not a file")
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["part.json"]
+
+
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old

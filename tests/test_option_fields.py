@@ -1,0 +1,44 @@
+"""The settings form's option fields come from one list, sessions.prefs.OPTION_FIELDS."""
+
+from dataclasses import fields
+from types import SimpleNamespace
+
+from memory.settings import Options, Settings
+from sessions import SessionService, new_user_id
+from sessions.prefs import INT_FIELDS, OPTION_FIELDS
+from tests.fakes import ScriptedAgent
+from ui import build_demo
+from ui.handlers import FIELD_LABELS, SETTING_FIELDS, Handlers
+
+
+def test_every_option_field_is_an_option_with_a_label():
+    names = {f.name for f in fields(Options)}
+    assert set(OPTION_FIELDS) <= names and set(INT_FIELDS) <= set(OPTION_FIELDS)
+    assert tuple(SETTING_FIELDS) == OPTION_FIELDS and all(f in FIELD_LABELS for f in OPTION_FIELDS)
+
+
+def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    svc = SessionService(settings, ScriptedAgent())
+    names = ["strategy", "backend", "model", "base_url", "settings_status", *OPTION_FIELDS]
+    c = SimpleNamespace(**{n: f"<{n}>" for n in names})
+    h = Handlers(svc, c, allow_llm_change=False)
+    uid = new_user_id()
+    values = {"temperature": 0.3, "j": 2, "k": 5, "n": 2, "compression_rate": 0.5, "retriever": "bm25"}
+    values["max_reply_tokens"] = 300
+    llm = svc.llm_public(uid)
+    out = h.save_settings(uid, llm["backend"], llm["model"], llm["base_url"], *(values[f] for f in OPTION_FIELDS))
+    assert {f: out[f"<{f}>"] for f in OPTION_FIELDS} == values, out
+    o = svc.options(uid)
+    assert {f: getattr(o, f) for f in OPTION_FIELDS} == values
+
+
+def test_the_layout_wires_the_option_inputs_in_that_order(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    demo = build_demo(SessionService(settings, ScriptedAgent()), settings, "fake-secret-0123456789")
+    by_id = {b._id: b for b in demo.blocks.values()}
+    saves = [d for d in demo.fns.values() if getattr(d.fn, "__name__", "") == "save_settings"]
+    assert len(saves) == 1
+    labels = [by_id[b._id].label for b in saves[0].inputs][4:]
+    assert len(labels) == len(OPTION_FIELDS)
+    assert all(lb.startswith(FIELD_LABELS[f]) for lb, f in zip(labels, OPTION_FIELDS, strict=True)), labels

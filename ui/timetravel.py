@@ -1,0 +1,279 @@
+"""Time travel: a session slider under the memory graph (issue 14).
+
+The memory graph of every ended session is sent once, into the same sandboxed graph page as the
+main graph (ui/static/graph.js), each memory tagged with the step (ended session) that added it.
+Moving the slider posts only the step number into the frame (postMessage, in the browser: no
+server call), where the page hides the memories added later and marks what that session added.
+The "what changed" list beside it is one small HTML per step, made when the panel is opened and
+kept in the browser session's state: a step asks the server for that string only.
+
+`build_panel()` places the components (inside the See-why column); `wire()` connects them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from html import escape
+from types import SimpleNamespace
+from urllib.parse import quote
+
+import gradio as gr
+
+from sessions import SessionService, UserError, check_user_id
+from sessions.lifecycle import plural
+from sessions.service import user_message
+from sessions.timetravel import MemoryHistory, Step, memory_history
+
+from . import panels
+from .graph_view import _text, graph_data, page_url
+
+log = logging.getLogger(__name__)
+
+ACCORDION = "Time travel: how the memory grew, session by session"
+MAX_NODES = 3000  # memories sent to the frame (all of them up to this many; then the most recent)
+FRAME_HEIGHT = 460
+SHOW_MEMORIES, SHOW_LINKS, SHOW_SEGMENTS = 8, 10, 6  # listed at once; the rest behind "n more"
+KEY_CHARS = 240
+OFFLINE_NOTE = (
+    "built without an LLM: each memory is a statement of the session, linked to earlier ones by topic similarity"
+)
+
+# Posts the step into the frame; once per page, answers the frame's "ready" with the current step
+# (a step chosen while the frame was still loading is not lost).
+POST_STEP_JS = """(k) => {
+  const frame = () => document.querySelector('#tt-graph iframe');
+  window.__ttStep = Number(k);
+  if (!window.__ttListening) {
+    window.__ttListening = true;
+    window.addEventListener('message', (e) => {
+      const f = frame();
+      if (f && e.source === f.contentWindow && e.data && e.data.ttReady === true && window.__ttStep != null) {
+        f.contentWindow.postMessage({ttStep: window.__ttStep}, '*');
+      }
+    });
+  }
+  const f = frame();
+  if (f && f.contentWindow) f.contentWindow.postMessage({ttStep: Number(k)}, '*');
+}"""
+
+
+def esc(value) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+# --- the frame ------------------------------------------------------------------------------------
+
+
+def frame_data(history: MemoryHistory, turns=None, at: int | None = None) -> dict:
+    """The graph page's data (ui.graph_view.graph_data) plus each memory's step and the step labels."""
+    steps = history.steps
+    sessions = [(s.session_id, s.label, s.position) for s in steps]
+    data = graph_data(history.view, sessions=sessions, turns=turns, limit=MAX_NODES)
+    n = len(steps)
+    data["t"] = [history.step_of.get(node[0], n) for node in data["n"]]
+    labels = ["before the first session"] + [s.label for s in steps]
+    data["T"] = {"n": n, "at": n if at is None else max(0, min(n, int(at))), "labels": [_text(x, 80) for x in labels]}
+    return data
+
+
+def frame_html(history: MemoryHistory, turns=None, at: int | None = None, height: int = FRAME_HEIGHT) -> str:
+    data = frame_data(history, turns, at)
+    frag = quote(json.dumps(data, ensure_ascii=False, separators=(",", ":")), safe="")
+    return (
+        f'<div id="tt-memory-graph" data-steps="{history.n_steps}" data-memories="{len(data["n"])}">'
+        f'<iframe class="mc-graph-frame" title="Memory graph, session by session" sandbox="allow-scripts" '
+        f'style="width:100%;height:{int(height)}px;border:1px solid #ddd;border-radius:6px" '
+        f'src="{esc(page_url() + "#" + frag)}"></iframe></div>'
+    )
+
+
+# --- the "what changed" list ------------------------------------------------------------------------
+
+
+def _more(items: list[str], shown: int, what: str, whats: str, tag: str = "ol") -> str:
+    """The first `shown` items, the rest behind a disclosure."""
+    out = f"<{tag}>{''.join(items[:shown])}</{tag}>"
+    if len(items) > shown:
+        out += (
+            f"<details><summary>{esc(plural(len(items) - shown, 'more ' + what, 'more ' + whats))}</summary>"
+            f'<{tag} start="{shown + 1}">{"".join(items[shown:])}</{tag}></details>'
+        )
+    return out
+
+
+def _memory_cell(m: dict, with_time: bool = False) -> str:
+    when = f' <span class="mc-muted">({esc(m["time"])})</span>' if with_time and m["time"] else ""
+    return f'<span data-id="{esc(m["id"])}">{esc(_text(m["event"]))}</span>{when}'
+
+
+def step_html(history: MemoryHistory, k: int) -> str:
+    """What session k added (k = 0: before the first session)."""
+    n = history.n_steps
+    total = history.memories_after(k)
+    if k == 0:
+        return (
+            f'<div id="tt-changes-panel" class="mc-why" data-step="0" data-memories="0">'
+            f'<h4>Before the first session</h4><p class="mc-muted">No memory yet. Move the slider to see what each '
+            f"of the {plural(n, 'ended session')} added.</p></div>"
+        )
+    s: Step = history.steps[k - 1]
+    out = [
+        f'<div id="tt-changes-panel" class="mc-why" data-step="{k}" data-memories="{total}" '
+        f'data-added="{len(s.memories)}">',
+        f'<h4>After {esc(s.label)} <span class="mc-muted">(step {k} of {n})</span></h4>',
+        f"<p><b>+{plural(len(s.memories), 'memory', 'memories')}</b> ({total} in all) · "
+        f"+{plural(len(s.links), 'link')} · +{plural(len(s.segments), 'SeCom segment')}</p>",
+    ]
+    if s.status != "closed":
+        out.append('<p class="mc-warn">This session\'s memory is not built yet (see the session list).</p>')
+    elif s.memory_path == "offline":
+        out.append(f'<p class="mc-muted">ℹ Memory {esc(OFFLINE_NOTE)}.</p>')
+    out.append(f"<h5>THEANINE: new memories ({len(s.memories)})</h5>")
+    if s.memories:
+        out.append(_more([f"<li>{_memory_cell(m)}</li>" for m in s.memories], SHOW_MEMORIES, "memory", "memories"))
+    else:
+        out.append('<p class="mc-muted">None.</p>')
+    out.append(f"<h5>THEANINE: links made at this close ({len(s.links)})</h5>")
+    if s.links:
+        rows = [
+            f'<tr class="tt-link" data-relation="{esc(x.relation)}"><td>{_memory_cell(x.earlier, True)}</td>'
+            f"<td><b>{esc(x.relation)}</b></td><td>{_memory_cell(x.new)}</td></tr>"
+            for x in s.links
+        ]
+        head = "<thead><tr><th>earlier memory</th><th>relation</th><th>new memory</th></tr></thead>"
+        table = f'<table class="mc-table tt-links">{head}<tbody>{"".join(rows[:SHOW_LINKS])}</tbody></table>'
+        if len(rows) > SHOW_LINKS:
+            table += (
+                f"<details><summary>{esc(plural(len(rows) - SHOW_LINKS, 'more link'))}</summary>"
+                f'<table class="mc-table tt-links">{head}<tbody>{"".join(rows[SHOW_LINKS:])}</tbody></table></details>'
+            )
+        out.append(table)
+    else:
+        out.append('<p class="mc-muted">None: no earlier memory was related to this session\'s.</p>')
+    compressed = any(seg["compressed"] for seg in s.segments)
+    key = "compressed key" if compressed else "key (not compressed: the original text)"
+    out.append(f"<h5>SeCom: segments of this session ({len(s.segments)}) with their {key}</h5>")
+    if s.segments:
+        items = []
+        for seg in s.segments:
+            summary = f"<b>{esc(_text(seg['summary'], 120))}</b> · " if seg["summary"] else ""
+            items.append(
+                f'<li class="segment" data-id="{esc(seg["id"])}">{summary}<span class="mc-muted">exchanges '
+                f"{seg['start']}–{seg['end']}</span>"
+                f'<div class="mc-key">{esc(_text(seg["key"], KEY_CHARS))}</div></li>'
+            )
+        out.append(_more(items, SHOW_SEGMENTS, "segment", "segments"))
+    else:
+        out.append('<p class="mc-muted">None.</p>')
+    out.append("</div>")
+    return "".join(out)
+
+
+# --- the panel ------------------------------------------------------------------------------------------
+
+
+def build_panel() -> SimpleNamespace:
+    """The time-travel components, where the caller places them (under the memory graph)."""
+    t = SimpleNamespace()
+    with gr.Accordion(ACCORDION, open=False, elem_id="timetravel") as t.box:
+        t.steps = gr.State([])  # the "what changed" HTML of each step, made when the panel opens
+        with gr.Row():
+            t.slider = gr.Slider(
+                minimum=0,
+                maximum=1,
+                value=0,
+                step=1,
+                label="Time travel: the memory after each session",
+                info="0 = before the first session; N = after the N-th ended session",
+                elem_id="tt-slider",
+                visible=False,
+                scale=5,
+            )
+            t.refresh = gr.Button("Reload", elem_id="tt-refresh", scale=1, min_width=80, size="sm")
+        t.status = gr.HTML(elem_id="tt-status")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=360):
+                t.frame = gr.HTML(elem_id="tt-graph")
+            with gr.Column(scale=1, min_width=200):
+                t.changes = gr.HTML(elem_id="tt-changes")
+    return t
+
+
+class TimeTravel:
+    def __init__(self, service: SessionService, t: SimpleNamespace, running=None):
+        self.svc, self.t = service, t
+        self.running = running or (lambda uid: None)  # uid -> the running memory build, if any
+
+    def loading(self):
+        t = self.t
+        return {t.status: panels.status_html("Loading the memory of every session…", "busy")}
+
+    def load(self, uid):
+        """Assemble the user's memory history once: the frame with every memory, one list per step."""
+        t = self.t
+        hidden = {t.steps: [], t.slider: gr.update(visible=False), t.frame: "", t.changes: ""}
+        try:
+            uid = check_user_id(uid)
+            job = self.running(uid)
+            if job is not None:
+                return {
+                    **hidden,
+                    t.status: panels.status_html(
+                        f"Memory is being built ({int(job.fraction * 100)}%): open time travel again "
+                        "(or press Reload) when the progress bar is done.",
+                        "busy",
+                    ),
+                }
+            history = memory_history(self.svc, uid)
+            n = history.n_steps
+            if n == 0:
+                return {
+                    **hidden,
+                    t.status: panels.status_html(
+                        "No ended session yet: end a session (or import a history) and its memory appears here.", "info"
+                    ),
+                }
+            lists = [step_html(history, k) for k in range(n + 1)]
+
+            def turns(ids):
+                return self.svc.turn_texts(uid, ids)
+
+            return {
+                t.steps: lists,
+                t.slider: gr.update(minimum=0, maximum=n, value=n, visible=True),
+                t.frame: frame_html(history, turns, at=n),
+                t.changes: lists[n],
+                t.status: "",
+            }
+        except Exception as e:
+            if not isinstance(e, UserError):
+                log.exception("time travel failed")
+            return {**hidden, t.status: panels.status_html(user_message(e), "error")}
+
+    def step(self, k, lists):
+        """The "what changed" list of step k (from the lists made at load)."""
+        t = self.t
+        try:
+            k = int(k)
+        except (TypeError, ValueError):
+            return {t.status: panels.status_html("Choose a step with the slider.", "error")}
+        if not lists:
+            return {}
+        if not 0 <= k < len(lists):
+            return {t.status: panels.status_html(f"There is no step {k}: choose 0 to {len(lists) - 1}.", "error")}
+        return {t.changes: lists[k], t.status: ""}
+
+
+def wire(t: SimpleNamespace, service: SessionService, uid, running=None) -> TimeTravel:
+    """Connect the panel: opening it (or Reload) loads the history; the slider moves the frame in the
+    browser and fetches that step's list. `uid` is the page's gr.BrowserState; `running(uid)` the
+    user's running memory build (ui.jobs.Jobs.running)."""
+    tt = TimeTravel(service, t, running)
+    quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_limit": None}
+    outs = [t.steps, t.slider, t.frame, t.changes, t.status]
+    for trigger in (t.box.expand, t.refresh.click):
+        trigger(tt.loading, None, [t.status], **quiet).then(tt.load, [uid], outs, **quiet)
+    t.slider.change(None, [t.slider], None, js=POST_STEP_JS, api_visibility="private")
+    t.slider.change(tt.step, [t.slider, t.steps], [t.changes, t.status], trigger_mode="always_last", **quiet)
+    return tt
