@@ -116,7 +116,7 @@ class Conversation:
     sessions: list[SessionRecord]
     questions: list[lc.Question]
     observations: list[lc.Observation]
-    qvecs: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    qvecs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32), repr=False)  # set by evaluate
 
 
 def load(path: str | Path, only: list[str] | None = None) -> list[Conversation]:
@@ -133,7 +133,7 @@ def load_samples(data, only: list[str] | None = None) -> list[Conversation]:
     LoCoMo's format; LookupError naming the conversations of `only` that it does not hold."""
     samples = data if isinstance(data, list) else [data]
     by_id = dict(lc.load_sessions(samples))
-    out = []
+    out: list[Conversation] = []
     for s in samples:
         sid = str(s.get("sample_id", f"sample-{len(out)}"))
         if only and sid not in only:
@@ -518,7 +518,7 @@ def best_by_method(results: list[dict], budget: int) -> dict[str, dict]:
 
 def table(results: list[dict], budgets: list[int]) -> str:
     """Markdown: one row per (method, retriever), one column per budget."""
-    rows = defaultdict(dict)
+    rows: dict[tuple[str, str], dict] = defaultdict(dict)
     for r in results:
         rows[(r["method"], r["retriever"])][r["budget"]] = r["recall"]
     lines = [

@@ -29,11 +29,15 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..llm import Completion, LLMSession
+from ..llm import LLM, Completion, LLMSession
 from ..trace import Trace
 from . import common
 from .common import progress
+
+if TYPE_CHECKING:
+    from ..agent import MemoryAgent
 
 SUMMARISERS = ("offline", "reference", "llm")
 AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline")
@@ -98,7 +102,7 @@ class CachedEmbedder:
 
     def __init__(self, inner):
         self.inner, self.name = inner, getattr(inner, "name", "embedder")
-        self._memo: dict[str, object] = {}
+        self._memo: dict[str, Any] = {}
 
     def embed(self, texts):
         import numpy as np
@@ -112,10 +116,10 @@ class CachedEmbedder:
 
 @dataclasses.dataclass
 class Built:
-    agent: object
+    agent: MemoryAgent
     user: str
     summariser: str
-    llm: object | None
+    llm: LLM | None
     close: dict
 
 
