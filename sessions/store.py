@@ -341,20 +341,14 @@ class Store:
             ).first()
             if is_open is None:
                 return None
-            return int(
-                c.execute(
-                    M.insert()
-                    .values(
-                        user_id=user_id,
-                        session_id=session_id,
-                        role="user",
-                        speaker="user",
-                        text=clean_text(text),
-                        created_at=time.time(),
-                    )
-                    .returning(M.c.id)
-                ).scalar_one()
-            )
+            return self._insert_message(c, user_id, session_id, "user", text)
+
+    @staticmethod
+    def _insert_message(c: Connection, user_id: str, session_id: str, role: str, text: str, **columns) -> int:
+        """One chat message (its text cleaned); returns its id."""
+        values = {"user_id": user_id, "session_id": session_id, "role": role, "speaker": role, **columns}
+        stmt = M.insert().values(**values, text=clean_text(text), created_at=time.time()).returning(M.c.id)
+        return int(c.execute(stmt).scalar_one())
 
     def add_reply(
         self,
@@ -368,24 +362,17 @@ class Store:
     ) -> int:
         """The assistant's reply to message `reply_to`, or (error set) the record of a failed one."""
         with self._write() as c:
-            return int(
-                c.execute(
-                    M.insert()
-                    .values(
-                        user_id=user_id,
-                        session_id=session_id,
-                        role="assistant",
-                        speaker="assistant",
-                        text=clean_text(text),
-                        status="error" if error else "ok",
-                        error=clean_text(error) if error else None,
-                        strategy=strategy,
-                        reply_to=reply_to,
-                        trace=json.dumps(clean_obj(trace)) if trace is not None else None,
-                        created_at=time.time(),
-                    )
-                    .returning(M.c.id)
-                ).scalar_one()
+            return self._insert_message(
+                c,
+                user_id,
+                session_id,
+                "assistant",
+                text,
+                status="error" if error else "ok",
+                error=clean_text(error) if error else None,
+                strategy=strategy,
+                reply_to=reply_to,
+                trace=json.dumps(clean_obj(trace)) if trace is not None else None,
             )
 
     def messages(self, user_id: str, session_id: str, include_errors: bool = True) -> list[MessageRow]:
