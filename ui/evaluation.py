@@ -293,17 +293,8 @@ def _status(text: str, kind: str = "info") -> str:
 
 
 def progress_html(run: EvalRun) -> str:
-    pct = round(run.fraction * 100)
-    eta = run.eta()
-    left = ""
-    if eta is not None:
-        left = f" · about {int(eta)} s left" if eta < 90 else f" · about {round(eta / 60)} min left"
-    return (
-        f'<div class="mc-job" id="eval-progress" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
-        f'aria-valuemax="100"><div class="mc-bar"><span style="width:{pct}%"></span></div>'
-        f"<div><b>Evaluating {_e(run.source)}: {pct}%</b>{_e(left)} · {_e(run.text)}</div>"
-        '<div class="mc-muted">It runs in the background on a scratch copy; you can keep chatting.</div></div>'
-    )
+    note = "It runs in the background on a scratch copy; you can keep chatting."
+    return panels.progress_html("eval-progress", f"Evaluating {run.source}", run.fraction, run.eta(), run.text, note)
 
 
 def _title(res: dict) -> str:

@@ -97,22 +97,26 @@ def session_choice_label(s, building: bool = False) -> str:
     return f"{mark}Session {s.seq} · {human_date(s.date)} · {s.n_messages} msgs · {_state(s, building)}{src}"
 
 
-def job_html(job) -> str:
-    """The one progress bar of the page, with an estimate; empty when nothing runs."""
-    if job is None:
-        return ""
-    pct = round(job.fraction * 100)
-    eta = job.eta()
+def progress_html(elem_id: str, title: str, fraction: float, eta: float | None, text: str, note: str) -> str:
+    """A progress bar with its percentage, an estimate of the time left, what is happening and a note."""
+    pct = round(fraction * 100)
     left = ""
     if eta is not None:
         left = f" · about {int(eta)} s left" if eta < 90 else f" · about {round(eta / 60)} min left"
     return (
-        f'<div class="mc-job" id="job-progress" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
+        f'<div class="mc-job" id="{elem_id}" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
         f'aria-valuemax="100"><div class="mc-bar"><span style="width:{pct}%"></span></div>'
-        f"<div><b>{esc(job.kind)}: {pct}%</b>{esc(left)} · {esc(job.text)}</div>"
-        '<div class="mc-muted">You can keep chatting meanwhile; the graph and the sessions update when it '
-        "is done.</div></div>"
+        f"<div><b>{esc(title)}: {pct}%</b>{esc(left)} · {esc(text)}</div>"
+        f'<div class="mc-muted">{esc(note)}</div></div>'
     )
+
+
+def job_html(job) -> str:
+    """The one progress bar of the page, with an estimate; empty when nothing runs."""
+    if job is None:
+        return ""
+    note = "You can keep chatting meanwhile; the graph and the sessions update when it is done."
+    return progress_html("job-progress", job.kind, job.fraction, job.eta(), job.text, note)
 
 
 def _when(ts: float | None) -> str:
