@@ -6,7 +6,7 @@ import json
 import pytest
 
 from memory.bench import common, locomo
-from memory.bench.common import Piece, Unit
+from memory.packing import Piece, Unit, pack
 from memory.settings import Options
 from memory.tokens import count_tokens
 from tests.bench_fixtures import write_tiny
@@ -22,16 +22,16 @@ def test_pack_takes_whole_units_then_cuts_the_next_around_its_anchor():
     cost_a = count_tokens("alpha beta gamma")
     sep = count_tokens("\n\n")
     # room for a, the separator and three pieces of b (3 tokens + 2 newlines)
-    p = common.pack([a, b], cost_a + sep + 5)
+    p = pack([a, b], cost_a + sep + 5)
     assert p.units == ["a", "b"]
     assert p.covered == {"a:0", "b:1", "b:2", "b:3"}  # around the anchor "three"
     assert p.tokens <= cost_a + sep + 5 and count_tokens(p.text) <= p.tokens
     # a unit whose anchor does not fit adds nothing, and the context ends there
     c = unit("c", "x")
-    p = common.pack([a, unit("big", "word " * 50), c], cost_a + 3)
+    p = pack([a, unit("big", "word " * 50), c], cost_a + 3)
     assert p.units == ["a"] and p.covered == {"a:0"}
     # nothing fits
-    assert common.pack([a], 1).covered == set()
+    assert pack([a], 1).covered == set()
 
 
 def test_evidence_recall_counts_whole_turns():

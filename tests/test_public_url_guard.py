@@ -187,7 +187,10 @@ def test_each_request_is_resolved_again_and_pinned_to_the_checked_address(counti
     """DNS rebinding: the name is public when saved, loopback at request time: refused. A public answer
     is pinned: the connection goes to the checked address, the Host header and TLS name stay."""
     answers = iter([["93.184.216.34"], ["127.0.0.1"]])
-    resolver = lambda h, p: next(answers)  # noqa: E731
+
+    def resolver(host, port):
+        return next(answers)
+
     check_url("https://rebind.example/v1", resolver=resolver)  # first answer: public
     got = []
     t = GuardedTransport(resolver=resolver, inner=httpx.MockTransport(lambda r: got.append(r) or httpx.Response(200)))

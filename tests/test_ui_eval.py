@@ -118,7 +118,10 @@ def _same_run(a: dict, b: dict) -> None:
         x, y = dict(a["close"]["offline"][cid]), dict(b["close"]["offline"][cid])
         x.pop("seconds"), y.pop("seconds")
         assert x == y
-    strip = lambda c: {k: v for k, v in c.items() if k not in VOLATILE}  # noqa: E731
+
+    def strip(c):
+        return {k: v for k, v in c.items() if k not in VOLATILE}
+
     assert strip(a["config"]) == strip(b["config"])
 
 

@@ -106,11 +106,6 @@ def llm_configured(env: dict | None = None) -> bool:
     return bool(e.get("OPENAI_BASE_URL") or e.get("OPENAI_API_KEY") or e.get("LLM_BACKEND") or e.get("LLM_GGUF_PATH"))
 
 
-# --- packing: the one rule, shared with the app (memory.packing) ---------------
-
-from ..packing import UNIT_SEP, Packed, Piece, Unit, pack  # noqa: E402,F401  (re-exported)
-
-
 def evidence_recall(evidence: Sequence[str], covered: set[str]) -> float:
     return sum(1 for e in evidence if e in covered) / len(evidence) if evidence else 0.0
 

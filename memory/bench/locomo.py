@@ -49,11 +49,12 @@ import numpy as np
 
 from .. import locomo as lc
 from ..bm25 import BM25Index
+from ..packing import Piece, Unit, pack
 from ..records import SessionRecord
 from ..settings import Options
 from ..trace import Trace
 from . import common
-from .common import Piece, Unit, progress
+from .common import progress
 
 METHODS = ("turn", "session", "secom", "secom-raw", "theanine-topk", "theanine-timeline")
 RETRIEVERS = ("bm25", "dense", "hybrid")
@@ -415,7 +416,7 @@ def _score_method(run: _UnitsRun, conv: Conversation, method: str, make, retriev
         for q, qvec in zip(conv.questions, conv.qvecs, strict=False):
             ranked = _Cached(make(retriever, q, qvec))
             for b in budgets:
-                packed = common.pack(ranked, b)
+                packed = pack(ranked, b)
                 run.per_q[(method, retriever, b)].append(
                     (conv.sample_id, q.category, common.evidence_recall(q.evidence, packed.covered))
                 )

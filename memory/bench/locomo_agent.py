@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..llm import LLM, Completion, LLMSession
+from ..packing import pack
 from ..trace import Trace
 from . import common
 from .common import progress
@@ -311,7 +312,7 @@ def _score_baselines(conv, spec: RunSpec, embedder, rows: _Rows, steps: _Steps) 
             for i, (q, v) in enumerate(zip(conv.questions, conv.qvecs, strict=False)):
                 ranked = _Cached(units.ranked(r, q, v))
                 for bud in spec.budgets:
-                    packed = common.pack(ranked, bud)
+                    packed = pack(ranked, bud)
                     pairs = [(p.text, p.covers) for _, kept in packed.chosen for p in kept]
                     rows.add(conv, i, ("-", method, r, bud), packed.covered, pairs)
                 steps.step()
