@@ -37,6 +37,20 @@ def collection_name(user_id: str, kind: str) -> str:
 EXACT_UP_TO = 2000  # records: up to this many, a query ranks every one (see VectorStore.query)
 
 
+def _exact_top(got: dict, embedding: np.ndarray, n: int) -> list[Hit]:
+    """The n records of a `get` (with embeddings) most similar to `embedding` by cosine, ties by id."""
+    ids = list(got["ids"])
+    if not ids:
+        return []
+    vecs = np.asarray(got["embeddings"], dtype=np.float64)
+    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    q = np.asarray(embedding, dtype=np.float64).ravel()
+    sims = vecs @ (q / max(float(np.linalg.norm(q)), 1e-12))
+    order = sorted(range(len(ids)), key=lambda i: (-sims[i], ids[i]))[:n]
+    docs, metas = got["documents"], got["metadatas"]
+    return [Hit(ids[i], float(sims[i]), docs[i] or "", metas[i] or {}) for i in order]
+
+
 class VectorStore:
     def __init__(self, path: Path | str | None = None, host: str = "", port: int = 8000):
         import chromadb
@@ -130,23 +144,24 @@ class VectorStore:
             count = col.count()
             if count == 0:
                 return []
-            # Chroma's HNSW index is approximate and its build varies between runs: the same memories
-            # gave different hits from one run to the next (a relevant memory missed; equal vectors, such
-            # as repeated "Appreciate the kind words.", in any order). Up to EXACT_UP_TO records every
-            # distance is asked for (exact); above, twice as many as needed. Best first, ties by id; the
-            # documents of the n kept are read after (issue 14: benchmark figures differing by a turn).
-            wide = count if count <= EXACT_UP_TO else min(2 * n + 10, count)
+            # Chroma's HNSW index is approximate and its build (parallel inserts) varies between runs: the
+            # same memories gave different hits from one run to the next, even when every record was asked
+            # for (a node the graph search does not reach is never returned). Up to EXACT_UP_TO records the
+            # ranking is computed here, exactly, over every stored vector; above, HNSW is asked for twice as
+            # many as needed. Best first, ties by id (issue 14: benchmark figures differing by a turn).
+            if count <= EXACT_UP_TO:
+                return _exact_top(col.get(where=where, include=["embeddings", "documents", "metadatas"]), embedding, n)
             r = col.query(
                 query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                n_results=wide,
+                n_results=min(2 * n + 10, count),
                 where=where,
                 include=["distances"],
             )
-            best = sorted(zip(r["ids"][0], r["distances"][0], strict=False), key=lambda p: (float(p[1]), p[0]))[:n]
+            best = sorted(zip(r["ids"][0], r["distances"][0], strict=True), key=lambda p: (float(p[1]), p[0]))[:n]
             if not best:
                 return []
             got = col.get(ids=[i for i, _ in best], include=["documents", "metadatas"])
-            rec = {i: (doc, m) for i, doc, m in zip(got["ids"], got["documents"], got["metadatas"], strict=False)}
+            rec = {i: (doc, m) for i, doc, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)}
             return [Hit(i, 1.0 - float(d), rec[i][0] or "", rec[i][1] or {}) for i, d in best if i in rec]
 
         return self._call(go)
