@@ -37,8 +37,8 @@ def collection_name(user_id: str, kind: str) -> str:
 EXACT_UP_TO = 2000  # records: up to this many, a query ranks every one (see VectorStore.query)
 
 
-def _exact_top(got: dict, embedding: np.ndarray, n: int) -> list[Hit]:
-    """The n records of a `get` (with embeddings) most similar to `embedding` by cosine, ties by id."""
+def _exact_top(got: dict, embedding: np.ndarray, n: int) -> list[tuple[str, float]]:
+    """(id, cosine) of the n records of a `get` (with embeddings) most similar to `embedding`, ties by id."""
     ids = list(got["ids"])
     if not ids:
         return []
@@ -47,8 +47,7 @@ def _exact_top(got: dict, embedding: np.ndarray, n: int) -> list[Hit]:
     q = np.asarray(embedding, dtype=np.float64).ravel()
     sims = vecs @ (q / max(float(np.linalg.norm(q)), 1e-12))
     order = sorted(range(len(ids)), key=lambda i: (-sims[i], ids[i]))[:n]
-    docs, metas = got["documents"], got["metadatas"]
-    return [Hit(ids[i], float(sims[i]), docs[i] or "", metas[i] or {}) for i in order]
+    return [(ids[i], float(sims[i])) for i in order]
 
 
 class VectorStore:
@@ -150,19 +149,21 @@ class VectorStore:
             # ranking is computed here, exactly, over every stored vector; above, HNSW is asked for twice as
             # many as needed. Best first, ties by id (issue 14: benchmark figures differing by a turn).
             if count <= EXACT_UP_TO:
-                return _exact_top(col.get(where=where, include=["embeddings", "documents", "metadatas"]), embedding, n)
-            r = col.query(
-                query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                n_results=min(2 * n + 10, count),
-                where=where,
-                include=["distances"],
-            )
-            best = sorted(zip(r["ids"][0], r["distances"][0], strict=True), key=lambda p: (float(p[1]), p[0]))[:n]
+                best = _exact_top(col.get(where=where, include=["embeddings"]), embedding, n)
+            else:
+                r = col.query(
+                    query_embeddings=[np.asarray(embedding, dtype=np.float32)],
+                    n_results=min(2 * n + 10, count),
+                    where=where,
+                    include=["distances"],
+                )
+                pairs = zip(r["ids"][0], r["distances"][0], strict=True)
+                best = sorted(((i, 1.0 - float(d)) for i, d in pairs), key=lambda p: (-p[1], p[0]))[:n]
             if not best:
                 return []
             got = col.get(ids=[i for i, _ in best], include=["documents", "metadatas"])
             rec = {i: (doc, m) for i, doc, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)}
-            return [Hit(i, 1.0 - float(d), rec[i][0] or "", rec[i][1] or {}) for i, d in best if i in rec]
+            return [Hit(i, score, rec[i][0] or "", rec[i][1] or {}) for i, score in best if i in rec]
 
         return self._call(go)
 
