@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from memory.bench.answer_score import has_all_words, token_f1
-from memory.locomo import clean_evidence
+from memory.locomo_format import clean_evidence
 from tests.ui_fixtures import RunningApp
 
 STRATEGIES = ("theanine", "secom", "none")
@@ -104,7 +104,9 @@ def main(argv: list[str]) -> int:
     print("| strategy | all answer words | token F1 | reply p50 s | p95 s | errors |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['strategy']} | {r['all_words']:.2f} | {r['f1']:.3f} | {r['p50_s']} | {r['p95_s']} | {r['errors']} |")
+        print(
+            f"| {r['strategy']} | {r['all_words']:.2f} | {r['f1']:.3f} | {r['p50_s']} | {r['p95_s']} | {r['errors']} |"
+        )
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"sample": a.sample, "env": env, "results": results}, indent=2))
