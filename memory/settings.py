@@ -103,10 +103,11 @@ class Options:
     j: int = 3  # THEANINE: associative memories per new memory
     k: int = 3  # memories (THEANINE) / segments (SeCom) retrieved per reply
     n: int = 1  # THEANINE: timelines sampled per retrieved memory
-    query_turns: int = 4  # earlier turns in the retrieval query before the new message (0 = the message alone)
+    query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
     refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
     compression_rate: float = 0.75  # LLMLingua-2 `rate`: fraction of tokens KEPT
-    retriever: str = "hybrid"  # SeCom: bm25 | dense | hybrid
+    retriever: str = "bm25"  # SeCom: bm25 | dense | hybrid
+    theanine_retriever: str = "dense"  # THEANINE's top-k memories: dense (the paper's) | bm25 | hybrid
     budget: int = 1000  # tokens of retrieved memory given to the reply
     seed: int = 0
     max_reply_tokens: int = 256
@@ -127,8 +128,9 @@ class Options:
             raise InvalidOptions(f"refine_each must be true or false, not {self.refine_each!r}")
         if self.strategy not in STRATEGIES:
             raise InvalidOptions(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
-        if self.retriever not in RETRIEVERS:
-            raise InvalidOptions(f"retriever must be one of {', '.join(RETRIEVERS)}, not {self.retriever!r}")
+        for name in ("retriever", "theanine_retriever"):
+            if getattr(self, name) not in RETRIEVERS:
+                raise InvalidOptions(f"{name} must be one of {', '.join(RETRIEVERS)}, not {getattr(self, name)!r}")
         for name, (lo, hi) in self._RANGES.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v <= hi):
@@ -195,7 +197,7 @@ class Settings:
             strategy=e.get("MEMORY_STRATEGY", "theanine"),
             temperature=float(e.get("LLM_TEMPERATURE", 0.6)),
             compression_rate=float(e.get("SECOM_COMPRESSION_RATE", 0.75)),
-            retriever=e.get("SECOM_RETRIEVER", "hybrid"),
+            retriever=e.get("SECOM_RETRIEVER", Options.retriever),
             max_reply_tokens=int(e.get("LLM_MAX_REPLY_TOKENS", 256)),
         )
         return cls(
