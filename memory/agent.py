@@ -116,6 +116,8 @@ class MemoryAgent:
         self.settings, self.store, self.embedder = settings, store, embedder
         self.theanine, self.secom = theanine, secom
         self.llm_factory = llm_factory or make_llm  # injected by benchmarks and tests (a scripted LLM)
+        # The user's writer lock: one build or deletion of the user's memory at a time (level 3 of the
+        # lock order written in sessions/work.py; the app takes the user's lanes and the close claim first).
         self._close_locks = KeyedLocks()
 
     @classmethod

@@ -6,20 +6,21 @@ once. Then `MemoryAgent.close_session` builds both memories; only when it
 returns is the session marked "closed". A crash or an LLM failure in between
 leaves it "closing": the next End session, or the app's start, builds it again
 (the agent's close is idempotent per session id).
+
+Callers hold the user's memory lane (sessions/work.py) around a build; the build itself takes the
+close claim, the next lock of the order written there.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memory.dates import iso_key
 from memory.dates import parse as parse_date
 from memory.errors import LLMError, StoreUnavailable
-from memory.locks import KeyedLocks
 from memory.records import SessionRecord, Turn
 from memory.text import clean_obj, clean_text
 
@@ -131,11 +132,6 @@ class Lifecycle:
         self.store, self.agent = store, agent
         self.build_runner = build_runner or (lambda fn, progress: fn(progress))
         self.options_of, self.llm_of = options_of, llm_of
-        self._locks = KeyedLocks()
-
-    def lock(self, user_id: str) -> threading.Lock:
-        """The user's lock: one end / forget of the user at a time in this process."""
-        return self._locks[user_id]
 
     def current(self, user_id: str) -> SessionRow:
         return self.store.open_session(user_id, today())
@@ -232,7 +228,7 @@ class Lifecycle:
         step = progress or (lambda f, s: None)
         # The claim makes this process the only builder of the user's sessions, across replicas;
         # pending sessions are read after it, so one another process built meanwhile is skipped.
-        with self.lock(user_id), self.store.close_claim(user_id):
+        with self.store.close_claim(user_id):
             pending = self.store.sessions(user_id, status="closing")
             out = []
             for i, s in enumerate(pending):
@@ -275,10 +271,3 @@ class Lifecycle:
         error = clean_text(error)
         self.store.mark_close_failed(user_id, session.session_id, error)
         return CloseOutcome(session.session_id, error=error)
-
-    def recover_all(self) -> int:
-        """At start: finish every close a crash or failure left undone. Returns how many were retried."""
-        n = 0
-        for user_id in self.store.users_with_pending_closes():
-            n += len(self.close_pending(user_id))
-        return n

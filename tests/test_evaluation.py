@@ -21,7 +21,7 @@ from sessions.evaluation import (
     my_turn_rows,
     parse_budgets,
 )
-from sessions.jobs import JobGate
+from sessions.work import UserWork
 from tests.bench_fixtures import tiny_locomo
 
 ALL = list(AGENT_METHODS)
@@ -32,7 +32,7 @@ class FakeService:
 
     def __init__(self, sessions: dict[str, list[tuple[str, str]]]):
         self._sessions = sessions
-        self.jobs = JobGate()
+        self.work = UserWork()
         self.settings = None
         self.writes = 0  # nothing may write
 
@@ -152,7 +152,7 @@ def test_refused_requests_start_nothing(svc, tmp_path):
         ev.request_history(uid, [["q?", "D7:7", "4"]], ALL, ["bm25"], "250", ["offline"])
     with pytest.raises(UserError, match="reference"):
         ev.request_history(uid, [["q?", "D1:1", "4"]], ALL, ["bm25"], "250", ["reference"])
-    assert ev.get(uid) is None and ev.finished(uid) is None and svc.jobs.running(uid) is None
+    assert ev.get(uid) is None and ev.finished(uid) is None and svc.work.running(uid) is None
     ev.shutdown()
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
-from sessions.jobs import BuildPool, Busy, ImportRate, JobGate, LimitReached, Limits
+from sessions.jobs import BuildPool, ImportRate, LimitReached, Limits
+from sessions.work import Busy, UserWork
 from tests.fakes import WAIT, GatedAgent
 
 
@@ -205,8 +206,8 @@ def test_limits_from_env():
 
 
 def test_gate_frees_the_slot_when_a_stream_is_abandoned():
-    gate = JobGate()
-    it = gate.stream("u", "reply", lambda: iter([1, 2, 3]))
-    assert next(it) == 1 and gate.running("u") == "reply"
+    work = UserWork()
+    it = work.stream("u", "reply", lambda: iter([1, 2, 3]))
+    assert next(it) == 1 and work.running("u").kind == "reply"
     it.close()  # the browser went away mid-reply
-    assert gate.running("u") is None
+    assert work.running("u") is None

@@ -1,8 +1,8 @@
 """How events share the server between users (Gradio concurrency), and the settings panel's lock.
 
 Replies (send, retry, compare) of all users share one pool of MEMORY_CONCURRENCY
-workers. Memory builds (end/new session, import) run in the page's background jobs
-(ui.jobs) or, through the API, in their own events pool, and then wait in the
+workers. Memory builds (end/new session, import) run as the page's background work
+(sessions/work.py) or, through the API, in their own events pool, and then wait in the
 service's BuildPool (sessions.jobs), which shows their place in line. So a long
 import never takes a worker that another user's reply needs. Gradio shows a queued
 event's position in the browser by itself.

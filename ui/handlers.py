@@ -5,20 +5,16 @@ The user id comes from gr.BrowserState only (never from a text field) and is
 validated before use; an invalid one gets a fresh id on load. Exceptions
 become a status line with what to do, never a stack trace.
 
-Memory builds (end of a session, imports) run in the background (ui.jobs): the
-event returns at once and a timer shows one progress bar, so the chat and the
-other panels stay usable and a reload during a build shows the history at once.
+Memory builds (end of a session, imports) run in the background as the user's
+work (sessions/work.py, the one registry of what each user runs): the event
+returns at once and a timer shows one progress bar, so the chat and the other
+panels stay usable and a reload during a build shows the history at once.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import tempfile
-import threading
-import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -27,15 +23,15 @@ from memory.errors import InvalidOptions
 from memory.settings import STRATEGIES
 from sessions import SessionService, UserError, check_user_id, new_user_id
 from sessions.ids import is_user_id
-from sessions.importer import MAX_FILE_BYTES
 from sessions.lifecycle import date_positions, human_date
 from sessions.prefs import OPTION_FIELDS
 from sessions.service import user_message
+from sessions.work import Busy, Work
 
 from . import panels
 from .chat_view import PENDING, as_text, chat_messages
+from .data_handlers import DataHandlers
 from .graph_view import busy_html, graph_html
-from .jobs import Jobs
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +51,6 @@ FIELD_LABELS = {
     "base URL": "Base URL",
     "strategy": "Memory strategy",
 }
-REPLY_STALE_S = 900  # a reply marker older than this is ignored (a cancelled stream never cleared it)
 BUSY_REPLY = (
     "Still answering your previous message: this one stays in the box. Send it when the reply is done, or press Stop."
 )
@@ -85,20 +80,16 @@ def field_message(exc: BaseException) -> str:
     )
 
 
-class Handlers:
+class Handlers(DataHandlers):
     def __init__(
-        self,
-        service: SessionService,
-        c: SimpleNamespace,
-        allow_llm_change: bool = True,
-        jobs: Jobs | None = None,
-        has_api_key: bool = False,
+        self, service: SessionService, c: SimpleNamespace, allow_llm_change: bool = True, has_api_key: bool = False
     ):
         self.svc, self.c, self.allow_llm_change = service, c, allow_llm_change
-        self.jobs = jobs or Jobs()
         self.has_api_key = has_api_key
-        self._replying: dict[str, float] = {}
-        self._replying_lock = threading.Lock()
+
+    def building(self, uid: str) -> Work | None:
+        """The user's running memory work (a build, an import, deleting a memory, Forget me), or None."""
+        return self.svc.work.running(uid, "memory")
 
     # --- shared views ---------------------------------------------------------------------------
     def _session_positions(self, uid: str) -> list[tuple[str, str, float]]:
@@ -116,7 +107,7 @@ class Handlers:
         return lookup
 
     def _graph(self, uid: str, trace: dict | None = None) -> str:
-        job = self.jobs.running(uid)
+        job = self.building(uid)
         if job is not None:
             # The graph is being written; reading it would wait for the build.
             return busy_html(
@@ -137,7 +128,7 @@ class Handlers:
             return panels.status_html(user_message(e), "error")
 
     def _memory_choices(self, uid: str):
-        if self.jobs.running(uid):
+        if self.building(uid):
             return gr.update()
         try:
             nodes = self.svc.graph(uid).get("nodes") or []
@@ -155,7 +146,7 @@ class Handlers:
 
     def _session_list(self, uid: str, selected: str | None = None):
         rows = self.svc.sessions(uid)
-        job = self.jobs.running(uid)
+        job = self.building(uid)
         choices = [(panels.session_choice_label(s, building=bool(job)), s.session_id) for s in rows]
         open_id = next((s.session_id for s in rows if s.status == "open"), None)
         return gr.update(choices=choices, value=selected or open_id)
@@ -206,12 +197,12 @@ class Handlers:
         try:
             self.svc.current_session(uid)
             out = {c.uid: uid, **self._view(uid, use_last_trace=True), **self._settings_values(uid), c.status: ""}
-            job = self.jobs.running(uid)
-            out[c.timer] = gr.Timer(active=job is not None or self.jobs.get(uid) is not None)
+            job = self.building(uid)
+            out[c.timer] = gr.Timer(active=job is not None or self.svc.work.finished(uid, "memory") is not None)
             out[c.job] = panels.job_html(job) if job else ""
             pending = [s for s in self.svc.sessions(uid) if s.status == "closing"]
             rows = self.svc.messages(uid)
-            if rows and rows[-1].role == "user" and not self._is_replying(uid):
+            if rows and rows[-1].role == "user" and self.svc.work.running(uid, "chat") is None:
                 out[c.status] = panels.status_html(
                     "Your last message has no reply yet (the app was interrupted?). It is saved; press Retry.", "info"
                 )
@@ -226,15 +217,16 @@ class Handlers:
             return {c.uid: uid, **self._fail(e, c.status)}
 
     # --- background builds ------------------------------------------------------------------------
-    def _start_build(self, uid: str, kind: str, fn) -> dict:
-        """Start a memory build in the background; the timer shows its progress."""
+    def _start_build(self, uid: str) -> dict:
+        """Start building the pending memory in the background; the timer shows its progress."""
         c = self.c
-        job = self.jobs.start(uid, kind, fn)
-        if job is None:
+        try:
+            job = self.svc.start_build(uid)
+        except Busy:
             raise UserError(
                 "Memory is still being built from an earlier step; wait until the progress bar "
                 "finishes (the chat works meanwhile)."
-            )
+            ) from None
         return {c.timer: gr.Timer(active=True), c.job: panels.job_html(job)}
 
     def poll(self, uid):
@@ -244,10 +236,10 @@ class Handlers:
             uid = check_user_id(uid)
         except UserError:
             return {c.timer: gr.Timer(active=False), c.job: ""}
-        job = self.jobs.running(uid)
+        job = self.building(uid)
         if job is not None:
             return {c.job: panels.job_html(job)}
-        done = self.jobs.take_finished(uid)
+        done = self.svc.work.take_finished(uid, "memory")
         out = {c.timer: gr.Timer(active=False), c.job: ""}
         if done is None:
             return out
@@ -260,23 +252,6 @@ class Handlers:
         return out
 
     # --- chat ---------------------------------------------------------------------------------------
-    def _is_replying(self, uid: str) -> bool:
-        with self._replying_lock:
-            t = self._replying.get(uid)
-            return t is not None and time.time() - t < REPLY_STALE_S
-
-    def _claim(self, uid: str) -> bool:
-        with self._replying_lock:
-            t = self._replying.get(uid)
-            if t is not None and time.time() - t < REPLY_STALE_S:
-                return False
-            self._replying[uid] = time.time()
-            return True
-
-    def _release(self, uid: str) -> None:
-        with self._replying_lock:
-            self._replying.pop(uid, None)
-
     def _stream(self, uid: str, updates, chat: list[dict], ids: list[int]):
         c = self.c
         for up in updates:
@@ -314,15 +289,14 @@ class Handlers:
         except UserError as e:
             yield self._fail(e, c.status)
             return
-        if not self._claim(uid):
-            yield {c.status: panels.status_html(BUSY_REPLY, "info")}
-            return
         try:
             yield from start(uid)
         except Exception as e:
-            yield {**self._fail(e, c.status), c.stop: gr.update(visible=False)}
-        finally:
-            self._release(uid)
+            if isinstance(e, Busy) and e.kind == "reply":
+                # A reply of this user is running (sessions/work.py): nothing was stored, the text stays in the box.
+                yield {c.status: panels.status_html(BUSY_REPLY, "info")}
+            else:
+                yield {**self._fail(e, c.status), c.stop: gr.update(visible=False)}
 
     def send(self, uid, message, strategy):
         def start(uid):
@@ -346,9 +320,7 @@ class Handlers:
             uid = check_user_id(uid)
         except UserError as e:
             return self._fail(e, c.status)
-        self._release(uid)
-        self.svc.stop_reply(uid)
-        time.sleep(0.3)  # let the cancelled stream record its interruption
+        self.svc.stop_reply(uid)  # returns once the cancelled reply has recorded its interruption
         view = self._view(uid)
         view[c.stop] = gr.update(visible=False)
         view[c.retry] = gr.update(visible=True)
@@ -434,7 +406,7 @@ class Handlers:
         c = self.c
         try:
             uid = check_user_id(uid)
-            if self.jobs.running(uid):
+            if self.building(uid):
                 raise UserError(
                     "Memory is still being built; wait until the progress bar finishes, then start the next session."
                 )
@@ -445,7 +417,7 @@ class Handlers:
             view = self._view(uid)
             view[c.status] = panels.status_html(result.message, "ok")
             if any(s.status == "closing" for s in self.svc.sessions(uid)):
-                view.update(self._start_build(uid, "Building memory", lambda p: self.svc.build_pending(uid, p)))
+                view.update(self._start_build(uid))
                 view[c.graph] = self._graph(uid)
                 view[c.sessions] = self._session_list(uid)
             return view
@@ -494,86 +466,3 @@ class Handlers:
             except Exception:
                 old = {}
             return {**old, **self._fail(e, c.settings_status)}
-
-    # --- your data ------------------------------------------------------------------------------------
-    def import_history(self, uid, path, sample_id):
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            if not path:
-                raise UserError("Choose a JSON file to import first.")
-            if self.jobs.running(uid):
-                raise UserError("Memory is still being built; import again when the progress bar finishes.")
-            if Path(path).stat().st_size > MAX_FILE_BYTES:
-                raise UserError(
-                    f"The file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; import a smaller history."
-                )
-            data = Path(path).read_bytes()
-            result = self.svc.import_history(uid, data, sample_id or "", build=False)
-            started = self._start_build(uid, "Building memory", lambda p: self.svc.build_pending(uid, p))
-            view = self._view(uid)
-            view.update(started)
-            view[c.data_status] = panels.status_html(result.message, "ok")
-            return {**view, c.import_file: None}
-        except Exception as e:
-            return {**self._fail(e, c.data_status), c.import_file: None}
-
-    def export(self, uid):
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            data = self.svc.export(uid)
-            # A fresh temporary folder per export; the file name never comes from user input.
-            path = Path(tempfile.mkdtemp(prefix="memory-export-")) / "memory-export.json"
-            path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-            return {
-                c.export_file: gr.update(value=str(path), visible=True),
-                c.data_status: panels.status_html("Your export is ready to download.", "ok"),
-            }
-        except Exception as e:
-            return self._fail(e, c.data_status)
-
-    def delete_memory(self, uid, memory_id, redact=False):
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            if not memory_id:
-                raise UserError("Choose a memory to delete.")
-            if self.jobs.running(uid):
-                raise UserError("Memory is being built; delete when the progress bar finishes.")
-            gone = self.svc.delete_memory(uid, memory_id, redact=bool(redact))
-            msg = gone["message"] if gone else "That memory no longer exists."
-            out = {
-                c.graph: self._graph(uid),
-                c.memory: self._memory_choices(uid),
-                c.data_status: panels.status_html(msg, "ok" if gone else "info"),
-            }
-            if gone and gone.get("redacted"):
-                out.update({k: v for k, v in self._view(uid).items() if k in (c.chatbot, c.msg_ids)})
-            return out
-        except Exception as e:
-            return self._fail(e, c.data_status)
-
-    def forget(self, uid, confirmed):
-        """Delete everything, then continue as a brand-new user with a new id."""
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            if not confirmed:
-                raise UserError("Tick the box to confirm that everything should be deleted.")
-            if self.jobs.running(uid):
-                raise UserError("Memory is being built; forget me when the progress bar finishes.")
-            self.svc.forget(uid)
-            fresh = new_user_id()
-            self.svc.current_session(fresh)
-            return {
-                c.uid: fresh,
-                **self._view(fresh),
-                **self._settings_values(fresh),
-                c.forget_confirm: False,
-                c.compare_row: gr.update(visible=False),
-                c.export_file: gr.update(value=None, visible=False),
-                c.data_status: panels.status_html("All your sessions and memory were deleted.", "ok"),
-            }
-        except Exception as e:
-            return self._fail(e, c.data_status)

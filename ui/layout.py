@@ -245,7 +245,7 @@ def _data_panel(c: SimpleNamespace) -> None:
 def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings: Settings, allow_llm_change: bool):
     """Every event of the page (what each does is in handlers.py)."""
     h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key))
-    timetravel.wire(c.timetravel, service, c.uid, h.jobs.running)
+    timetravel.wire(c.timetravel, service, c.uid, h.building)
     evaluation.wire(c.evaluation, demo, c.uid, c.forget_btn, c.forget_confirm)
     option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order Handlers.save_settings reads them in
     settings_fields = [c.strategy, c.backend, c.model, c.base_url, *option_inputs]

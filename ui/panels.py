@@ -116,7 +116,7 @@ def job_html(job) -> str:
     if job is None:
         return ""
     note = "You can keep chatting meanwhile; the graph and the sessions update when it is done."
-    return progress_html("job-progress", job.kind, job.fraction, job.eta(), job.text, note)
+    return progress_html("job-progress", job.title, job.fraction, job.eta(), job.text, note)
 
 
 def _when(ts: float | None) -> str:

@@ -272,7 +272,7 @@ class TimeTravel:
 def wire(t: SimpleNamespace, service: SessionService, uid, running=None) -> TimeTravel:
     """Connect the panel: opening it (or Reload) loads the history; the slider moves the frame in the
     browser and fetches that step's list. `uid` is the page's gr.BrowserState; `running(uid)` the
-    user's running memory build (ui.jobs.Jobs.running)."""
+    user's running memory work (`Handlers.building`)."""
     tt = TimeTravel(service, t, running)
     quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_limit": None}
     outs = [t.steps, t.slider, t.frame, t.changes, t.status]

@@ -53,7 +53,8 @@ class TheanineMemory:
 
     # --- per-user graph, cached, one writer at a time ------------------------
     def lock(self, user_id: str) -> threading.RLock:
-        """The user's (reentrant) lock: one writer of the user's graph at a time."""
+        """The user's (reentrant) lock: one writer of the user's graph at a time. A short data lock, never
+        held across an LLM call (the last level of the lock order in sessions/work.py)."""
         return self._locks[user_id]
 
     def use_graph_store(self, graphs: GraphStore) -> None:
