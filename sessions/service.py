@@ -86,7 +86,11 @@ class SessionService:
 
     # --- chat -------------------------------------------------------------------------------
     def current_session(self, user_id: str) -> SessionRow:
-        return self.lifecycle.current(check_user_id(user_id))
+        """The open session, with its number in time order (as the session list shows it)."""
+        user_id = check_user_id(user_id)
+        s = self.lifecycle.current(user_id)
+        s.number = next((r.number for r in self.lifecycle.sessions(user_id) if r.session_id == s.session_id), 0)
+        return s
 
     def messages(self, user_id: str, session_id: str | None = None) -> list[MessageRow]:
         user_id = check_user_id(user_id)
@@ -111,6 +115,11 @@ class SessionService:
         user_id = check_user_id(user_id)
         opts, llm = self.options(user_id), self.llm(user_id)
         return self.jobs.stream(user_id, "compare", lambda: self.chat.compare(user_id, message, opts, llm))
+
+    def last_compare(self, user_id: str) -> dict | None:
+        """The user's latest comparison (message, results, session, time): the page shows it again after a reload."""
+        rows = self.store.compares(check_user_id(user_id), last=1)
+        return rows[0] if rows else None
 
     def reply_for(self, user_id: str, message_id: int) -> MessageRow | None:
         """The reply a chat message stands for: itself if it is a reply, else the reply to it."""

@@ -35,6 +35,7 @@ COMPONENTS = (
     "graph",
     "why",
     "compare_row",
+    "compare_view",
     "backend",
     "model",
     "base_url",
@@ -69,7 +70,6 @@ TRACEBACK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", li
 def components() -> SimpleNamespace:
     """Stand-ins for the Gradio components: Handlers only use them as dict keys."""
     c = SimpleNamespace(**{name: name for name in COMPONENTS})
-    c.compare_cols = ["compare-theanine", "compare-secom", "compare-none"]
     return c
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui_fixtures import chromium_browser
+from tests.ui_fixtures import chromium_browser, save_shot, screenshots_wanted
 
 XSS = "<img src=x onerror=alert(1)>"
 FIRST = f"My dog is called Rex and we love hiking in the Alps together. {XSS}"
@@ -72,7 +72,9 @@ def test_panels_escape_every_text():
         )
     )
     html += panels.status_html(XSS, "error") + panels.banner_html(XSS, True)
-    html += panels.compare_column_html("none", {"text": XSS, "error": XSS, "done": True, "trace": trace})
+    html += panels.compare_html(
+        XSS, {"none": {"text": XSS, "error": XSS, "done": True, "trace": trace}}, ["none"], 0, XSS
+    )
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
@@ -321,12 +323,12 @@ def test_a_week_later_the_reply_uses_timelines(alice):
     frame = alice.graph_frame()
     # Retrieved memories are drawn as stars.
     assert frame.evaluate("() => nodes.get().filter(n => n.shape === 'star').length") >= 1
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    alice.page.set_viewport_size({"width": 1440, "height": 1500})
-    alice.page.evaluate("() => window.scrollTo(0, 0)")
-    alice.page.wait_for_timeout(3000)  # let the graph layout settle
-    alice.page.screenshot(path=str(SCREENSHOT))
-    alice.page.set_viewport_size({"width": 1440, "height": 1100})
+    if screenshots_wanted():  # only when asked (UI_SCREENSHOTS=1): a run leaves the tracked image alone
+        alice.page.set_viewport_size({"width": 1440, "height": 1500})
+        alice.page.evaluate("() => window.scrollTo(0, 0)")
+        alice.page.wait_for_timeout(3000)  # let the graph layout settle
+        save_shot(alice.page, SCREENSHOT)
+        alice.page.set_viewport_size({"width": 1440, "height": 1100})
     assert alice.no_injected_image() and alice.dialogs == []
 
 

@@ -6,7 +6,8 @@ else is real (app.py, Gradio, MiniLM, embedded Chroma, SQLite). In order: replie
 (underscores, long strings), Retry and Stop, one reply at a time, the date rules and the sidebar,
 a LoCoMo import (the page stays usable and a reload shows history at once; the graph at 250+
 memories has readable labels and a small page per render), Compare, delete-means-delete in
-SeCom, no horizontal overflow at 1400 and 400 px. Screenshots go to docs/img/ui_*.png.
+SeCom, no horizontal overflow at 1400 and 400 px. Screenshots go to docs/img/ui_*.png, only
+when UI_SCREENSHOTS=1.
 
 Run alone: python -m pytest tests/test_ui_usable.py -v -s   (figures are printed with -s)
 """
@@ -21,7 +22,7 @@ import pytest
 
 from tests.conftest import SHARED_DATA
 from tests.llm_server import LLMServer, app_llm_env
-from tests.ui_fixtures import RunningApp, chromium_browser
+from tests.ui_fixtures import RunningApp, chromium_browser, save_shot, screenshots_wanted
 
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
@@ -127,9 +128,9 @@ class Page:
             self.page.wait_for_timeout(600)
 
     def shot(self, name, full=True):
-        IMG.mkdir(parents=True, exist_ok=True)
-        self.page.wait_for_timeout(800)
-        self.page.screenshot(path=str(IMG / name), full_page=full)
+        if screenshots_wanted():  # only when asked: a test run leaves the tracked images alone
+            self.page.wait_for_timeout(800)
+            save_shot(self.page, IMG / name, full=full)
 
     def close(self):
         self.context.close()

@@ -14,6 +14,7 @@ so no tag can form even where a text ends up in HTML.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -22,7 +23,16 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-MAX_NODES = 300  # most recent memories drawn; retrieved ones are always added
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return max(1, int(os.environ.get(name) or default))
+    except ValueError:
+        return default
+
+
+# Most recent memories drawn (GRAPH_MAX_NODES); retrieved and searched-for ones are always added.
+MAX_NODES = _env_int("GRAPH_MAX_NODES", 300)
 TURN_CHARS = 300  # each source turn, as shown on click
 EVENT_CHARS = 300
 STATIC_SRC = Path(__file__).resolve().parent / "static"

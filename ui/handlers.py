@@ -33,7 +33,7 @@ from sessions.prefs import OPTION_FIELDS
 from sessions.service import user_message
 
 from . import panels
-from .chat_view import PENDING, as_text, chat_messages
+from .chat_view import PENDING, as_text, chat_messages, shown_text
 from .graph_view import busy_html, graph_html
 from .jobs import Jobs
 
@@ -106,7 +106,7 @@ class Handlers:
         rows = self.svc.sessions(uid)
         positions = date_positions([s.date for s in rows])
         return [
-            (s.session_id, f"Session {s.seq} · {human_date(s.date)}", p) for s, p in zip(rows, positions, strict=True)
+            (s.session_id, f"Session {s.label} · {human_date(s.date)}", p) for s, p in zip(rows, positions, strict=True)
         ]
 
     def _turn_texts(self, uid: str):
@@ -151,7 +151,7 @@ class Handlers:
 
     def _header(self, uid: str, strategy: str | None = None) -> str:
         s = self.svc.current_session(uid)
-        return panels.session_header_html(s.seq, s.date, s.n_messages, strategy or self.svc.options(uid).strategy)
+        return panels.session_header_html(s.label, s.date, s.n_messages, strategy or self.svc.options(uid).strategy)
 
     def _session_list(self, uid: str, selected: str | None = None):
         rows = self.svc.sessions(uid)
@@ -206,6 +206,7 @@ class Handlers:
         try:
             self.svc.current_session(uid)
             out = {c.uid: uid, **self._view(uid, use_last_trace=True), **self._settings_values(uid), c.status: ""}
+            out.update(self._last_compare(uid))
             job = self.jobs.running(uid)
             out[c.timer] = gr.Timer(active=job is not None or self.jobs.get(uid) is not None)
             out[c.job] = panels.job_html(job) if job else ""
@@ -283,7 +284,7 @@ class Handlers:
             if up.kind == "stored":
                 if not ids or ids[-1] != up.message_id:
                     msg = self.svc.store.message(uid, up.message_id)
-                    chat.append({"role": "user", "content": as_text(msg.text if msg else "")})
+                    chat.append({"role": "user", "content": shown_text(msg.text if msg else "")})
                 chat.append({"role": "assistant", "content": PENDING})
                 yield {
                     c.chatbot: chat,
@@ -359,17 +360,39 @@ class Handlers:
         c = self.c
         try:
             uid = check_user_id(uid)
+            where = self._session_name(uid, self.svc.current_session(uid).session_id)
             for results in self.svc.compare(uid, message):
-                out = {
+                yield {
                     c.compare_row: gr.update(visible=True),
-                    c.status: panels.status_html("Comparing: each strategy answers in turn…", "busy"),
+                    c.compare_view: panels.compare_html(message, results, STRATEGIES, where=where),
+                    c.status: panels.status_html("Comparing: each strategy answers in turn (below the chat)…", "busy"),
                 }
-                for s, col in zip(STRATEGIES, c.compare_cols, strict=False):
-                    out[col] = panels.compare_column_html(s, results[s])
-                yield out
-            yield {c.status: panels.status_html("Compared: the same message, every strategy, same history.", "ok")}
+            yield {
+                c.status: panels.status_html(
+                    "Compared (below the chat): the same message, every strategy, same history.", "ok"
+                )
+            }
         except Exception as e:
             yield self._fail(e, c.status)
+
+    def _session_name(self, uid: str, session_id: str) -> str:
+        s = next((s for s in self.svc.sessions(uid) if s.session_id == session_id), None)
+        return f"session {s.label} · {human_date(s.date)}" if s else ""
+
+    def _last_compare(self, uid: str) -> dict:
+        """The latest comparison, shown again after a reload (it is stored per user)."""
+        c = self.c
+        last = self.svc.last_compare(uid)
+        if not last:
+            return {c.compare_row: gr.update(visible=False), c.compare_view: ""}
+        html = panels.compare_html(
+            last["message"],
+            last["results"],
+            STRATEGIES,
+            when=last["created_at"],
+            where=self._session_name(uid, last["session_id"]),
+        )
+        return {c.compare_row: gr.update(visible=True), c.compare_view: html}
 
     def select(self, uid, ids, evt: gr.SelectData):
         """Clicking a message shows the stored trace of that reply (or of the reply to it)."""
@@ -394,7 +417,7 @@ class Handlers:
         s = next((s for s in self.svc.sessions(uid) if s.session_id == reply.session_id), None)
         words = " ".join((reply.text or "").split())
         words = words if len(words) <= 40 else words[:39] + "…"
-        where = f"reply {n} of session {s.seq}" if n and s else "this reply"
+        where = f"reply {n} of session {s.label}" if n and s else "this reply"
         return f"Why {where}" + (f" (“{words}”)" if words else "")
 
     def set_strategy(self, uid, strategy):
@@ -572,6 +595,7 @@ class Handlers:
                 **self._settings_values(fresh),
                 c.forget_confirm: False,
                 c.compare_row: gr.update(visible=False),
+                c.compare_view: "",
                 c.export_file: gr.update(value=None, visible=False),
                 c.data_status: panels.status_html("All your sessions and memory were deleted.", "ok"),
             }

@@ -43,7 +43,11 @@ CSS = """
 .mc-key {font-family: monospace; font-size: 0.85em; color: #555}
 .mc-text, .mc-reply {white-space: pre-wrap}
 .mc-graph-empty {padding: 24px; border: 1px dashed #ccc; border-radius: 6px; text-align: center}
-.mc-compare {border: 1px solid #e5e7eb; border-radius: 6px; padding: 8px; min-width: 0}
+.mc-compare-all h3 {margin: 4px 0}
+.mc-compare {border: 1px solid #e5e7eb; border-radius: 8px; padding: 8px 12px; margin: 8px 0; min-width: 0}
+.mc-compare h4 {margin: 0 0 6px}
+.mc-compare .mc-reply {font-size: 1.02em; line-height: 1.45}
+.mc-recalled {margin-top: 8px} .mc-recalled > summary {cursor: pointer; color: #1d4f91}
 /* Long unbroken strings wrap everywhere instead of pushing the page sideways. */
 #chat .message, #chat .message *, .mc-why, .mc-why *, .mc-compare, .mc-compare *, .mc-session, .mc-status,
 #session-list label {overflow-wrap: anywhere; word-break: break-word}
@@ -98,8 +102,9 @@ def build_demo(
         with gr.Row(equal_height=False):
             _chat_column(c, settings.options)
             _see_why_column(c, service)
-        with gr.Row(visible=False) as c.compare_row:
-            c.compare_cols = [gr.HTML(elem_id=f"compare-{s}", min_width=240) for s in STRATEGIES]
+        # Compare: full width under the chat, one card per strategy (shown again after a reload).
+        with gr.Column(visible=False, elem_id="compare-wrap") as c.compare_row:
+            c.compare_view = gr.HTML(elem_id="compare")
         _settings_panel(c, settings, allow_llm_change)
         _data_panel(c)
         register_api(service)  # first, so the documented endpoints get the plain names
@@ -255,7 +260,12 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
     quiet = {"api_visibility": "private", "show_progress": "hidden"}
     fast = {**quiet, "concurrency_limit": None}
 
-    demo.load(h.load, [c.uid], [c.uid, *view, *settings_fields, c.status, c.timer, c.job], **fast)
+    demo.load(
+        h.load,
+        [c.uid],
+        [c.uid, *view, *settings_fields, c.status, c.timer, c.job, c.compare_row, c.compare_view],
+        **fast,
+    )
     c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status], **fast)
     chat_out = [*view, c.msg, c.status, c.stop]
     reply = {**quiet, **fairness.reply_events()}  # one pool of reply workers shared by all users
@@ -264,7 +274,7 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
         c.send.click(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
         c.retry.click(h.retry, [c.uid, c.strategy], chat_out, **reply),
     ]
-    replies.append(c.compare.click(h.compare, [c.uid, c.msg], [c.compare_row, *c.compare_cols, c.status], **reply))
+    replies.append(c.compare.click(h.compare, [c.uid, c.msg], [c.compare_row, c.compare_view, c.status], **reply))
     c.stop.click(h.stopped, [c.uid], [*view, c.status, c.stop], cancels=replies, **fast)
     c.chatbot.select(h.select, [c.uid, c.msg_ids], [c.why, c.graph, c.status], **fast)
     c.strategy.input(h.set_strategy, [c.uid, c.strategy], [c.session_header, c.status], **fast)
@@ -292,7 +302,7 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
     c.forget_btn.click(
         h.forget,
         [c.uid, c.forget_confirm],
-        [c.uid, *view, *settings_fields, c.forget_confirm, c.compare_row, c.export_file, c.data_status],
+        [c.uid, *view, *settings_fields, c.forget_confirm, c.compare_row, c.compare_view, c.export_file, c.data_status],
         **fast,
     )
 

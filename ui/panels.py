@@ -60,7 +60,7 @@ INTRO = (
 )
 
 
-def session_header_html(seq: int, date: str, n_messages: int, strategy: str) -> str:
+def session_header_html(seq: int | str, date: str, n_messages: int, strategy: str) -> str:
     return (
         f'<div class="mc-session" id="session-header"><b>Session {seq}</b> · dated {esc(human_date(date))} '
         f'<span class="mc-muted">({esc(date)})</span> · {n_messages} messages · memory: '
@@ -72,7 +72,7 @@ def past_session_header_html(s) -> str:
     state = _state(s)
     return (
         f'<div class="mc-session mc-past-head" id="session-header" data-session="{esc(s.session_id)}">'
-        f'<b>Session {s.seq}</b> · dated {esc(human_date(s.date))} <span class="mc-muted">({esc(s.date)})'
+        f'<b>Session {s.label}</b> · dated {esc(human_date(s.date))} <span class="mc-muted">({esc(s.date)})'
         f"</span> · {s.n_messages} messages · {esc(state)} · <i>an earlier session, read only: click a reply "
         "for its trace; pick the open session in the list to go back.</i></div>"
     )
@@ -94,7 +94,7 @@ def session_choice_label(s, building: bool = False) -> str:
     """A sidebar entry (shown as text by Gradio): number, date, message count, memory status."""
     src = " · imported" if s.source == "import" else ""
     mark = "▶ " if s.status == "open" else ""
-    return f"{mark}Session {s.seq} · {human_date(s.date)} · {s.n_messages} msgs · {_state(s, building)}{src}"
+    return f"{mark}Session {s.label} · {human_date(s.date)} · {s.n_messages} msgs · {_state(s, building)}{src}"
 
 
 def progress_html(elem_id: str, title: str, fraction: float, eta: float | None, text: str, note: str) -> str:
@@ -264,16 +264,62 @@ def _cost_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
     return out
 
 
-def compare_column_html(strategy: str, result: dict) -> str:
+def _recalled_summary(trace: dict | None) -> str:
+    """One line on what a strategy recalled and spent: the fold's title under its reply."""
+    if not trace:
+        return "What it recalled"
+    strategy = trace.get("strategy", "")
+    if strategy == "theanine":
+        n = len(trace.get("memories") or [])
+        what = f"{n} memories, {len(trace.get('timelines_raw') or [])} timelines"
+    elif strategy == "secom":
+        what = f"{len(trace.get('segments') or [])} segments"
+    else:
+        what = "no memory"
+    calls = trace.get("llm_calls") or []
+    total = (trace.get("timings") or {}).get("total")
+    cost = f"{len(calls)} LLM calls, {trace.get('tokens', 0)} tokens" + (f", {_seconds(total)}" if total else "")
+    return f"What it recalled: {what} · {cost}"
+
+
+def compare_card_html(strategy: str, result: dict) -> str:
+    """One strategy's answer in a full-width card: the reply first, its memory folded under it."""
     name = STRATEGY_NAMES.get(strategy, strategy)
     state = "" if result.get("done") else f' <span class="mc-muted">({esc(result.get("status"))})</span>'
     reply = (
         f'<div class="mc-reply">{esc(result.get("text"))}</div>'
         if result.get("text")
-        else '<div class="mc-muted">…</div>'
+        else f'<div class="mc-muted">{"(no reply)" if result.get("done") else "…"}</div>'
     )
     err = f'<div class="mc-status mc-error">⚠ {esc(result["error"])}</div>' if result.get("error") else ""
-    body = trace_html(result.get("trace"), title="Why", main=False) if result.get("trace") else ""
+    trace = result.get("trace")
+    body = ""
+    if trace:
+        body = (
+            f'<details class="mc-recalled"><summary>{esc(_recalled_summary(trace))}</summary>'
+            f"{trace_html(trace, title='Why', main=False)}</details>"
+        )
     return (
-        f'<div class="mc-compare" data-strategy="{esc(strategy)}"><h4>{esc(name)}{state}</h4>{reply}{err}{body}</div>'
+        f'<section class="mc-compare" id="compare-{esc(strategy)}" data-strategy="{esc(strategy)}" '
+        f'data-done="{1 if result.get("done") else 0}"><h4>{esc(name)}{state}</h4>{reply}{err}{body}</section>'
     )
+
+
+def compare_html(message: str, results: dict, order, when: float | None = None, where: str = "") -> str:
+    """The whole comparison, one card per strategy stacked at the page's width (one column on a phone).
+
+    `results` as sessions.chat.Chat.compare yields it; `when`/`where`: when it ran and in which session,
+    for a comparison shown again after a reload.
+    """
+    if not results:
+        return ""
+    words = " ".join((message or "").split())
+    words = words if len(words) <= 160 else words[:159] + "…"
+    done = all(r.get("done") for r in results.values())
+    meta = " · ".join(x for x in (where, _when(when)) if x)
+    head = (
+        f'<h3>Compare: “{esc(words)}”</h3><div class="mc-muted">The same message answered by every strategy on '
+        f"the same history; it is not added to the chat.{' · ' + esc(meta) if meta else ''}</div>"
+    )
+    cards = "".join(compare_card_html(s, results[s]) for s in order if s in results)
+    return f'<div id="compare-panel" class="mc-compare-all" data-done="{1 if done else 0}">{head}{cards}</div>'
