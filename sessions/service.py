@@ -21,7 +21,7 @@ from .graph_store import SqlGraphStore
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .jobs import BuildPool, ImportRate, JobGate, LimitReached, Limits
-from .lifecycle import EndResult, Lifecycle, Progress, check_date, plural
+from .lifecycle import EndResult, Lifecycle, Progress, check_date, iso_date, parse_date, plural
 from .store import MessageRow, SessionRow, Store, open_store
 from .versions import MemoryVersions
 
@@ -288,12 +288,14 @@ class SessionService:
                     "turns": [{"speaker": m.role, "name": m.speaker, "text": m.text, "id": m.turn_id()} for m in msgs],
                 }
             )
-        return {
-            "format": EXPORT_FORMAT,
-            "sessions": [s for s in sessions if s["turns"]],
-            "memory": self.agent.export_user(user_id),
-            "settings": self.prefs(user_id),
-        }
+        return one_date_format(
+            {
+                "format": EXPORT_FORMAT,
+                "sessions": [s for s in sessions if s["turns"]],
+                "memory": self.agent.export_user(user_id),
+                "settings": self.prefs(user_id),
+            }
+        )
 
     def import_history(
         self, user_id: str, data: bytes | str, sample_id: str = "", progress: Progress | None = None, build: bool = True
@@ -358,6 +360,27 @@ class SessionService:
         with self.jobs.hold(user_id, "forget"), self.lifecycle.lock(user_id), self.store.close_claim(user_id):
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
+
+
+EXPORT_DATE_KEYS = ("date", "time")
+
+
+def one_date_format(obj):
+    """Every readable date of an export ("date"/"time" fields) as the app stores dates: 2023-05-21, or
+    2023-05-21 19:48 with a time of day; LoCoMo's "7:48 pm on 21 May, 2023" too. Unreadable ones stay."""
+    if isinstance(obj, dict):
+        return {
+            k: (_stored_date(v) if k in EXPORT_DATE_KEYS and isinstance(v, str) else one_date_format(v))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list):
+        return [one_date_format(x) for x in obj]
+    return obj
+
+
+def _stored_date(value: str) -> str:
+    d = parse_date(value)
+    return iso_date(d) if d else value
 
 
 def forget_message(gone: dict) -> str:

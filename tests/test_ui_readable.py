@@ -77,9 +77,14 @@ class Page:
     def sessions(self):
         return [t.strip() for t in self.page.locator("#session-list label").all_inner_texts()]
 
-    def width(self, w):
+    def width(self, w, sidebar=None):
+        """Resize; the sidebar open (True), closed (False, as a phone starts it), or left as it is."""
         self.page.set_viewport_size({"width": w, "height": 1000 if w > 700 else 900})
-        self.page.wait_for_timeout(500)
+        if sidebar is None:
+            sidebar = w > 700
+        if (self.page.locator(".sidebar.open").count() > 0) != sidebar:
+            self.page.locator('button[aria-label="Toggle Sidebar"]').first.click()
+        self.page.wait_for_timeout(600)  # the sidebar slides
 
     def overflow(self):
         return self.page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
@@ -134,11 +139,12 @@ def test_compare_is_cards_reply_first_full_width_one_column_and_kept(user, serve
     b = p.boxes("#compare-panel section.mc-compare")
     assert all(x["w"] >= 0.9 * row["w"] for x in b) and row["w"] > 900, (row, b)
     assert all(b[i + 1]["y"] >= b[i]["y"] + b[i]["h"] for i in range(2)), b
+    save_shot(p.page, "ui_compare_locomo_1400.png", clip=_clip(p, "#compare-wrap", 1400))
     # Opened, the memory table spans the card (not a third of the page).
     cards.nth(0).locator("details.mc-recalled summary").click()
     table = p.boxes("#compare-theanine table.mc-mem")[0]
     assert table["w"] >= 0.8 * b[0]["w"], (table, b[0])
-    save_shot(p.page, "ui_compare_locomo_1400.png", clip=_clip(p, "#compare-wrap", 1400))
+    cards.nth(0).locator("details.mc-recalled summary").click()
     # A phone: one column, nothing sideways, the folded SeCom card a few lines tall.
     p.width(400)
     b = p.boxes("#compare-panel section.mc-compare")
@@ -188,3 +194,136 @@ def test_a_long_message_is_folded_and_later_prompts_stay_small(user, server):
     prompt = sum(count_tokens(m["content"]) for m in body["messages"] if isinstance(m.get("content"), str))
     print(f"\nprompt of the reply after a {LONG_CHARS:,}-character message: {prompt} tokens")
     assert prompt < 1200, prompt
+
+
+# --- item 5: order and scope of a long history ---------------------------------------------------------
+
+
+def _numbers(labels):
+    return [int(re.search(r"Session (\d+)", t).group(1)) for t in labels]
+
+
+def test_sessions_are_numbered_and_listed_by_date_whatever_their_source(user):
+    labels = user.sessions()
+    assert _numbers(labels) == list(range(1, 13)), labels
+    assert all("2023" in t and "imported" in t for t in labels[:10]), labels  # the imported 2023 sessions first
+    assert "2026" in labels[10] and "imported" not in labels[10] and "open now" in labels[11], labels
+    save_shot(user.page, "ui_sidebar_import_1400.png", clip={"x": 0, "y": 0, "width": 700, "height": 1000})
+    user.width(400, sidebar=True)
+    save_shot(user.page, "ui_sidebar_import_400.png")
+    user.width(1400)
+
+
+def _frame(p):
+    p.page.wait_for_selector("#memory-graph iframe", timeout=60_000)
+    frame = p.page.locator("#memory-graph iframe").element_handle().content_frame()
+    frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
+    return frame
+
+
+def test_graph_search_runs_over_every_memory_and_opens_an_old_one(user):
+    p = user
+    p.page.locator("#graph-panel").scroll_into_view_if_needed()
+    drawn = int(p.page.locator("#memory-graph").get_attribute("data-memories"))
+    frame = _frame(p)
+    total = frame.evaluate("() => data.total")
+    assert drawn < total  # the most recent GRAPH_LIMIT and the retrieved ones: the oldest are not drawn
+    # An old session's topic none of the drawn memories mentions (the last reply may have retrieved some).
+    drawn_events = " ".join(frame.evaluate("() => data.n.map(n => n.ev)")).lower()
+    number, (topic, fact, _) = next((i + 1, t) for i, t in enumerate(locomo_synth.TOPICS) if t[0] not in drawn_events)
+    assert number <= 5, drawn_events
+    p.page.locator("#graph-search input, #graph-search textarea").first.fill(topic)
+    p.page.click("#graph-find-btn")
+    found = p.wait_status("#graph-found", f"hold “{topic}”")
+    assert "opened the newest" in found and f"Session {number} ·" in found, found
+    frame = _frame(p)
+    panel = frame.locator("#panel")
+    frame.wait_for_selector("#panel:not([hidden])", timeout=10_000)
+    assert fact[:25] in panel.inner_text() and "Source turns" in panel.inner_text(), panel.inner_text()
+    checks = frame.evaluate("() => window.labelCheck(4)")
+    assert checks and all(c["label"] and c["inView"] and c["labelIn"] and c["px"] >= 11 for c in checks), checks
+    p.page.locator("#graph-search-row").scroll_into_view_if_needed()
+    save_shot(p.page, "ui_graph_search_1400.png", clip=_clip(p, "#why-tab", 1400, 700))
+    p.width(400)
+    assert p.overflow() <= 0
+    save_shot(p.page, "ui_graph_search_400.png", clip=_clip(p, "#graph-search-row", 400, 700))
+    p.width(1400)
+    # A word no memory holds: said plainly, the graph stays.
+    p.page.locator("#graph-search input, #graph-search textarea").first.fill("zeppelin")
+    p.page.click("#graph-find-btn")
+    assert "No memory holds" in p.wait_status("#graph-found", "No memory")
+
+
+def test_first_view_fits_the_retrieved_memories_with_their_labels_inside(user, server):
+    p = user
+    p.page.get_by_label("THEANINE").check()
+    p.send("Tell me about pottery, the garden and the violin.")
+    p.page.wait_for_selector("#why-memories tbody tr", timeout=60_000)
+    frame = _frame(p)
+    checks = frame.evaluate("() => window.labelCheck(1)")
+    assert len(checks) >= 2, checks
+    assert all(c["label"] and not c["hidden"] and c["inView"] and c["labelIn"] and c["px"] >= 11 for c in checks), (
+        checks
+    )
+
+
+def test_time_travel_steps_are_named_by_session(user):
+    p = user
+    p.page.click("text=Time travel: how the memory grew, session by session")
+    p.page.wait_for_selector("#tt-changes-panel", timeout=120_000)
+    head = p.page.inner_text("#tt-changes-panel h4")
+    assert head.startswith("After Session 11 ·") and "11 of 11 ended sessions" in head, head
+    slider = p.page.locator("#tt-slider input[type=number]")
+    slider.fill("1")
+    slider.press("Enter")
+    p.page.wait_for_function("() => document.querySelector('#tt-changes-panel').dataset.step === '1'", timeout=30_000)
+    head = p.page.inner_text("#tt-changes-panel h4")
+    assert head.startswith("After Session 1 ·") and "2023" in head, head
+
+
+# --- item 6: messages people read -------------------------------------------------------------------------
+
+EXCEPTION_NAME = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception)\b|Traceback")
+
+
+def test_import_status_says_it_finished_and_no_exception_text_on_the_page(user):
+    status = user.page.inner_text("#data-status")
+    assert status.startswith("✓ Import finished.") and "Memory built for 10 sessions of 10" in status, status
+    assert "building their memory" not in status
+    for part in ("#compare-wrap", "#why-wrap", "#status", "#data-status", "#session-list"):
+        text = user.page.inner_text(part) if user.page.locator(part).count() else ""
+        assert not EXCEPTION_NAME.search(text), (part, text[:500])
+
+
+def test_type_a_message_first_goes_away_when_typing_starts(user):
+    p = user
+    p.page.locator("#msg textarea").fill("")
+    p.page.click("#send-btn")
+    p.wait_status("#status", "Type a message first")
+    p.page.locator("#msg textarea").press_sequentially("H")
+    p.page.wait_for_function("() => !/Type a message first/.test(document.querySelector('#status').innerText)")
+    p.page.locator("#msg textarea").fill("")
+
+
+def test_delete_asks_once_and_keep_it_keeps_it(user):
+    p = user
+    p.page.locator("#memory-select input").click()
+    p.page.locator("#memory-select input").fill("pottery class")
+    p.page.get_by_role("option").filter(has_text="pottery class").first.click()
+    p.page.click("#delete-btn")
+    ask = p.wait_status("#data-status", "cannot be undone")
+    assert "pottery class" in ask and p.page.locator("#delete-yes-btn").is_visible()
+    p.page.click("#delete-no-btn")
+    p.page.wait_for_function(
+        "() => !document.querySelector('#delete-yes-btn') || !document.querySelector('#delete-yes-btn').offsetParent"
+    )
+    p.page.locator("#graph-search input, #graph-search textarea").first.fill("pottery class")
+    p.page.click("#graph-find-btn")
+    assert "hold “pottery class”" in p.wait_status("#graph-found", "pottery class")  # still there
+    p.page.click("#delete-btn")
+    p.wait_status("#data-status", "cannot be undone")
+    p.page.click("#delete-yes-btn")
+    assert "Deleted the memory" in p.wait_status("#data-status", "Deleted the memory")
+    p.page.locator("#graph-search input, #graph-search textarea").first.fill("pottery class")
+    p.page.click("#graph-find-btn")
+    p.wait_status("#graph-found", "No memory holds")

@@ -377,7 +377,11 @@ def test_delete_removes_the_fact_from_secom_segments(browser, app, server):
         p.page.locator("#memory-select input").click()
         p.page.locator("#memory-select input").fill("4417")
         p.page.get_by_role("option").filter(has_text="4417").first.click()
-        p.page.click("#delete-btn")
+        p.page.click("#delete-btn")  # asks once: names the memory, then "Yes, delete it"
+        p.page.wait_for_function(
+            "() => /4417.*cannot be undone/.test(document.querySelector('#data-status').innerText)"
+        )
+        p.page.click("#delete-yes-btn")
         p.page.wait_for_function("() => /SeCom/.test(document.querySelector('#data-status').innerText)", timeout=60_000)
         msg = p.page.inner_text("#data-status")
         assert "rebuilt" in msg and "Kept" in msg, msg

@@ -18,7 +18,7 @@ from html import escape
 
 PENDING = "…"
 FOLD_LINES = 6  # a message longer than this many lines, or than FOLD_CHARS, is folded
-FOLD_CHARS = 480
+FOLD_CHARS = 320
 _INVISIBLE_LINE = re.compile(r"^[ \t]*[-_*=~`#+>|:.](?:[ \t]*[-_*=~`#+>|:.])*[ \t]*$", re.M)
 _MD_CHARS = re.compile(r"([-_*=~`#+>|:.\\])")
 

@@ -24,7 +24,6 @@ from types import SimpleNamespace
 import gradio as gr
 
 from memory.errors import InvalidOptions
-from memory.settings import STRATEGIES
 from sessions import SessionService, UserError, check_user_id, new_user_id
 from sessions.ids import is_user_id
 from sessions.importer import MAX_FILE_BYTES
@@ -34,6 +33,7 @@ from sessions.service import user_message
 
 from . import panels
 from .chat_view import PENDING, as_text, chat_messages, shown_text
+from .explore import ExploreHandlers
 from .graph_view import busy_html, graph_html
 from .jobs import Jobs
 
@@ -55,6 +55,7 @@ FIELD_LABELS = {
     "base URL": "Base URL",
     "strategy": "Memory strategy",
 }
+IMPORT_BUILD = "Building the imported sessions' memory"  # the job's title; its end is also said under Import
 REPLY_STALE_S = 900  # a reply marker older than this is ignored (a cancelled stream never cleared it)
 BUSY_REPLY = (
     "Still answering your previous message: this one stays in the box. Send it when the reply is done, or press Stop."
@@ -85,7 +86,7 @@ def field_message(exc: BaseException) -> str:
     )
 
 
-class Handlers:
+class Handlers(ExploreHandlers):
     def __init__(
         self,
         service: SessionService,
@@ -115,7 +116,7 @@ class Handlers:
 
         return lookup
 
-    def _graph(self, uid: str, trace: dict | None = None) -> str:
+    def _graph(self, uid: str, trace: dict | None = None, found=(), open_id: str = "") -> str:
         job = self.jobs.running(uid)
         if job is not None:
             # The graph is being written; reading it would wait for the build.
@@ -131,6 +132,8 @@ class Handlers:
                 self.svc.latest_new_memories(uid),
                 self._session_positions(uid),
                 self._turn_texts(uid),
+                found=found,
+                open_id=open_id,
             )
         except Exception as e:
             log.exception("graph view failed")
@@ -258,6 +261,10 @@ class Handlers:
         else:
             res = done.result
             out[c.status] = panels.status_html(res.message, "error" if res.errors else "ok")
+        if done.kind == IMPORT_BUILD:  # the import's own line no longer says "building their memory"
+            failed = done.error is not None or bool(done.result.errors)
+            text = user_message(done.error) if done.error is not None else done.result.message
+            out[c.data_status] = panels.status_html(f"Import finished. {text}", "error" if failed else "ok")
         return out
 
     # --- chat ---------------------------------------------------------------------------------------
@@ -355,44 +362,6 @@ class Handlers:
         view[c.retry] = gr.update(visible=True)
         view[c.status] = panels.status_html("Stopped. Your message is saved; press Retry for a reply.", "info")
         return view
-
-    def compare(self, uid, message):
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            where = self._session_name(uid, self.svc.current_session(uid).session_id)
-            for results in self.svc.compare(uid, message):
-                yield {
-                    c.compare_row: gr.update(visible=True),
-                    c.compare_view: panels.compare_html(message, results, STRATEGIES, where=where),
-                    c.status: panels.status_html("Comparing: each strategy answers in turn (below the chat)…", "busy"),
-                }
-            yield {
-                c.status: panels.status_html(
-                    "Compared (below the chat): the same message, every strategy, same history.", "ok"
-                )
-            }
-        except Exception as e:
-            yield self._fail(e, c.status)
-
-    def _session_name(self, uid: str, session_id: str) -> str:
-        s = next((s for s in self.svc.sessions(uid) if s.session_id == session_id), None)
-        return f"session {s.label} · {human_date(s.date)}" if s else ""
-
-    def _last_compare(self, uid: str) -> dict:
-        """The latest comparison, shown again after a reload (it is stored per user)."""
-        c = self.c
-        last = self.svc.last_compare(uid)
-        if not last:
-            return {c.compare_row: gr.update(visible=False), c.compare_view: ""}
-        html = panels.compare_html(
-            last["message"],
-            last["results"],
-            STRATEGIES,
-            when=last["created_at"],
-            where=self._session_name(uid, last["session_id"]),
-        )
-        return {c.compare_row: gr.update(visible=True), c.compare_view: html}
 
     def select(self, uid, ids, evt: gr.SelectData):
         """Clicking a message shows the stored trace of that reply (or of the reply to it)."""
@@ -533,7 +502,7 @@ class Handlers:
                 )
             data = Path(path).read_bytes()
             result = self.svc.import_history(uid, data, sample_id or "", build=False)
-            started = self._start_build(uid, "Building memory", lambda p: self.svc.build_pending(uid, p))
+            started = self._start_build(uid, IMPORT_BUILD, lambda p: self.svc.build_pending(uid, p))
             view = self._view(uid)
             view.update(started)
             view[c.data_status] = panels.status_html(result.message, "ok")
@@ -556,6 +525,30 @@ class Handlers:
         except Exception as e:
             return self._fail(e, c.data_status)
 
+    def ask_delete(self, uid, memory_id, redact=False):
+        """The first click on Delete: which memory, and what goes with it; the second click deletes."""
+        c = self.c
+        try:
+            uid = check_user_id(uid)
+            if not memory_id:
+                raise UserError("Choose a memory to delete.")
+            node = next((n for n in self.svc.graph(uid).get("nodes") or [] if str(n["id"]) == memory_id), None)
+            if node is None:
+                raise UserError("That memory no longer exists.")
+            also = " and blank its source turns in the transcript" if redact else ""
+            event = " ".join(str(node.get("event") or "").split())[:120]
+            return {
+                c.delete_ask: gr.update(visible=True),
+                c.data_status: panels.status_html(
+                    f"Delete “{event}” from THEANINE and SeCom{also}? This cannot be undone.", "info"
+                ),
+            }
+        except Exception as e:
+            return {**self._fail(e, c.data_status), c.delete_ask: gr.update(visible=False)}
+
+    def keep_memory(self):
+        return {self.c.delete_ask: gr.update(visible=False), self.c.data_status: ""}
+
     def delete_memory(self, uid, memory_id, redact=False):
         c = self.c
         try:
@@ -570,6 +563,7 @@ class Handlers:
                 c.graph: self._graph(uid),
                 c.memory: self._memory_choices(uid),
                 c.data_status: panels.status_html(msg, "ok" if gone else "info"),
+                c.delete_ask: gr.update(visible=False),
             }
             if gone and gone.get("redacted"):
                 out.update({k: v for k, v in self._view(uid).items() if k in (c.chatbot, c.msg_ids)})

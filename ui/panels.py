@@ -8,6 +8,7 @@ unescaped `<img onerror=...>` would run.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Callable
 from html import escape
 
@@ -20,12 +21,51 @@ def esc(value) -> str:
     return escape("" if value is None else str(value), quote=True)
 
 
+# An exception's class name inside a message ("OSError: ...", "(APIConnectionError: ...)"): people
+# read what happened, not Python's name for it. A few names say something and become words.
+_EXC_NAME = re.compile(
+    r"\b(?:[a-z_][a-z0-9_]*\.)*([A-Z][A-Za-z0-9]*(?:Error|Exception|Exit|Interrupt|Timeout|Warning))\b:?[ \t]*"
+)
+_EXC_WORDS = {
+    "APIConnectionError": "could not connect: ",
+    "APITimeoutError": "timed out: ",
+    "TimeoutError": "timed out: ",
+    "RateLimitError": "rate limited: ",
+    "AuthenticationError": "the key was refused: ",
+    "PermissionDeniedError": "permission denied: ",
+    "NotFoundError": "not found: ",
+    "InternalServerError": "the server failed: ",
+}
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):.*", re.S)
+
+
+def plain(text) -> str:
+    """A message as people read it: no traceback, no exception class names (memory/ and the LLM
+    client write them into errors, notices and call details)."""
+    t = _TRACEBACK.sub("", "" if text is None else str(text))
+    t = _EXC_NAME.sub(lambda m: _EXC_WORDS.get(m.group(1), ""), t)
+    t = re.sub(r"\(\s*[:;,]?\s*\)", "", t)
+    t = re.sub(r":\s*:", ":", t)
+    return " ".join(t.split())
+
+
 def status_html(text: str = "", kind: str = "info") -> str:
     """A one-line status (kind: info | ok | error | busy); empty text hides it."""
     if not text:
         return ""
     icon = {"ok": "✓", "error": "⚠", "busy": "…"}.get(kind, "ℹ")
-    return f'<div class="mc-status mc-{esc(kind)}" role="status">{icon} {esc(text)}</div>'
+    # A word about the message box ("Type a message first.") goes away as soon as typing starts (layout.py).
+    clears = ' data-clear-on-type="1"' if text.startswith("Type a message") else ""
+    return f'<div class="mc-status mc-{esc(kind)}" role="status"{clears}>{icon} {esc(plain(text))}</div>'
+
+
+def segment_title(segment: dict, n: int = 80) -> str:
+    """A segment's title: its summary, or (a segment rebuilt after a deletion has none) its opening words."""
+    title = " ".join(str(segment.get("summary") or "").split())
+    if not title:
+        words = " ".join(str(segment.get("text") or segment.get("key") or "").split())
+        title = words if len(words) <= n else words[: n - 1] + "…"
+    return title or "(untitled segment)"
 
 
 def _key_label(segment: dict) -> str:
@@ -167,8 +207,8 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
         f"{esc(trace.get('tokens', 0))} tokens{' · ' + _seconds(total) if total is not None else ''}</h4>",
     ]
     if trace.get("error"):
-        out.append(f'<div class="mc-status mc-error">⚠ {esc(trace["error"])}</div>')
-    out += [f'<div class="mc-notice">ℹ {esc(n)}</div>' for n in trace.get("notices") or []]
+        out.append(f'<div class="mc-status mc-error">⚠ {esc(plain(trace["error"]))}</div>')
+    out += [f'<div class="mc-notice">ℹ {esc(plain(n))}</div>' for n in trace.get("notices") or []]
     if strategy == "theanine":
         out += _theanine_parts(trace, at)
     elif strategy == "secom":
@@ -229,7 +269,7 @@ def _secom_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
         for s in segs:
             out.append(
                 f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{esc(s.get("date"))}</b> · '
-                f"score {esc(_score(s.get('score')))} · {esc(s.get('summary'))}</div>"
+                f"score {esc(_score(s.get('score')))} · {esc(segment_title(s))}</div>"
                 f'<div class="mc-key"><b>{_key_label(s)}:</b> {esc(s.get("key"))}</div>'
                 f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
                 "</details></li>"
@@ -249,7 +289,7 @@ def _cost_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
             c.get("completion_tokens"),
             _seconds(c.get("seconds")),
             c.get("status"),
-            c.get("detail"),
+            plain(c.get("detail")),
         ]
         for c in calls
     ]
@@ -291,7 +331,7 @@ def compare_card_html(strategy: str, result: dict) -> str:
         if result.get("text")
         else f'<div class="mc-muted">{"(no reply)" if result.get("done") else "…"}</div>'
     )
-    err = f'<div class="mc-status mc-error">⚠ {esc(result["error"])}</div>' if result.get("error") else ""
+    err = f'<div class="mc-status mc-error">⚠ {esc(plain(result["error"]))}</div>' if result.get("error") else ""
     trace = result.get("trace")
     body = ""
     if trace:

@@ -71,7 +71,7 @@ def frame_data(history: MemoryHistory, turns=None, at: int | None = None) -> dic
     sessions = [(s.session_id, s.label, s.position) for s in steps]
     data = graph_data(history.view, sessions=sessions, turns=turns, limit=MAX_NODES)
     n = len(steps)
-    data["t"] = [history.step_of.get(node[0], n) for node in data["n"]]
+    data["t"] = [history.step_of.get(node["id"], n) for node in data["n"]]
     labels = ["before the first session"] + [s.label for s in steps]
     data["T"] = {"n": n, "at": n if at is None else max(0, min(n, int(at))), "labels": [_text(x, 80) for x in labels]}
     return data
@@ -121,7 +121,7 @@ def step_html(history: MemoryHistory, k: int) -> str:
     out = [
         f'<div id="tt-changes-panel" class="mc-why" data-step="{k}" data-memories="{total}" '
         f'data-added="{len(s.memories)}">',
-        f'<h4>After {esc(s.label)} <span class="mc-muted">(step {k} of {n})</span></h4>',
+        f'<h4>After {esc(s.label)} <span class="mc-muted">({k} of {plural(n, "ended session")})</span></h4>',
         f"<p><b>+{plural(len(s.memories), 'memory', 'memories')}</b> ({total} in all) · "
         f"+{plural(len(s.links), 'link')} · +{plural(len(s.segments), 'SeCom segment')}</p>",
     ]
@@ -157,7 +157,7 @@ def step_html(history: MemoryHistory, k: int) -> str:
     if s.segments:
         items = []
         for seg in s.segments:
-            summary = f"<b>{esc(_text(seg['summary'], 120))}</b> · " if seg["summary"] else ""
+            summary = f"<b>{esc(_text(panels.segment_title(seg), 120))}</b> · "
             items.append(
                 f'<li class="segment" data-id="{esc(seg["id"])}">{summary}<span class="mc-muted">exchanges '
                 f"{seg['start']}–{seg['end']}</span>"
@@ -185,7 +185,7 @@ def build_panel() -> SimpleNamespace:
                 value=0,
                 step=1,
                 label="Time travel: the memory after each session",
-                info="0 = before the first session; N = after the N-th ended session",
+                info="0 = before the first session; N = after session N (sessions numbered by date, as listed)",
                 elem_id="tt-slider",
                 visible=False,
                 scale=5,
