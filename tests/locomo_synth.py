@@ -22,6 +22,19 @@ TOPICS = [
     ("painting", "I painted a portrait of my grandmother.", "Will you show it somewhere?"),
     ("camping", "We went camping in the mountains for three nights.", "Did you see any wildlife?"),
 ]
+# A phrase only each session's first fact holds (a search for it finds that one memory's session).
+KEYS = [
+    "Ocean Beach",
+    "Thursdays",
+    "tomatoes",
+    "neighbour",
+    "October",
+    "cardamom",
+    "library",
+    "lake",
+    "grandmother",
+    "mountains",
+]
 QUESTION = "When did Mara go surfing for the first time?"
 
 

@@ -123,7 +123,9 @@ def test_graph_data_escapes_labels_caps_size_and_makes_no_request():
     assert data["o"]["layout"] == {"randomSeed": 7} and data["e"][0]["title"] == "Cause"  # pyvis's options, edges
     text = json.dumps(data, ensure_ascii=False)
     assert "<" not in text and ">" not in text  # readable, inert: ‹img src=x onerror=alert(1)›
-    assert data["n"][0]["ev"].startswith("‹img src=x onerror=alert(1)› event") and data["n"][0]["src"][0][0] == "user"
+    assert (
+        data["n"][0]["label"].startswith("‹img src=x onerror=alert(1)› event") and data["n"][0]["src"][0][0] == "user"
+    )
     wrapped = graph_html({"nodes": nodes[:2], "edges": []}, sessions=sessions[:2])
     assert 'sandbox="allow-scripts"' in wrapped and "allow-same-origin" not in wrapped
     assert "<img" not in unquote(wrapped)  # the data is URL-encoded inside an attribute

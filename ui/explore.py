@@ -24,7 +24,7 @@ class ExploreHandlers:
 
     def _session_name(self, uid: str, session_id: str) -> str:
         s = next((s for s in self.svc.sessions(uid) if s.session_id == session_id), None)
-        return f"session {s.label} · {human_date(s.date)}" if s else ""
+        return f"Session {s.label} · {human_date(s.date)}" if s else ""
 
     # --- Compare ----------------------------------------------------------------------------------
     def compare(self, uid, message):
@@ -82,7 +82,7 @@ class ExploreHandlers:
             first = hits[0]
             where = self._session_name(uid, str(first.get("session_id", "")))
             msg = (
-                f"{plural(len(hits), 'memory', 'memories')} of {total} hold “{q}”; opened the newest"
+                f"Found {plural(len(hits), 'memory', 'memories')} of {total} holding “{q}”; opened the newest"
                 f"{' (' + where + ')' if where else ''}: {_text(first.get('event'), 120)}"
             )
             return {

@@ -97,7 +97,6 @@ RELATIONS = {
     "Want": "#4e79a7",
     "SameTopic": "#9d9d9d",
 }
-LABEL_CHARS = 48
 # vis-network options, through pyvis: a seeded layout (the same graph is drawn the same way at every
 # render), physics only until the layout is stable (graph.js then turns it off).
 OPTIONS = {
@@ -107,7 +106,7 @@ OPTIONS = {
         "barnesHut": {"gravitationalConstant": -3000, "springLength": 110, "avoidOverlap": 0.2},
     },
     "edges": {"smooth": {"type": "continuous"}, "width": 1.2, "arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}},
-    "nodes": {"font": {"size": 13, "strokeWidth": 4, "strokeColor": "#ffffff"}},
+    "nodes": {"size": 10, "borderWidth": 1, "font": {"size": 13, "strokeWidth": 4, "strokeColor": "#ffffff"}},
     "interaction": {"hover": True, "tooltipDelay": 150},
     "layout": {"randomSeed": 7},
 }
@@ -136,11 +135,11 @@ def graph_data(
     """One render's data: the nodes, edges and options of a pyvis Network (`get_network_data()`), plus
     the sessions [id, label, position 0..1 by date].
 
-    Each node carries, beside vis-network's own attributes, the memory for the page: `ev` event,
-    `tm` time, `si` session index, `fl` flags (1 retrieved, 2 new, 4 found by a search), `src` source
-    turns. `sessions`: the user's sessions in time order as (id, label, position); `turns(ids)` gives
-    {turn id: (speaker, text)} for the source turns shown on click. `found`: a search's matches (drawn
-    even when they are older than the `limit` most recent); `open_id`: the memory to open at once.
+    A node's label is its memory's event; it also carries `tm` time, `si` session index, `fl` flags
+    (1 retrieved, 2 new, 4 found by a search) and `src` source turns. `sessions`: the user's
+    sessions in time order as (id, label, position); `turns(ids)` gives {turn id: (speaker, text)}
+    for the source turns shown on click; `found`: a search's matches (drawn even when older than the
+    `limit` most recent); `open_id`: the memory to open at once.
     """
     from pyvis.network import Network
 
@@ -163,15 +162,12 @@ def graph_data(
         nid = str(n["id"])
         si = index[str(n.get("session_id", ""))]
         colour = session_colour(sess[si][2])
-        event = _text(n.get("event"))
+        # The label is the whole event (graph.js draws its first LABEL_CHARS where labels are shown).
         net.add_node(
             nid,
-            label=_text(event, LABEL_CHARS) or "(empty)",
+            label=_text(n.get("event")) or "(empty)",
             shape="dot",
-            size=10,
-            borderWidth=1,
-            color={"background": colour, "border": colour},
-            ev=event,
+            color=colour,
             tm=_text(n.get("time"), 60),
             si=remap[si],
             fl=(1 if nid in retrieved else 0) | (2 if nid in new else 0) | (4 if nid in found else 0),
@@ -225,7 +221,7 @@ def graph_html(
             "press <b>End session</b> to turn the session into memories.</div>"
         )
     data = graph_data(view, retrieved, new, sessions, turns, scope, found=found, open_id=open_id)
-    frag = quote(json.dumps(data, ensure_ascii=False, separators=(",", ":")), safe="")
+    frag = fragment(data)
     shown = len(data["n"])
     note = (
         f"{shown} of {data['total']} memories"
@@ -238,6 +234,12 @@ def graph_html(
         f'style="width:100%;height:{int(height)}px;border:1px solid #ddd;border-radius:6px" '
         f'src="{escape(page_url() + "#" + frag, quote=True)}"></iframe></div>'
     )
+
+
+def fragment(data: dict) -> str:
+    """A render's data as a URL fragment: JSON, percent-encoded except the JSON punctuation a fragment
+    may hold as it is (the page reads it with decodeURIComponent); a third smaller than encoding all."""
+    return quote(json.dumps(data, ensure_ascii=False, separators=(",", ":")), safe=":,[]{}")
 
 
 def busy_html(text: str) -> str:

@@ -12,11 +12,9 @@ kept in the browser session's state: a step asks the server for that string only
 
 from __future__ import annotations
 
-import json
 import logging
 from html import escape
 from types import SimpleNamespace
-from urllib.parse import quote
 
 import gradio as gr
 
@@ -26,7 +24,7 @@ from sessions.service import user_message
 from sessions.timetravel import MemoryHistory, Step, memory_history
 
 from . import panels
-from .graph_view import _text, graph_data, page_url
+from .graph_view import _text, fragment, graph_data, page_url
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +77,7 @@ def frame_data(history: MemoryHistory, turns=None, at: int | None = None) -> dic
 
 def frame_html(history: MemoryHistory, turns=None, at: int | None = None, height: int = FRAME_HEIGHT) -> str:
     data = frame_data(history, turns, at)
-    frag = quote(json.dumps(data, ensure_ascii=False, separators=(",", ":")), safe="")
+    frag = fragment(data)
     return (
         f'<div id="tt-memory-graph" data-steps="{history.n_steps}" data-memories="{len(data["n"])}">'
         f'<iframe class="mc-graph-frame" title="Memory graph, session by session" sandbox="allow-scripts" '

@@ -2,9 +2,9 @@
 // fetched once and cached; only the data changes per render. Every text is set as text (textContent,
 // DOM tooltips, canvas labels): nothing from a memory is parsed as HTML.
 "use strict";
-// The nodes, edges and options are pyvis's (ui/graph_view.py: Network.get_network_data()); each node
-// also carries its memory: ev event, tm time, si session index, fl flags (1 retrieved, 2 new, 4 found
-// by a search), src source turns. This page adds the marks, the labels and the first view.
+// The nodes, edges and options are pyvis's (ui/graph_view.py: Network.get_network_data()); a node's label
+// is its memory's event, and it also carries tm time, si session index, fl flags (1 retrieved, 2 new,
+// 4 found by a search), src source turns. This page adds the marks, which labels show, and the first view.
 var RETRIEVED = "#d62728";
 var FOUND = "#1d4f91";
 var LABEL_PX = 13;           // font size of the labels at scale 1
@@ -33,7 +33,7 @@ var byId = {};
 var neighbours = {};
 var stepOf = {};
 raw.forEach(function (n, i) {
-  n.fl = +n.fl || 0; n.base = n.color; n.full = n.label;
+  n.fl = +n.fl || 0; n.base = n.color; n.ev = String(n.label || "");
   byId[n.id] = n; neighbours[n.id] = []; stepOf[n.id] = TT ? +data.t[i] || 0 : 0;
 });
 if (TT) raw.forEach(function (n) { n.fl = (n.fl & 1) | (stepOf[n.id] === ttStep ? 2 : 0); });
@@ -63,7 +63,7 @@ function tooltip(n) {
 // The marks on pyvis's base look (colour by session date): a star for a retrieved memory, a diamond for a
 // new one (with an amber outline in time travel), a square outline for a search's match.
 function look(n) {
-  var c = n.base && n.base.background ? n.base.background : "#888";
+  var c = typeof n.base === "string" ? n.base : "#888";
   var retrieved = n.fl & 1, fresh = n.fl & 2, found = n.fl & 4;
   var border = found ? FOUND : (retrieved ? RETRIEVED : (fresh && TT ? NEW_BORDER : c));
   return {shape: retrieved ? "star" : (fresh ? "diamond" : (found ? "square" : "dot")),
@@ -99,7 +99,7 @@ else if (flagged(4).length) option("focus", "The memories found, with their neig
 else if (marked.length) option("focus", "This reply's memories and neighbours");
 sessions.forEach(function (s, i) { option("s" + i, s[1]); });
 if (data.scope && [].some.call(scope.options, function (o) { return o.value === data.scope; })) scope.value = data.scope;
-if (data.total > raw.length) search.placeholder = "Filter the " + raw.length + " drawn (search all above)…";
+if (data.total > raw.length) search.placeholder = "Filter the drawn…";
 
 function visibleIds() {
   var q = search.value.trim().toLowerCase(), v = scope.value, out = [];
@@ -120,7 +120,7 @@ function setLabels(show) {
   var size = fontPx(), up = [];
   raw.forEach(function (n) {
     var on = !!(show[n.id] && (labelled[n.id] || zoomedIn));
-    up.push({id: n.id, label: on ? short(n.full || n.ev, 48) : "", font: {size: on ? size : LABEL_PX}});
+    up.push({id: n.id, label: on ? short(n.ev, 48) : "", font: {size: on ? size : LABEL_PX}});
   });
   nodes.update(up);
 }
@@ -146,7 +146,9 @@ function fitBox(ids) {
   return s;
 }
 // First view: the labelled memories when they fit with readable labels; else the core (found, retrieved
-// or new) alone, every one in view, labels enlarged to stay readable, and refitted so they stay inside.
+// or new) with its neighbours around it, only the core labelled, labels enlarged to stay readable; the
+// core alone when even that is too far out. Refitted after the labels grow, so they stay inside.
+var MIN_SCALE = 0.35;
 function fitTo(ids, core, show) {
   if (!ids.length) return;
   labelled = {};
@@ -156,9 +158,15 @@ function fitTo(ids, core, show) {
   if (s * LABEL_PX >= READABLE_PX) return;
   var c = (core || []).filter(function (id) { return show[id]; });
   if (!c.length) c = ids.slice(-20);  // nothing marked: the newest memories
+  var around = c.slice();
+  c.forEach(function (id) { (neighbours[id] || []).forEach(function (x) { if (show[x] && around.indexOf(x) < 0) around.push(x); }); });
   labelled = {};
   c.forEach(function (id) { labelled[id] = true; });
-  for (var i = 0; i < 3; i++) { setLabels(show); fitBox(c); }
+  var frame = around;
+  for (var i = 0; i < 3; i++) {
+    setLabels(show);
+    if (fitBox(frame) < MIN_SCALE && frame !== c) { frame = c; i = -1; }
+  }
   setLabels(show);
 }
 var shownNow = {};
