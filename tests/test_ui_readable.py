@@ -161,11 +161,14 @@ def test_compare_is_cards_reply_first_full_width_one_column_and_kept(user, serve
     assert "SeCom says" in p.page.inner_text("#compare-secom")
 
 
-def _clip(p, selector, width, max_h=1100):
-    """The region from the element's top, the viewport's width, for a screenshot."""
-    p.page.locator(selector).scroll_into_view_if_needed()
+def _clip(p, selector, width, max_h=1100, height=None):
+    """For a screenshot: from the element's top, the viewport's width, the element's height (at most
+    `max_h`) or a fixed `height`."""
+    p.page.evaluate("(s) => document.querySelector(s).scrollIntoView({block: 'start'})", selector)
+    p.page.wait_for_timeout(300)
     box = p.boxes(selector)[0]
-    return {"x": 0, "y": max(0, box["y"] - 10), "width": width, "height": min(max_h, box["h"] + 20)}
+    h = min(height or min(max_h, box["h"] + 20), p.page.viewport_size["height"] - max(0, box["y"] - 10))
+    return {"x": 0, "y": max(0, box["y"] - 10), "width": width, "height": h}
 
 
 # --- item 4: long messages ---------------------------------------------------------------------------------
@@ -245,10 +248,10 @@ def test_graph_search_runs_over_every_memory_and_opens_an_old_one(user):
     checks = frame.evaluate("() => window.labelCheck(4)")
     assert checks and all(c["label"] and c["inView"] and c["labelIn"] and c["px"] >= 11 for c in checks), checks
     p.page.locator("#graph-search-row").scroll_into_view_if_needed()
-    save_shot(p.page, "ui_graph_search_1400.png", clip=_clip(p, "#why-tab", 1400, 700))
+    save_shot(p.page, "ui_graph_search_1400.png", clip=_clip(p, "#graph-search-row", 1400, height=640))
     p.width(400)
     assert p.overflow() <= 0
-    save_shot(p.page, "ui_graph_search_400.png", clip=_clip(p, "#graph-search-row", 400, 700))
+    save_shot(p.page, "ui_graph_search_400.png", clip=_clip(p, "#graph-search-row", 400, height=720))
     p.width(1400)
     # A word no memory holds: said plainly, the graph stays.
     p.page.locator("#graph-search input, #graph-search textarea").first.fill("zeppelin")
