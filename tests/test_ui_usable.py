@@ -382,7 +382,7 @@ def test_delete_removes_the_fact_from_secom_segments(browser, app, server):
             "() => /4417.*cannot be undone/.test(document.querySelector('#data-status').innerText)"
         )
         p.page.click("#delete-yes-btn")
-        p.page.wait_for_function("() => /SeCom/.test(document.querySelector('#data-status').innerText)", timeout=60_000)
+        p.page.wait_for_function("() => /rebuilt/.test(document.querySelector('#data-status').innerText)", timeout=60_000)
         msg = p.page.inner_text("#data-status")
         assert "rebuilt" in msg and "Kept" in msg, msg
         p.send("What is my locker code at the gym?")
