@@ -13,7 +13,7 @@ from sessions import check_user_id
 from sessions.lifecycle import human_date, plural
 
 from . import panels
-from .graph_view import _text, find_memories
+from .graph_view import find_memories, short_text
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class ExploreHandlers:
             where = self._session_name(uid, str(first.get("session_id", "")))
             msg = (
                 f"Found {plural(len(hits), 'memory', 'memories')} of {total} holding “{q}”; opened the newest"
-                f"{' (' + where + ')' if where else ''}: {_text(first.get('event'), 120)}"
+                f"{' (' + where + ')' if where else ''}: {short_text(first.get('event'), 120)}"
             )
             return {
                 c.graph: self._graph(uid, found=[str(h["id"]) for h in hits], open_id=str(first["id"])),

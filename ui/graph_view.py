@@ -74,7 +74,8 @@ def page_url() -> str:
     return f"gradio_api/file={static_dir().as_posix()}/graph.html"
 
 
-def _text(value, n: int = EVENT_CHARS) -> str:
+def short_text(value, n: int = EVENT_CHARS) -> str:
+    """`value` on one line, at most `n` characters, with no angle brackets (safe inside the page's markup)."""
     t = " ".join(str(value or "").split()).replace("<", "‹").replace(">", "›")
     return t if len(t) <= n else t[: n - 1] + "…"
 
@@ -165,19 +166,23 @@ def graph_data(
         # The label is the whole event (graph.js draws its first LABEL_CHARS where labels are shown).
         net.add_node(
             nid,
-            label=_text(n.get("event")) or "(empty)",
+            label=short_text(n.get("event")) or "(empty)",
             shape="dot",
             color=colour,
-            tm=_text(n.get("time"), 60),
+            tm=short_text(n.get("time"), 60),
             si=remap[si],
             fl=(1 if nid in retrieved else 0) | (2 if nid in new else 0) | (4 if nid in found else 0),
-            src=[[_text(texts[t][0], 60), _text(texts[t][1], TURN_CHARS)] for t in n.get("turns") or [] if t in texts],
+            src=[
+                [short_text(texts[t][0], 60), short_text(texts[t][1], TURN_CHARS)]
+                for t in n.get("turns") or []
+                if t in texts
+            ],
         )
     drawn = set(net.node_map)
     for e in view.get("edges") or []:
         a, b = str(e.get("source")), str(e.get("target"))
         if a in drawn and b in drawn:
-            rel = _text(e.get("relation"), 20)
+            rel = short_text(e.get("relation"), 20)
             net.add_edge(a, b, title=rel, color=RELATIONS.get(rel, "#9d9d9d"))
     vis_nodes, vis_edges, _heading, _height, _width, options = net.get_network_data()
     return {
@@ -185,7 +190,7 @@ def graph_data(
         "total": len(all_nodes),
         "scope": scope,
         "open": open_id if open_id in drawn else "",
-        "s": [[sess[i][0], _text(sess[i][1], 80), round(float(sess[i][2]), 4)] for i in used],
+        "s": [[sess[i][0], short_text(sess[i][1], 80), round(float(sess[i][2]), 4)] for i in used],
         "n": vis_nodes,
         "e": vis_edges,
         "o": json.loads(options),
