@@ -353,8 +353,6 @@ def test_compare_and_no_horizontal_overflow(ann, server):
         ann.page.wait_for_timeout(500)
         sw, cw = ann.no_overflow()
         assert sw <= cw, (width, sw, cw)
-        ann.page.locator("#compare-secom").scroll_into_view_if_needed()
-        ann.shot(f"ui_compare_{width}.png", full=False)
     ann.wide()
 
 
