@@ -21,7 +21,7 @@ from .graph_store import SqlGraphStore
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .jobs import BuildPool, ImportRate, LimitReached, Limits
-from .lifecycle import EndResult, Lifecycle, Progress, check_date, plural
+from .lifecycle import EndResult, Lifecycle, Progress, check_date, iso_date, parse_date, plural
 from .store import MessageRow, SessionRow, Store, open_store
 from .versions import MemoryVersions
 from .work import Busy, UserWork, Work
@@ -88,7 +88,11 @@ class SessionService:
 
     # --- chat -------------------------------------------------------------------------------
     def current_session(self, user_id: str) -> SessionRow:
-        return self.lifecycle.current(check_user_id(user_id))
+        """The open session, with its number in time order (as the session list shows it)."""
+        user_id = check_user_id(user_id)
+        s = self.lifecycle.current(user_id)
+        s.number = next((r.number for r in self.lifecycle.sessions(user_id) if r.session_id == s.session_id), 0)
+        return s
 
     def messages(self, user_id: str, session_id: str | None = None) -> list[MessageRow]:
         user_id = check_user_id(user_id)
@@ -114,6 +118,11 @@ class SessionService:
         user_id = check_user_id(user_id)
         opts, llm = self.options(user_id), self.llm(user_id)
         return self.work.stream(user_id, "compare", lambda: self.chat.compare(user_id, message, opts, llm))
+
+    def last_compare(self, user_id: str) -> dict | None:
+        """The user's latest comparison (message, results, session, time): the page shows it again after a reload."""
+        rows = self.store.compares(check_user_id(user_id), last=1)
+        return rows[0] if rows else None
 
     def reply_for(self, user_id: str, message_id: int) -> MessageRow | None:
         """The reply a chat message stands for: itself if it is a reply, else the reply to it."""
@@ -151,11 +160,12 @@ class SessionService:
         with self.work.hold(user_id, "close"):
             return self._build_pending(user_id, progress)
 
-    def start_build(self, user_id: str) -> Work:
-        """`build_pending` in the background (the page); its progress and result are on the Work
-        (`self.work.running` / `take_finished` with the "memory" lane). Busy when a build runs."""
+    def start_build(self, user_id: str, kind: str = "close") -> Work:
+        """`build_pending` in the background (the page), as work of `kind` ("close", or "import" after an
+        import); its progress and result are on the Work (`self.work.running` / `take_finished` with the
+        "memory" lane). Busy when a build runs."""
         user_id = check_user_id(user_id)
-        return self.work.start(user_id, "close", lambda w: self._build_pending(user_id, w.progress))
+        return self.work.start(user_id, kind, lambda w: self._build_pending(user_id, w.progress))
 
     def _build_pending(self, user_id: str, progress: Progress | None) -> EndResult:
         result = EndResult(closed=self.lifecycle.close_pending(user_id, progress))
@@ -300,12 +310,14 @@ class SessionService:
                     "turns": [{"speaker": m.role, "name": m.speaker, "text": m.text, "id": m.turn_id()} for m in msgs],
                 }
             )
-        return {
-            "format": EXPORT_FORMAT,
-            "sessions": [s for s in sessions if s["turns"]],
-            "memory": self.agent.export_user(user_id),
-            "settings": self.prefs(user_id),
-        }
+        return one_date_format(
+            {
+                "format": EXPORT_FORMAT,
+                "sessions": [s for s in sessions if s["turns"]],
+                "memory": self.agent.export_user(user_id),
+                "settings": self.prefs(user_id),
+            }
+        )
 
     def import_history(
         self, user_id: str, data: bytes | str, sample_id: str = "", progress: Progress | None = None, build: bool = True
@@ -370,6 +382,27 @@ class SessionService:
         with self.work.hold(user_id, "forget"), self.store.close_claim(user_id):
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
+
+
+EXPORT_DATE_KEYS = ("date", "time")
+
+
+def one_date_format(obj):
+    """Every readable date of an export ("date"/"time" fields) as the app stores dates: 2023-05-21, or
+    2023-05-21 19:48 with a time of day; LoCoMo's "7:48 pm on 21 May, 2023" too. Unreadable ones stay."""
+    if isinstance(obj, dict):
+        return {
+            k: (_stored_date(v) if k in EXPORT_DATE_KEYS and isinstance(v, str) else one_date_format(v))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list):
+        return [one_date_format(x) for x in obj]
+    return obj
+
+
+def _stored_date(value: str) -> str:
+    d = parse_date(value)
+    return iso_date(d) if d else value
 
 
 def forget_message(gone: dict) -> str:

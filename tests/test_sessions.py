@@ -189,6 +189,8 @@ def test_sessions_are_listed_in_time_order_imports_by_their_own_dates(tmp_path):
     svc.import_history(uid, json.dumps(data))
     rows = svc.sessions(uid)
     assert [(s.seq, s.source) for s in rows] == [(2, "import"), (1, "chat"), (3, "chat")]
+    # Numbered by date whatever the source: what the list and the header show.
+    assert [s.label for s in rows] == ["1", "2", "3"] and svc.current_session(uid).label == "3"
 
 
 def test_failed_close_stays_pending_and_is_recovered_after_restart(tmp_path):

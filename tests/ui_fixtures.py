@@ -132,3 +132,36 @@ def live_app(tmp_path_factory):
     app = RunningApp(data, data.parent / "app.log", LLM_MAX_REPLY_TOKENS=TEST_REPLY_TOKENS)
     yield app
     app.stop()
+
+
+# --- screenshots: written only when asked (UI_SCREENSHOTS=1), so a test run leaves tracked files alone ----
+
+IMG_DIR = ROOT / "docs" / "img"
+MAX_SHOT_BYTES = 150 * 1024
+
+
+def screenshots_wanted() -> bool:
+    return os.environ.get("UI_SCREENSHOTS", "") not in ("", "0")
+
+
+def save_shot(page, path: Path | str, full: bool = False, clip: dict | None = None) -> Path | None:
+    """A PNG of the page at `path` (a bare name goes to docs/img/), at most ~150 KB (colours
+    reduced, then scaled down if needed); nothing is written unless UI_SCREENSHOTS=1."""
+    if not screenshots_wanted():
+        return None
+    import io
+
+    from PIL import Image
+
+    out = Path(path) if Path(path).is_absolute() else IMG_DIR / path
+    out.parent.mkdir(parents=True, exist_ok=True)
+    png = page.screenshot(full_page=full, clip=clip)
+    im = Image.open(io.BytesIO(png)).convert("RGB")
+    while True:
+        buf = io.BytesIO()
+        im.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(buf, "PNG", optimize=True)
+        if buf.tell() <= MAX_SHOT_BYTES or im.width < 300:
+            break
+        im = im.resize((int(im.width * 0.85), int(im.height * 0.85)), Image.Resampling.LANCZOS)
+    out.write_bytes(buf.getvalue())
+    return out

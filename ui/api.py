@@ -41,7 +41,13 @@ def _error(e: BaseException) -> gr.Error:
 
 
 def _session(s) -> dict:
-    return {"session_id": s.session_id, "number": s.seq, "date": s.date, "status": s.status, "messages": s.n_messages}
+    return {
+        "session_id": s.session_id,
+        "number": s.number or s.seq,
+        "date": s.date,
+        "status": s.status,
+        "messages": s.n_messages,
+    }
 
 
 def _end(result: EndResult) -> dict:

@@ -34,7 +34,7 @@ class DataHandlers:
                 )
             data = Path(path).read_bytes()
             result = self.svc.import_history(uid, data, sample_id or "", build=False)
-            started = self._start_build(uid)
+            started = self._start_build(uid, "import")
             view = self._view(uid)
             view.update(started)
             view[c.data_status] = panels.status_html(result.message, "ok")
@@ -57,6 +57,30 @@ class DataHandlers:
         except Exception as e:
             return self._fail(e, c.data_status)
 
+    def ask_delete(self, uid, memory_id, redact=False):
+        """The first click on Delete: which memory, and what goes with it; the second click deletes."""
+        c = self.c
+        try:
+            uid = check_user_id(uid)
+            if not memory_id:
+                raise UserError("Choose a memory to delete.")
+            node = next((n for n in self.svc.graph(uid).get("nodes") or [] if str(n["id"]) == memory_id), None)
+            if node is None:
+                raise UserError("That memory no longer exists.")
+            also = " and blank its source turns in the transcript" if redact else ""
+            event = " ".join(str(node.get("event") or "").split())[:120]
+            return {
+                c.delete_ask: gr.update(visible=True),
+                c.data_status: panels.status_html(
+                    f"Delete “{event}” from THEANINE and SeCom{also}? This cannot be undone.", "info"
+                ),
+            }
+        except Exception as e:
+            return {**self._fail(e, c.data_status), c.delete_ask: gr.update(visible=False)}
+
+    def keep_memory(self):
+        return {self.c.delete_ask: gr.update(visible=False), self.c.data_status: ""}
+
     def delete_memory(self, uid, memory_id, redact=False):
         c = self.c
         try:
@@ -71,6 +95,7 @@ class DataHandlers:
                 c.graph: self._graph(uid),
                 c.memory: self._memory_choices(uid),
                 c.data_status: panels.status_html(msg, "ok" if gone else "info"),
+                c.delete_ask: gr.update(visible=False),
             }
             if gone and gone.get("redacted"):
                 out.update({k: v for k, v in self._view(uid).items() if k in (c.chatbot, c.msg_ids)})
@@ -96,6 +121,7 @@ class DataHandlers:
                 **self._settings_values(fresh),
                 c.forget_confirm: False,
                 c.compare_row: gr.update(visible=False),
+                c.compare_view: "",
                 c.export_file: gr.update(value=None, visible=False),
                 c.data_status: panels.status_html("All your sessions and memory were deleted.", "ok"),
             }

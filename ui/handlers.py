@@ -14,43 +14,27 @@ panels stay usable and a reload during a build shows the history at once.
 from __future__ import annotations
 
 import logging
-import re
 from types import SimpleNamespace
 
 import gradio as gr
 
 from memory.errors import InvalidOptions
-from memory.settings import STRATEGIES
 from sessions import SessionService, UserError, check_user_id, new_user_id
 from sessions.ids import is_user_id
 from sessions.lifecycle import date_positions, human_date
-from sessions.prefs import OPTION_FIELDS
 from sessions.service import user_message
 from sessions.work import Busy, Work
 
 from . import panels
-from .chat_view import PENDING, as_text, chat_messages
+from .chat_view import PENDING, as_text, chat_messages, shown_text
 from .data_handlers import DataHandlers
+from .explore import ExploreHandlers
 from .graph_view import busy_html, graph_html
+from .side_handlers import FIELD_LABELS, SETTING_FIELDS, SideHandlers, field_message
 
 log = logging.getLogger(__name__)
+__all__ = ["FIELD_LABELS", "SETTING_FIELDS", "Handlers", "field_message", "needs_retry"]
 
-# The option inputs of the settings form, in this order (layout.py: one component per field, named like it).
-SETTING_FIELDS = OPTION_FIELDS
-# The settings form's labels, for messages about a field (people see labels, not option names).
-FIELD_LABELS = {
-    "temperature": "Temperature",
-    "j": "THEANINE j (links per new memory)",
-    "k": "k (memories / segments retrieved)",
-    "n": "THEANINE n (timelines per memory)",
-    "compression_rate": "SeCom compression rate",
-    "retriever": "SeCom retriever",
-    "max_reply_tokens": "Max reply tokens",
-    "backend": "LLM backend",
-    "model": "Model",
-    "base URL": "Base URL",
-    "strategy": "Memory strategy",
-}
 BUSY_REPLY = (
     "Still answering your previous message: this one stays in the box. Send it when the reply is done, or press Stop."
 )
@@ -71,16 +55,7 @@ def _retrieved_ids(trace: dict | None) -> set[str]:
     return ids
 
 
-def field_message(exc: BaseException) -> str:
-    """An InvalidOptions message with the field's label in place of its option name."""
-    return re.sub(
-        r"^([A-Za-z_ ]+?) (must|is)\b",
-        lambda m: f"{FIELD_LABELS.get(m.group(1), m.group(1))} {m.group(2)}",
-        user_message(exc),
-    )
-
-
-class Handlers(DataHandlers):
+class Handlers(DataHandlers, ExploreHandlers, SideHandlers):
     def __init__(
         self, service: SessionService, c: SimpleNamespace, allow_llm_change: bool = True, has_api_key: bool = False
     ):
@@ -97,7 +72,7 @@ class Handlers(DataHandlers):
         rows = self.svc.sessions(uid)
         positions = date_positions([s.date for s in rows])
         return [
-            (s.session_id, f"Session {s.seq} · {human_date(s.date)}", p) for s, p in zip(rows, positions, strict=True)
+            (s.session_id, f"Session {s.label} · {human_date(s.date)}", p) for s, p in zip(rows, positions, strict=True)
         ]
 
     def _turn_texts(self, uid: str):
@@ -106,7 +81,7 @@ class Handlers(DataHandlers):
 
         return lookup
 
-    def _graph(self, uid: str, trace: dict | None = None) -> str:
+    def _graph(self, uid: str, trace: dict | None = None, found=(), open_id: str = "") -> str:
         job = self.building(uid)
         if job is not None:
             # The graph is being written; reading it would wait for the build.
@@ -122,6 +97,8 @@ class Handlers(DataHandlers):
                 self.svc.latest_new_memories(uid),
                 self._session_positions(uid),
                 self._turn_texts(uid),
+                found=found,
+                open_id=open_id,
             )
         except Exception as e:
             log.exception("graph view failed")
@@ -142,7 +119,7 @@ class Handlers(DataHandlers):
 
     def _header(self, uid: str, strategy: str | None = None) -> str:
         s = self.svc.current_session(uid)
-        return panels.session_header_html(s.seq, s.date, s.n_messages, strategy or self.svc.options(uid).strategy)
+        return panels.session_header_html(s.label, s.date, s.n_messages, strategy or self.svc.options(uid).strategy)
 
     def _session_list(self, uid: str, selected: str | None = None):
         rows = self.svc.sessions(uid)
@@ -197,6 +174,7 @@ class Handlers(DataHandlers):
         try:
             self.svc.current_session(uid)
             out = {c.uid: uid, **self._view(uid, use_last_trace=True), **self._settings_values(uid), c.status: ""}
+            out.update(self._last_compare(uid))
             job = self.building(uid)
             out[c.timer] = gr.Timer(active=job is not None or self.svc.work.finished(uid, "memory") is not None)
             out[c.job] = panels.job_html(job) if job else ""
@@ -217,11 +195,12 @@ class Handlers(DataHandlers):
             return {c.uid: uid, **self._fail(e, c.status)}
 
     # --- background builds ------------------------------------------------------------------------
-    def _start_build(self, uid: str) -> dict:
-        """Start building the pending memory in the background; the timer shows its progress."""
+    def _start_build(self, uid: str, kind: str = "close") -> dict:
+        """Start building the pending memory in the background (`kind` "import" after an import); the
+        timer shows its progress."""
         c = self.c
         try:
-            job = self.svc.start_build(uid)
+            job = self.svc.start_build(uid, kind)
         except Busy:
             raise UserError(
                 "Memory is still being built from an earlier step; wait until the progress bar "
@@ -249,6 +228,10 @@ class Handlers(DataHandlers):
         else:
             res = done.result
             out[c.status] = panels.status_html(res.message, "error" if res.errors else "ok")
+        if done.kind == "import":  # the import's own line no longer says "building their memory"
+            failed = done.error is not None or bool(done.result.errors)
+            text = user_message(done.error) if done.error is not None else done.result.message
+            out[c.data_status] = panels.status_html(f"Import finished. {text}", "error" if failed else "ok")
         return out
 
     # --- chat ---------------------------------------------------------------------------------------
@@ -258,7 +241,7 @@ class Handlers(DataHandlers):
             if up.kind == "stored":
                 if not ids or ids[-1] != up.message_id:
                     msg = self.svc.store.message(uid, up.message_id)
-                    chat.append({"role": "user", "content": as_text(msg.text if msg else "")})
+                    chat.append({"role": "user", "content": shown_text(msg.text if msg else "")})
                 chat.append({"role": "assistant", "content": PENDING})
                 yield {
                     c.chatbot: chat,
@@ -327,22 +310,6 @@ class Handlers(DataHandlers):
         view[c.status] = panels.status_html("Stopped. Your message is saved; press Retry for a reply.", "info")
         return view
 
-    def compare(self, uid, message):
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            for results in self.svc.compare(uid, message):
-                out = {
-                    c.compare_row: gr.update(visible=True),
-                    c.status: panels.status_html("Comparing: each strategy answers in turn…", "busy"),
-                }
-                for s, col in zip(STRATEGIES, c.compare_cols, strict=False):
-                    out[col] = panels.compare_column_html(s, results[s])
-                yield out
-            yield {c.status: panels.status_html("Compared: the same message, every strategy, same history.", "ok")}
-        except Exception as e:
-            yield self._fail(e, c.status)
-
     def select(self, uid, ids, evt: gr.SelectData):
         """Clicking a message shows the stored trace of that reply (or of the reply to it)."""
         c = self.c
@@ -366,7 +333,7 @@ class Handlers(DataHandlers):
         s = next((s for s in self.svc.sessions(uid) if s.session_id == reply.session_id), None)
         words = " ".join((reply.text or "").split())
         words = words if len(words) <= 40 else words[:39] + "…"
-        where = f"reply {n} of session {s.seq}" if n and s else "this reply"
+        where = f"reply {n} of session {s.label}" if n and s else "this reply"
         return f"Why {where}" + (f" (“{words}”)" if words else "")
 
     def set_strategy(self, uid, strategy):
@@ -377,92 +344,3 @@ class Handlers(DataHandlers):
             return {c.session_header: self._header(uid, strategy), c.status: ""}
         except Exception as e:
             return self._fail(e, c.status)
-
-    # --- sessions -----------------------------------------------------------------------------------
-    def view_session(self, uid, session_id):
-        """The sidebar: show an earlier session's transcript (its replies clickable for their traces),
-        or the open session again."""
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            rows = {s.session_id: s for s in self.svc.sessions(uid)}
-            s = rows.get(session_id)
-            if s is None or s.status == "open":
-                view = self._view(uid)
-                view.pop(c.sessions)
-                return view
-            msgs, ids = chat_messages([m for m in self.svc.messages(uid, s.session_id) if m.status == "ok"])
-            return {
-                c.chatbot: msgs,
-                c.msg_ids: ids,
-                c.session_header: panels.past_session_header_html(s),
-                c.retry: gr.update(visible=False),
-                c.status: "",
-            }
-        except Exception as e:
-            return self._fail(e, c.status)
-
-    def _end(self, uid, date, what: str):
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            if self.building(uid):
-                raise UserError(
-                    "Memory is still being built; wait until the progress bar finishes, then start the next session."
-                )
-            if what == "new":
-                result = self.svc.new_session(uid, date, build=False)
-            else:
-                result = self.svc.end_session(uid, date or None, build=False)
-            view = self._view(uid)
-            view[c.status] = panels.status_html(result.message, "ok")
-            if any(s.status == "closing" for s in self.svc.sessions(uid)):
-                view.update(self._start_build(uid))
-                view[c.graph] = self._graph(uid)
-                view[c.sessions] = self._session_list(uid)
-            return view
-        except Exception as e:
-            return self._fail(e, c.status)
-
-    def end_session(self, uid, date=""):
-        return self._end(uid, date, "end")
-
-    def new_session(self, uid, date):
-        return self._end(uid, date, "new")
-
-    # --- settings -------------------------------------------------------------------------------------
-    def backend_note(self, backend, base_url):
-        """Before the first failed call: the OpenAI backend without a key and without a base URL."""
-        c = self.c
-        if backend == "openai" and not self.has_api_key and not (base_url or "").strip():
-            return {
-                c.settings_status: panels.status_html(
-                    "No API key is set (OPENAI_API_KEY or HF_TOKEN in the environment or .env), so api.openai.com will "
-                    "refuse every call. Set a key and restart, or give the base URL of a server that needs none "
-                    "(e.g. Ollama: http://localhost:11434/v1).",
-                    "error",
-                )
-            }
-        return {c.settings_status: ""}
-
-    def save_settings(self, uid, backend, model, base_url, *values):
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            options = dict(zip(SETTING_FIELDS, values, strict=False))
-            empty = [FIELD_LABELS[k] for k, v in options.items() if v is None or (isinstance(v, str) and not v.strip())]
-            if empty:
-                raise UserError(f"{', '.join(empty)}: the field is empty; give a value (nothing was saved).")
-            llm = {"backend": backend, "model": model, "base_url": base_url} if self.allow_llm_change else None
-            self.svc.save_settings(uid, options, llm)
-            note = self.backend_note(backend, base_url)[c.settings_status] if self.allow_llm_change else ""
-            return {
-                **self._settings_values(uid),
-                c.settings_status: note or panels.status_html("Settings saved; they apply from the next reply.", "ok"),
-            }
-        except Exception as e:
-            try:
-                old = self._settings_values(check_user_id(uid))
-            except Exception:
-                old = {}
-            return {**old, **self._fail(e, c.settings_status)}
