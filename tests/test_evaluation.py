@@ -27,13 +27,15 @@ ALL = list(la.AGENT_METHODS)
 
 
 class FakeService:
-    """The two reads the evaluation makes of a user's history (sessions in time order, their messages)."""
+    """The two reads the evaluation makes of a user's history (sessions in time order, their messages).
+
+    It has no write method: an evaluation that tried to store anything would fail with AttributeError.
+    """
 
     def __init__(self, sessions: dict[str, list[tuple[str, str]]]):
         self._sessions = sessions
         self.jobs = JobGate()
         self.settings = None
-        self.writes = 0  # nothing may write
 
     def sessions(self, user_id):
         return [SimpleNamespace(session_id=s, date=f"2023-05-0{i + 1}") for i, s in enumerate(self._sessions)]
