@@ -145,7 +145,7 @@ def rows_text(svc):
 
 
 def test_refused_requests_start_nothing(svc, tmp_path):
-    ev = Evaluations(svc, settings=SimpleNamespace())
+    ev = Evaluations(svc, settings=SimpleNamespace())  # type: ignore[arg-type]  # a refused request reads none
     uid = new_user_id()
     with pytest.raises(UserError):
         ev.request_file(b"[]", "", ALL, ["bm25"], "250", ["offline"], "x.json")
@@ -175,7 +175,7 @@ def test_a_run_is_the_benchmarks_json_on_scratch_data(svc, tmp_path, monkeypatch
     deadline = time.time() + 600
     while not run.done and time.time() < deadline:
         time.sleep(0.2)
-    assert run.error is None and run.result is not None and ev.finished(uid) is run
+    assert run.error is None and run.result is not None and ev.finished(uid) is run and run.path is not None
     assert json.loads(run.path.read_text()) == run.result
     direct = la.run(req.convs, req.spec, settings=settings, data="tiny.json", log=False)
     assert run.result["results"] == direct["results"] and run.result["questions"] == direct["questions"]

@@ -2,6 +2,7 @@
 
 from dataclasses import fields
 from types import SimpleNamespace
+from typing import Any
 
 from memory.settings import Options, Settings
 from sessions import SessionService, new_user_id
@@ -38,7 +39,7 @@ def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
 def test_the_layout_wires_the_option_inputs_in_that_order(tmp_path):
     settings = Settings(data_dir=tmp_path)
     demo = build_demo(SessionService(settings, ScriptedAgent()), settings, "fake-secret-0123456789")
-    by_id = {b._id: b for b in demo.blocks.values()}
+    by_id: dict[int, Any] = {b._id: b for b in demo.blocks.values()}
     saves = [d for d in demo.fns.values() if getattr(d.fn, "__name__", "") == "save_settings"]
     assert len(saves) == 1
     labels = [by_id[b._id].label for b in saves[0].inputs][4:]

@@ -1,5 +1,6 @@
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -184,7 +185,9 @@ TEXTS = ["I adopted a puppy", "What breed is it?", "We went hiking", "Where did 
 def run(llm, rubric=""):
     trace = Trace("close")
     fb = CountingFallback()
-    segs = LLMSegmenter(fb, rubric).segment(utterance_exchanges(TEXTS), LLMSession(llm, trace, sleep=lambda s: None))
+    segs = LLMSegmenter(cast(EmbeddingSegmenter, fb), rubric).segment(
+        utterance_exchanges(TEXTS), LLMSession(llm, trace, sleep=lambda s: None)
+    )
     return segs, trace, fb
 
 
@@ -234,7 +237,9 @@ def test_rubric_reaches_prompt_as_quoted_data_only():
 
 def test_single_exchange_needs_no_llm():
     llm = ScriptedLLM(AssertionError("must not be called"))
-    segs = LLMSegmenter(CountingFallback()).segment(utterance_exchanges(["hello"]), LLMSession(llm, Trace("x")))
+    segs = LLMSegmenter(cast(EmbeddingSegmenter, CountingFallback())).segment(
+        utterance_exchanges(["hello"]), LLMSession(llm, Trace("x"))
+    )
     assert [(s, e) for s, e, _ in segs] == [(0, 0)] and not llm.prompts
 
 

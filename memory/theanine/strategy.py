@@ -13,14 +13,14 @@ from ..embeddings import Embedder
 from ..llm import LLMSession
 from ..locks import KeyedLocks
 from ..packing import Piece, Unit, pack
+from ..protocols import GraphStore, VectorStore
 from ..records import SessionRecord
 from ..settings import Options
-from ..store import VectorStore
 from ..trace import Trace
 from . import linking, prompts
 from . import timelines as timelines_mod
 from .extract import BUILT_BY
-from .graph import GraphStore, JsonGraphStore, Memory, MemoryGraph
+from .graph import JsonGraphStore, Memory, MemoryGraph
 
 KIND = "theanine_memories"
 TIMELINE_MAX_LEN = 12  # memories per timeline (the paper retrieves whole timelines; longer ones keep
