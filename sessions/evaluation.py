@@ -29,12 +29,12 @@ from pathlib import Path
 from memory.bench import common
 from memory.bench import locomo as bench
 from memory.bench import locomo_agent as la
-from memory.settings import Settings
+from memory.settings import Limits, Settings
 
 from .errors import UserError
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES
-from .jobs import BuildPool, Busy, Limits, Progress
+from .jobs import BuildPool, Busy, Progress
 
 log = logging.getLogger(__name__)
 
