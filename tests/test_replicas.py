@@ -99,6 +99,29 @@ def stored_graph(url: str, uid: str) -> tuple[list[str], set[str]]:
     return list(ids), built
 
 
+def wait_until_a_close_waits_for_the_claim(url: str, uid: str, timeout: float = 60) -> None:
+    """Returns once a replica's session close is blocked on the user's close claim (its advisory lock,
+    sessions/claims.py, shows in pg_locks as not granted): the deterministic sign that it is waiting."""
+    from sessions.claims import CLOSE_LOCK
+    from sessions.db import lock_key
+
+    a, b = lock_key(CLOSE_LOCK, uid)
+    query = sa.text(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND classid = :a AND objid = :b AND objsubid = 2"
+    )
+    eng = sa.create_engine(url)
+    deadline = time.monotonic() + timeout
+    try:
+        with eng.connect() as c:
+            while not c.execute(query, {"a": a, "b": b & 0xFFFFFFFF}).scalar():
+                assert time.monotonic() < deadline, "no replica is waiting for the close claim"
+                c.rollback()  # a fresh snapshot of pg_locks on the next read
+                time.sleep(0.05)
+    finally:
+        eng.dispose()
+
+
 def chroma_ids(port: int, uid: str, kind: str = "theanine_memories") -> list[str]:
     from memory.store import VectorStore
 
@@ -135,7 +158,7 @@ def test_both_replicas_close_the_same_session_at_once_and_it_is_built_once(clust
     with ThreadPoolExecutor(2) as pool:
         jobs = [pool.submit(c.predict, uid, "", api_name="/end_session") for c in (a, b)]
         assert llm.arrived["summarise"].wait(60)
-        time.sleep(2)  # the other replica is now waiting for the claim
+        wait_until_a_close_waits_for_the_claim(cluster["url"], uid)  # the other replica is blocked on it
         assert llm.count("summarise") == 1
         llm.release()
         results = [j.result(timeout=120) for j in jobs]
@@ -161,7 +184,7 @@ def test_kill9_of_a_replica_mid_close_is_completed_once_by_the_other(cluster):
     a.submit(uid, "", api_name="/end_session")
     assert llm.arrived["segment"].wait(90)
     waiting = b.submit(uid, "", api_name="/end_session")  # B waits for A's claim
-    time.sleep(2)
+    wait_until_a_close_waits_for_the_claim(cluster["url"], uid)
     assert not waiting.done()
     app_a.proc.kill()  # SIGKILL: PostgreSQL drops A's connection and its lock
     app_a.proc.wait(10)
