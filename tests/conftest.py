@@ -18,6 +18,15 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 pytest_plugins = ["tests.ui_fixtures"]
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--screenshots",
+        action="store_true",
+        default=False,
+        help="let the browser tests rewrite their screenshots in docs/ (tracked files; off by default)",
+    )
+
+
 @pytest.fixture
 def fake_embedder():
     return HashEmbedder()

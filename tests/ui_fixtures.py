@@ -43,6 +43,39 @@ def chromium_browser():
         b.close()
 
 
+def upload(page, elem_id: str, path: Path, timeout: float = 60_000) -> None:
+    """Put a file into a gr.File and wait until the component shows it (the upload is done)."""
+    page.locator(f"#{elem_id} input[type=file]").set_input_files(str(path))
+    page.wait_for_function(
+        "([id, name]) => (document.getElementById(id) || {innerText: ''}).innerText.includes(name)",
+        arg=[elem_id, path.name],
+        timeout=timeout,
+    )
+
+
+class Screenshots:
+    """Saves the browser tests' screenshots (tracked files under docs/) only when `--screenshots` is given."""
+
+    def __init__(self, wanted: bool):
+        self.wanted = wanted
+
+    def __call__(self, page, path: Path, full_page: bool = False) -> None:
+        if not self.wanted:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Fonts loaded and two frames painted since the last change: what the page shows now is drawn.
+        page.evaluate(
+            "() => document.fonts.ready.then(() => new Promise(r => requestAnimationFrame(() => "
+            "requestAnimationFrame(r))))"
+        )
+        page.screenshot(path=str(path), full_page=full_page)
+
+
+@pytest.fixture(scope="session")
+def screenshots(request) -> Screenshots:
+    return Screenshots(bool(request.config.getoption("--screenshots")))
+
+
 # --- running app.py ------------------------------------------------------------------------
 
 
@@ -127,7 +160,7 @@ TEST_REPLY_TOKENS = 40
 
 @pytest.fixture(scope="session")
 def live_app(tmp_path_factory):
-    """One real app.py (embedded defaults: llama.cpp Gemma 3 270M, MiniLM, embedded Chroma) for the session."""
+    """One real app.py (embedded defaults: the bundled llama.cpp model, MiniLM, embedded Chroma) for the session."""
     data = tmp_path_factory.mktemp("app-data")
     app = RunningApp(data, data.parent / "app.log", LLM_MAX_REPLY_TOKENS=TEST_REPLY_TOKENS)
     yield app
