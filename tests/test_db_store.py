@@ -22,6 +22,7 @@ from sessions import migrations
 from sessions.graph_store import SqlGraphStore
 from sessions.legacy import copy_sqlite_into
 from sessions.store import Store, open_store
+from tests.claim_waits import wait_for_a_claim_waiter
 from tests.fakes import ScriptedLLM
 from tests.pg_server import postgres, unavailable_reason
 
@@ -130,7 +131,8 @@ def test_close_claim_serialises_two_holders(store):
     a.start()
     b.start()
     first_in.wait(30)
-    b.join(0.5)  # the second cannot get in while the first holds the claim
+    # The second is blocked on the claim: it cannot get in while the first holds it.
+    wait_for_a_claim_waiter(UID, engine=store.engine if store.postgres else None, lock_dir=store.lock_dir)
     assert order == ["first in"]
     release.set()
     a.join(30)

@@ -15,12 +15,12 @@ the Chroma server, as behind a load balancer. The LLM is the scripted OpenAI-com
 from __future__ import annotations
 
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
 
+from tests.claim_waits import wait_for_a_claim_waiter
 from tests.conftest import SHARED_DATA
 from tests.llm_server import LLMServer, app_llm_env
 from tests.pg_server import postgres, unavailable_reason
@@ -99,25 +99,11 @@ def stored_graph(url: str, uid: str) -> tuple[list[str], set[str]]:
     return list(ids), built
 
 
-def wait_until_a_close_waits_for_the_claim(url: str, uid: str, timeout: float = 60) -> None:
-    """Returns once a replica's session close is blocked on the user's close claim (its advisory lock,
-    sessions/claims.py, shows in pg_locks as not granted): the deterministic sign that it is waiting."""
-    from sessions.claims import CLOSE_LOCK
-    from sessions.db import lock_key
-
-    a, b = lock_key(CLOSE_LOCK, uid)
-    query = sa.text(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-        "AND classid = :a AND objid = :b AND objsubid = 2"
-    )
+def wait_until_a_close_waits_for_the_claim(url: str, uid: str) -> None:
+    """Returns once a replica's session close is blocked on the user's close claim (tests/claim_waits.py)."""
     eng = sa.create_engine(url)
-    deadline = time.monotonic() + timeout
     try:
-        with eng.connect() as c:
-            while not c.execute(query, {"a": a, "b": b & 0xFFFFFFFF}).scalar():
-                assert time.monotonic() < deadline, "no replica is waiting for the close claim"
-                c.rollback()  # a fresh snapshot of pg_locks on the next read
-                time.sleep(0.05)
+        wait_for_a_claim_waiter(uid, engine=eng)
     finally:
         eng.dispose()
 
