@@ -90,7 +90,7 @@ def small_locomo(source: str | Path, sample_id: str = "conv-30", n_sessions: int
         conv[f"session_{n}_date_time"] = sample["conversation"][f"session_{n}_date_time"]
         if f"session_{n}_observation" in sample.get("observation", {}):
             obs[f"session_{n}_observation"] = sample["observation"][f"session_{n}_observation"]
-    from memory.locomo import clean_evidence
+    from memory.locomo_format import clean_evidence
 
     qa = [
         q
