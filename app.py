@@ -15,6 +15,7 @@ import secrets
 import threading
 from pathlib import Path
 
+from memory.errors import InvalidSetting
 from memory.settings import Settings
 
 log = logging.getLogger("app")
@@ -91,7 +92,10 @@ def main() -> None:
     load_env()
     from ui import launch_kwargs
 
-    demo = build()
+    try:
+        demo = build()
+    except InvalidSetting as e:  # a bad environment variable: say which, without a traceback
+        raise SystemExit(f"Cannot start: {e} (docs/settings.md lists every setting).") from None
     # GRADIO_SERVER_NAME / GRADIO_SERVER_PORT are read by launch(); the default is 127.0.0.1:7860.
     demo.launch(**launch_kwargs())
 

@@ -4,7 +4,10 @@ and every variable there is read."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,13 @@ def test_the_server_and_the_service_take_their_numbers_from_the_settings(tmp_pat
     assert fairness.reply_events(s)["concurrency_limit"] == 3
     assert fairness.build_events(s)["concurrency_limit"] == s.build_waiting == 8
     assert SessionService(s, ScriptedAgent()).limits.memories == 7
+
+
+def test_the_app_refuses_to_start_on_a_bad_value_and_says_why(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "OPENAI_", "MEMORY_"))}
+    env.update(MEMORY_DOTENV="0", MEMORY_DATA_DIR=str(tmp_path), LLM_TIMEOUT="soon")
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "app.py")], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert "LLM_TIMEOUT must be a number from 0.1 to 3600, not 'soon'" in run.stderr
