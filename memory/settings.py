@@ -96,13 +96,19 @@ def _parse(name: str, raw: str, kind: Any, meta: Mapping[str, Any]) -> Any:
 
 
 def read_env(cls: type, e: Mapping[str, str]) -> dict[str, Any]:
-    """{field: value} of the fields of dataclass `cls` declared with `env(...)` whose variable is set."""
+    """{field: value} of the fields of dataclass `cls` declared with `env(...)` whose variable is set.
+
+    An empty number, switch or choice counts as unset; an empty text is kept (COMPRESSOR_MODEL= : none).
+    """
     hints = get_type_hints(cls)
     out = {}
     for f in fields(cls):
         name = f.metadata.get("env")
-        if name and (e.get(name) or "").strip():
-            out[f.name] = _parse(name, e[name], hints[f.name], f.metadata)
+        if not name or name not in e:
+            continue
+        kind, free_text = hints[f.name], hints[f.name] is str and not f.metadata.get("choices")
+        if free_text or e[name].strip():
+            out[f.name] = _parse(name, e[name], kind, f.metadata)
     return out
 
 

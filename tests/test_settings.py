@@ -71,7 +71,7 @@ def test_a_bad_value_names_the_variable_the_value_and_what_is_allowed(env, words
     assert all(w in str(e.value) for w in words), str(e.value)
 
 
-def test_values_are_read_with_their_types_and_empty_means_unset(tmp_path):
+def test_values_are_read_with_their_types_and_an_empty_number_means_unset(tmp_path):
     s = Settings.from_env(
         {
             "MEMORY_DATA_DIR": str(tmp_path),
@@ -91,6 +91,7 @@ def test_values_are_read_with_their_types_and_empty_means_unset(tmp_path):
     assert s.limits == Limits(sessions=0) and (s.concurrency, s.build_waiting) == (2, 3)
     assert "a-secret" not in repr(s) and "a-secret" not in str(s.public())  # a secret stays out of logs
     assert Settings.from_env({"LLM_THREADS": "0"}).llm.threads == Settings().llm.threads  # 0: the default
+    assert Settings.from_env({"COMPRESSOR_MODEL": ""}).compressor_model == ""  # an empty text is kept: no model
     assert Settings.from_env({}) == Settings(data_dir=Settings.from_env({}).data_dir, allow_llm_change=True)
 
 
