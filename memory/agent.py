@@ -284,7 +284,7 @@ class MemoryAgent:
         return report
 
     def use_graph_store(self, graphs, versions=None) -> None:
-        """Persist THEANINE graphs in `graphs` (memory.theanine.graph.GraphStore), e.g. the app's database;
+        """Persist THEANINE graphs in `graphs` (memory.protocols.GraphStore), e.g. the app's database;
         `versions` tells SeCom when another process changed a user's segments (its BM25 is then rebuilt)."""
         self.theanine.use_graph_store(graphs)
         if versions is not None:

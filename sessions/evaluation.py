@@ -30,12 +30,12 @@ from memory.evaluation import agent_run
 from memory.evaluation.conversations import Conversation, load_samples
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_RETRIEVERS, MIN_BUDGET, SUMMARISERS, RunSpec
 from memory.files import atomic_write_json
-from memory.settings import Settings
+from memory.settings import Limits, Settings
 
 from .errors import UserError
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES
-from .jobs import BuildPool, Limits, Progress
+from .jobs import BuildPool, Progress
 from .work import Progressing
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,8 @@
   threads, at a lower CPU priority, so replies of other users never queue behind
   them. A build waiting for a worker reports its place in line through the
   progress callback.
-* `Limits` and `ImportRate`: per-user bounds on imports per hour, stored sessions
-  and memories, read from the environment.
+* `ImportRate`: the per-user bound on imports per hour (the bounds themselves are
+  memory.settings.Limits, read with the other settings).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import TypeVar
 
 from .errors import UserError
@@ -112,35 +111,6 @@ class BuildPool:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-user bounds; 0 turns one off. Read from MEMORY_MAX_* (see the README, "Running it publicly")."""
-
-    imports_per_hour: int = 5
-    sessions: int = 500
-    memories: int = 20000
-    build_workers: int = 1
-    build_nice: int = 10
-
-    @classmethod
-    def from_env(cls, env: dict | None = None) -> Limits:
-        e = os.environ if env is None else env
-
-        def num(name: str, default: int) -> int:
-            try:
-                return max(0, int(e.get(name, default)))
-            except ValueError:
-                raise UserError(f"{name} must be a whole number, not {e.get(name)!r}") from None
-
-        return cls(
-            imports_per_hour=num("MEMORY_MAX_IMPORTS_PER_HOUR", cls.imports_per_hour),
-            sessions=num("MEMORY_MAX_SESSIONS", cls.sessions),
-            memories=num("MEMORY_MAX_MEMORIES", cls.memories),
-            build_workers=max(1, num("MEMORY_BUILD_WORKERS", cls.build_workers)),
-            build_nice=num("MEMORY_BUILD_NICE", cls.build_nice),
-        )
 
 
 class ImportRate:

@@ -10,7 +10,8 @@ import json
 from collections.abc import Iterator
 
 from memory.errors import InvalidOptions, MemoryLibError
-from memory.settings import LLMConfig, Options, Settings
+from memory.protocols import Agent
+from memory.settings import Limits, LLMConfig, Options, Settings
 from memory.text import clean_text, register_secret
 from memory.url_guard import check_url
 
@@ -20,7 +21,7 @@ from .errors import UserError
 from .graph_store import SqlGraphStore
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
-from .jobs import BuildPool, ImportRate, LimitReached, Limits
+from .jobs import BuildPool, ImportRate, LimitReached
 from .lifecycle import EndResult, Lifecycle, Progress, check_date, iso_date, parse_date, plural
 from .store import MessageRow, SessionRow, Store, open_store
 from .versions import MemoryVersions
@@ -36,16 +37,21 @@ __all__ = ["ChatUpdate", "EndResult", "SessionService", "UserError"]
 
 class SessionService:
     def __init__(
-        self, settings: Settings, agent, store: Store | None = None, limits: Limits | None = None, url_check=check_url
+        self,
+        settings: Settings,
+        agent: Agent,
+        store: Store | None = None,
+        limits: Limits | None = None,
+        url_check=check_url,
     ):
         self.settings, self.agent = settings, agent
         register_secret(settings.llm.api_key)  # never stored or shown (memory.text)
         self.store = store or open_store(settings.data_dir)
-        if hasattr(agent, "use_graph_store"):  # the graph lives next to the sessions, shared by replicas
-            graphs = SqlGraphStore(self.store.engine)
-            graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
-            agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
-        self.limits = limits or Limits()
+        # The graph lives next to the sessions, shared by replicas.
+        graphs = SqlGraphStore(self.store.engine)
+        graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
+        agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
+        self.limits = limits or settings.limits
         self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)
         self.work = UserWork()  # what each user runs: one piece of work per lane (sessions.work)
         self.builds = BuildPool(self.limits.build_workers, self.limits.build_nice)
@@ -271,13 +277,9 @@ class SessionService:
                 records[session_id] = (rec, msgs)
             return records[session_id][0]
 
-        forget = getattr(self.agent, "forget_memory", None)
         # The memory lane and the claim: not while this process or a replica builds the user's memory.
         with self.work.hold(user_id, "delete"), self.store.close_claim(user_id):
-            if forget is None:  # an agent without SeCom
-                deleted = self.agent.delete_memory(user_id, memory_id.strip())
-                return {"message": "Memory deleted."} if deleted else None
-            gone = forget(user_id, memory_id.strip(), session_of)
+            gone = self.agent.forget_memory(user_id, memory_id.strip(), session_of)
         if gone is None:
             return None
         redacted = 0

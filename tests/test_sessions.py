@@ -336,11 +336,13 @@ def test_api_key_only_goes_to_the_endpoint_it_was_configured_for():
         backend="openai", model="gpt-4o-mini", base_url="https://router.huggingface.co/v1", api_key="secret-key"
     )
     same = llm_for(default, {"llm": {"backend": "openai", "model": "other", "base_url": default.base_url}})
+    assert same is not None
     assert same.api_key == "secret-key" and same.model == "other"
     elsewhere = llm_for(default, {"llm": {"backend": "openai", "model": "m", "base_url": "http://evil.example/v1"}})
-    assert elsewhere.api_key == ""
+    assert elsewhere is not None and elsewhere.api_key == ""
     assert llm_for(default, {}) is None
-    assert llm_for(default, {"llm": {"backend": "embedded"}}).backend == "embedded"
+    embedded = llm_for(default, {"llm": {"backend": "embedded"}})
+    assert embedded is not None and embedded.backend == "embedded"
 
 
 def test_compare_answers_with_every_strategy_without_touching_the_session(tmp_path):

@@ -5,7 +5,7 @@ an import; time travel named by session; graph search over every memory; no raw 
 
 One user goes through it in order: a typed session (dated today), then a LoCoMo-format import of ten
 2023 sessions (tests/locomo_synth.py), then Compare, a 50,000-character message, the graph.
-Screenshots (docs/img/ui_*.png) are written only when UI_SCREENSHOTS=1.
+Screenshots (docs/img/ui_*.png) are written only with --screenshots.
 
 Run alone: python -m pytest -q -p no:cacheprovider tests/test_ui_readable.py -s
 """
@@ -19,7 +19,7 @@ import pytest
 from memory.tokens import count_tokens
 from tests import locomo_synth
 from tests.llm_server import LLMServer, app_llm_env
-from tests.ui_fixtures import RunningApp, chromium_browser, save_shot
+from tests.ui_fixtures import IMG_DIR, RunningApp, chromium_browser, upload
 
 pytestmark = pytest.mark.slow
 GRAPH_LIMIT = 20  # memories drawn (GRAPH_MAX_NODES): the import makes more, so old ones are not drawn
@@ -49,6 +49,7 @@ class Page:
         self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
         self.page = self.context.new_page()
         self.url = url
+        self.import_status = ""
         self.open()
 
     def open(self):
@@ -107,8 +108,7 @@ def user(browser, app, tmp_path_factory, server):
     p.wait_status("#status", "Memory built|failed")
     p.page.click("text=Your data: import, export, delete a memory, forget me")
     path = locomo_synth.write(tmp_path_factory.mktemp("synth"))
-    p.page.locator("#import-file input[type=file]").set_input_files(str(path))
-    p.page.wait_for_timeout(1000)  # the upload reaches the server before the click (Gradio's own step)
+    upload(p.page, "import-file", path)
     p.page.click("#import-btn")
     p.wait_status("#data-status", "Imported|failed|Memory built")
     p.page.wait_for_function("() => !document.querySelector('#job-progress')", timeout=600_000)
@@ -120,7 +120,7 @@ def user(browser, app, tmp_path_factory, server):
 # --- item 3: Compare -------------------------------------------------------------------------------------
 
 
-def test_compare_is_cards_reply_first_full_width_one_column_and_kept(user, server):
+def test_compare_is_cards_reply_first_full_width_one_column_and_kept(user, server, screenshots):
     p = user
     server.script("reply", ("ok", "THEANINE says: on 3 May 2023."), ("ok", "SeCom says: 3 May."), ("ok", "No idea."))
     p.page.locator("#msg textarea").fill(locomo_synth.QUESTION)
@@ -140,7 +140,7 @@ def test_compare_is_cards_reply_first_full_width_one_column_and_kept(user, serve
     b = p.boxes("#compare-panel section.mc-compare")
     assert all(x["w"] >= 0.9 * row["w"] for x in b) and row["w"] > 900, (row, b)
     assert all(b[i + 1]["y"] >= b[i]["y"] + b[i]["h"] for i in range(2)), b
-    save_shot(p.page, "ui_compare_locomo_1400.png", clip=_clip(p, "#compare-wrap", 1400))
+    screenshots(p.page, IMG_DIR / "ui_compare_locomo_1400.png", clip=_clip(p, "#compare-wrap", 1400))
     # Opened, the memory table spans the card (not a third of the page).
     cards.nth(0).locator("details.mc-recalled summary").click()
     table = p.boxes("#compare-theanine table.mc-mem")[0]
@@ -152,7 +152,7 @@ def test_compare_is_cards_reply_first_full_width_one_column_and_kept(user, serve
     assert len({round(x["x"]) for x in b}) == 1 and all(x["w"] <= 400 for x in b), b
     assert p.overflow() <= 0
     assert b[1]["h"] < 400, b  # was 19,335 px in three 100 px columns
-    save_shot(p.page, "ui_compare_locomo_400.png", clip=_clip(p, "#compare-wrap", 400))
+    screenshots(p.page, IMG_DIR / "ui_compare_locomo_400.png", clip=_clip(p, "#compare-wrap", 400))
     p.width(1400)
     # Kept across a reload (stored per user, server-side).
     p.open()
@@ -174,7 +174,7 @@ def _clip(p, selector, width, max_h=1100, height=None):
 # --- item 4: long messages ---------------------------------------------------------------------------------
 
 
-def test_a_long_message_is_folded_and_later_prompts_stay_small(user, server):
+def test_a_long_message_is_folded_and_later_prompts_stay_small(user, server, screenshots):
     p = user
     words = "the long message keeps going and going "
     long = (words * (LONG_CHARS // len(words) + 1))[:LONG_CHARS]
@@ -183,10 +183,10 @@ def test_a_long_message_is_folded_and_later_prompts_stay_small(user, server):
     assert bubble.bounding_box()["height"] < 500  # was 29,754 px
     fold = bubble.locator("details.mc-fold")
     assert re.search(r"Show all \(50,000 characters\)", fold.locator("summary").inner_text())
-    save_shot(p.page, "ui_long_message_1400.png")
+    screenshots(p.page, IMG_DIR / "ui_long_message_1400.png")
     p.width(400)
     assert bubble.bounding_box()["height"] < 700 and p.overflow() <= 0
-    save_shot(p.page, "ui_long_message_400.png")
+    screenshots(p.page, IMG_DIR / "ui_long_message_400.png")
     p.width(1400)
     # The whole text is there: "Show all" opens it.
     fold.locator("summary").click()
@@ -204,17 +204,17 @@ def test_a_long_message_is_folded_and_later_prompts_stay_small(user, server):
 
 
 def _numbers(labels):
-    return [int(re.search(r"Session (\d+)", t).group(1)) for t in labels]
+    return [int(m.group(1)) for t in labels if (m := re.search(r"Session (\d+)", t))]
 
 
-def test_sessions_are_numbered_and_listed_by_date_whatever_their_source(user):
+def test_sessions_are_numbered_and_listed_by_date_whatever_their_source(user, screenshots):
     labels = user.sessions()
     assert _numbers(labels) == list(range(1, 13)), labels
     assert all("2023" in t and "imported" in t for t in labels[:10]), labels  # the imported 2023 sessions first
     assert "2026" in labels[10] and "imported" not in labels[10] and "open now" in labels[11], labels
-    save_shot(user.page, "ui_sidebar_import_1400.png", clip={"x": 0, "y": 0, "width": 700, "height": 1000})
+    screenshots(user.page, IMG_DIR / "ui_sidebar_import_1400.png", clip={"x": 0, "y": 0, "width": 700, "height": 1000})
     user.width(400, sidebar=True)
-    save_shot(user.page, "ui_sidebar_import_400.png")
+    screenshots(user.page, IMG_DIR / "ui_sidebar_import_400.png")
     user.width(1400)
 
 
@@ -225,7 +225,7 @@ def _frame(p):
     return frame
 
 
-def test_graph_search_runs_over_every_memory_and_opens_an_old_one(user):
+def test_graph_search_runs_over_every_memory_and_opens_an_old_one(user, screenshots):
     p = user
     p.page.locator("#graph-panel").scroll_into_view_if_needed()
     drawn = int(p.page.locator("#memory-graph").get_attribute("data-memories"))
@@ -248,10 +248,10 @@ def test_graph_search_runs_over_every_memory_and_opens_an_old_one(user):
     checks = frame.evaluate("() => window.labelCheck(4)")
     assert checks and all(c["label"] and c["inView"] and c["labelIn"] and c["px"] >= 11 for c in checks), checks
     p.page.locator("#graph-search-row").scroll_into_view_if_needed()
-    save_shot(p.page, "ui_graph_search_1400.png", clip=_clip(p, "#graph-search-row", 1400, height=640))
+    screenshots(p.page, IMG_DIR / "ui_graph_search_1400.png", clip=_clip(p, "#graph-search-row", 1400, height=640))
     p.width(400)
     assert p.overflow() <= 0
-    save_shot(p.page, "ui_graph_search_400.png", clip=_clip(p, "#graph-search-row", 400, height=720))
+    screenshots(p.page, IMG_DIR / "ui_graph_search_400.png", clip=_clip(p, "#graph-search-row", 400, height=720))
     p.width(1400)
     # A word no memory holds: said plainly, the graph stays.
     p.page.locator("#graph-search input, #graph-search textarea").first.fill("zeppelin")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Generator
+from typing import cast
 
 import pytest
 
@@ -19,6 +21,7 @@ def test_stop_returns_once_the_cancelled_reply_has_recorded_its_interruption(tmp
     reply = svc.send(uid, "A question that will be stopped")
     assert next(reply).kind == "stored" and next(reply).kind == "status"  # inside the agent's reply
     work = svc.work.running(uid, "chat")
+    assert work is not None
     waiting = threading.Event()
     real_wait = work.wait
 
@@ -26,7 +29,7 @@ def test_stop_returns_once_the_cancelled_reply_has_recorded_its_interruption(tmp
         waiting.set()  # Stop is now waiting for the reply to end
         return real_wait(timeout)
 
-    work.wait = wait
+    work.wait = wait  # type: ignore[method-assign]
     seen: list = []
 
     def stop():
@@ -36,7 +39,7 @@ def test_stop_returns_once_the_cancelled_reply_has_recorded_its_interruption(tmp
     stopper = threading.Thread(target=stop)
     stopper.start()
     assert waiting.wait(WAIT)
-    reply.close()  # the cancelled stream ends: its interruption is recorded
+    cast(Generator, reply).close()  # the cancelled stream ends: its interruption is recorded
     stopper.join(WAIT)
     assert seen == [("user", None), ("assistant", INTERRUPTED)]
     assert svc.work.running(uid) is None
@@ -49,8 +52,9 @@ def test_stop_frees_the_lane_of_a_reply_stuck_in_a_slow_call():
     work.stop("u", "chat", wait=0.01)  # the stream never ends by itself here
     assert work.running("u") is None
     with work.hold("u", "reply"):  # the user can send again
-        stuck.close()  # the old stream ending later does not free the new reply's lane
-        assert work.running("u", "chat").kind == "reply"
+        cast(Generator, stuck).close()  # the old stream ending later does not free the new reply's lane
+        running = work.running("u", "chat")
+        assert running is not None and running.kind == "reply"
 
 
 def test_background_work_reports_progress_and_its_end_once():

@@ -99,7 +99,7 @@ def _turn(m) -> dict:
 
 def register_api(service: SessionService) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
-    reply, build = fairness.reply_events(), fairness.build_events()  # shared pools (ui.fairness)
+    reply, build = fairness.reply_events(service.settings), fairness.build_events(service.settings)  # ui.fairness
 
     def new_user() -> str:
         """Create a new user and return its id (a secret: whoever holds it reads that user's memory)."""

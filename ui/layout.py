@@ -287,7 +287,7 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
     )
     c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status, c.data_status], **fast)
     chat_out = [*view, c.msg, c.status, c.stop]
-    reply = {**quiet, **fairness.reply_events()}  # one pool of reply workers shared by all users
+    reply = {**quiet, **fairness.reply_events(settings)}  # one pool of reply workers shared by all users
     replies = [
         c.msg.submit(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
         c.send.click(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),

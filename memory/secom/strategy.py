@@ -28,6 +28,7 @@ from ..bm25 import BM25Index, tokenize
 from ..dates import timestamp, ts_order_key
 from ..fusion import rrf
 from ..packing import Piece, Unit, pack
+from ..protocols import VectorStore
 from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
 from ..trace import Trace
@@ -85,7 +86,9 @@ class SecomMemory:
     where no LLM step may run.
     """
 
-    def __init__(self, store, embedder, compressor: Compressor | None, compressor_note: str, segmenter: Segmenter):
+    def __init__(
+        self, store: VectorStore, embedder, compressor: Compressor | None, compressor_note: str, segmenter: Segmenter
+    ):
         self.store = store
         self.embedder = embedder
         self.compressor = compressor
@@ -343,13 +346,7 @@ class SecomMemory:
         self._bm25.invalidate(user_id)
 
     def delete_user(self, user_id: str) -> None:
-        drop = getattr(self.store, "drop_user", None)
-        if drop is not None:
-            drop(user_id, (KIND,))
-        else:
-            hits = self.store.get(user_id, KIND)
-            if hits:
-                self.store.delete(user_id, KIND, ids=[h.id for h in hits])
+        self.store.drop_user(user_id, (KIND,))
         self._bm25.invalidate(user_id)
 
     def export(self, user_id: str) -> list[dict]:

@@ -15,14 +15,14 @@ from ..fusion import rrf
 from ..llm import LLMSession
 from ..locks import KeyedLocks
 from ..packing import Piece, Unit, pack
+from ..protocols import GraphStore, VectorStore
 from ..records import SessionRecord
 from ..settings import Options
-from ..store import VectorStore
 from ..trace import Trace
 from . import linking, prompts
 from . import timelines as timelines_mod
 from .extract import BUILT_BY
-from .graph import GraphStore, JsonGraphStore, Memory, MemoryGraph
+from .graph import JsonGraphStore, Memory, MemoryGraph
 
 KIND = "theanine_memories"
 FUSION_CANDIDATES = 50  # hybrid retrieval: memories taken from each ranking before fusing them
