@@ -21,7 +21,10 @@ not resist", a short reply). Actions:
                               outputs do (500: llama-cpp-python's server; 400: OpenAI style; 422: validation)
 
 `LLMServer(refuse_json_schema=500)` refuses every `json_schema` request that way (a server without
-structured outputs). Every request is recorded (`requests`: purpose, body, headers).
+structured outputs). `max_prompt_tokens = N` makes it a model with an N-token context window: a request
+whose prompt (cl100k tokens of its messages) plus its `max_tokens` exceeds N is refused with a 400
+`context_length_exceeded`, as OpenAI does, and recorded in `over_window`. Every request is recorded
+(`requests`: purpose, body, headers).
 
 The server lives in the test process; an app under test in a subprocess is pointed at it with
 `app_llm_env(server)` (OPENAI_BASE_URL=server.url).
@@ -148,8 +151,8 @@ def default_answer(purpose: str, body: dict) -> str:
             {"memories": mems or [{"speaker": "user", "event": "The user said nothing much today", "turns": [0]}]}
         )
     if purpose in ("relation", "relation_missing"):
-        n = len(re.findall(r"^Pair \d+:", prompt, re.M))
-        return json.dumps({"relations": [{"pair": i, "relation": "SameTopic"} for i in range(n)]})
+        shown = [int(n) for n in re.findall(r"^Pair (\d+):", prompt, re.M)]  # a batch shows its own numbers
+        return json.dumps({"relations": [{"pair": i, "relation": "SameTopic"} for i in shown]})
     if purpose == "segment":
         n = len(re.findall(r"^\[Exchange \d+\]:", prompt, re.M))
         seg = {
@@ -177,9 +180,13 @@ def default_answer(purpose: str, body: dict) -> str:
     return "ok"
 
 
+def prompt_tokens(body: dict) -> int:
+    return sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
+
+
 def _completion(text: str, body: dict) -> dict:
-    prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": count_tokens(text)}
+    prompt_tokens_ = prompt_tokens(body)
+    usage = {"prompt_tokens": prompt_tokens_, "completion_tokens": count_tokens(text)}
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     return {
         "id": "x",
@@ -203,8 +210,10 @@ def _chunk(delta: dict, finish: str | None = None) -> bytes:
 
 
 class LLMServer:
-    def __init__(self, refuse_json_schema: int | None = None):
+    def __init__(self, refuse_json_schema: int | None = None, max_prompt_tokens: int | None = None):
         self.refuse_json_schema = refuse_json_schema
+        self.max_prompt_tokens = max_prompt_tokens
+        self.over_window: list[tuple[str, int]] = []  # (purpose, prompt + max_tokens) of each refused request
         self.queues: dict[str, list[Action]] = defaultdict(list)
         self.requests: list[Request] = []
         self.arrived: dict[str, threading.Event] = defaultdict(threading.Event)
@@ -224,6 +233,8 @@ class LLMServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 action, purpose = server._take(self.headers, body)
+                if (over := server._over_window(purpose, body)) is not None:
+                    return self._json(400, over)
                 kind, arg = action.kind, action.arg
                 if kind == "hold":
                     server._release.wait(300)
@@ -307,6 +318,18 @@ class LLMServer:
             action = ok()  # only a json_schema request is refused
         return action, purpose
 
+    def _over_window(self, purpose: str, body: dict) -> dict | None:
+        """The error a model with a `max_prompt_tokens` window answers to a request too long for it."""
+        if self.max_prompt_tokens is None:
+            return None
+        need = prompt_tokens(body) + int(body.get("max_tokens") or 0)
+        if need <= self.max_prompt_tokens:
+            return None
+        with self._lock:
+            self.over_window.append((purpose, need))
+        msg = f"This model's maximum context length is {self.max_prompt_tokens} tokens; the request needs {need}."
+        return {"error": {"message": msg, "type": "invalid_request_error", "code": "context_length_exceeded"}}
+
     # --- scripting -----------------------------------------------------------------------------
     def script(self, purpose: str, *actions) -> None:
         """Replace the queue of `purpose` (or the global queue, ANY) with `actions` (then the defaults).
@@ -319,6 +342,8 @@ class LLMServer:
         with self._lock:
             self.queues.clear()
             self.requests.clear()
+            self.over_window.clear()
+            self.max_prompt_tokens = None
             for e in self.arrived.values():
                 e.clear()
         self._release.clear()

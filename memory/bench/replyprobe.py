@@ -22,6 +22,7 @@ import re
 import statistics
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import locomo as lc
@@ -152,8 +153,16 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
-def run_model(model: str, items: list[Item], temperature: float, max_tokens: int, llm: LLM | None = None) -> dict:
-    """Every item through the reply path of the bundled `model` (or of `llm`, a test's)."""
+def run_model(
+    model: str,
+    items: list[Item],
+    temperature: float,
+    max_tokens: int,
+    llm: LLM | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
+) -> dict:
+    """Every item through the reply path of the bundled `model` (or of `llm`, a test's); `checkpoint`
+    gets the result so far after each item (a long run stopped early keeps what it measured)."""
     llm = llm or make_llm(LLMConfig(backend="embedded", bundled_model=model))
     rows = []
     for i, it in enumerate(items):
@@ -179,7 +188,13 @@ def run_model(model: str, items: list[Item], temperature: float, max_tokens: int
             }
         rows.append(row)
         progress(f"{model} {i + 1}/{len(items)} ({row['seconds']:.1f} s): {text[:70]!r}")
-    return {"model": model, "name": BUNDLED_MODELS.get(model, model), **summarise(rows), "rows": rows}
+        if checkpoint is not None:
+            checkpoint(_result(model, rows))
+    return _result(model, rows)
+
+
+def _result(model: str, rows: list[dict]) -> dict:
+    return {"model": model, "name": BUNDLED_MODELS.get(model, model), **summarise(rows), "rows": list(rows)}
 
 
 def plot(results: list[dict], out) -> None:
@@ -231,8 +246,15 @@ def main(argv: list[str]) -> int:
             items = locomo_items(json.load(f), a.n, a.distractors, a.seed)
     else:
         items = fact_items()
-    results = [run_model(m, items, a.temperature, a.max_tokens) for m in a.models]
+    results: list[dict] = []
+
+    def save(partial: dict | None = None) -> None:
+        done = results + ([partial] if partial else [])
+        write_json(a.out, {"config": vars(a) | {"items": len(items)}, "machine": machine(), "results": done})
+
+    for m in a.models:  # written after each item: a long run stopped early keeps what it measured
+        results.append(run_model(m, items, a.temperature, a.max_tokens, checkpoint=save))
+        save()
     print(table(results))
-    write_json(a.out, {"config": vars(a) | {"items": len(items)}, "machine": machine(), "results": results})
     plot(results, a.out)
     return 0

@@ -19,6 +19,7 @@ from ..errors import LLMError, TransientLLMError
 from ..text import clean_obj, clean_text
 from ..tokens import count_tokens
 from ..trace import LLMCall, Trace
+from . import window as win
 from .answers import parse_json
 from .base import LLM, Completion
 
@@ -83,6 +84,33 @@ class LLMSession:
         )
         return retrying(attempt)
 
+    # --- the context window ---------------------------------------------------------------------
+    @property
+    def window(self) -> int:
+        """Tokens the model reads and writes per call (LLMConfig.n_ctx, given by the backend)."""
+        return int(getattr(self.llm, "context_window", 0) or win.DEFAULT_WINDOW)
+
+    def count(self, text: str) -> int:
+        """Tokens of `text` for this model: exact when the backend has its tokenizer, else estimated."""
+        exact = getattr(self.llm, "count_tokens", None)
+        return int(exact(text)) if exact is not None else win.estimated(text)
+
+    def prompt_tokens(self, messages: list[dict]) -> int:
+        return win.messages_tokens(messages, self.count)
+
+    def room(self, max_tokens: int) -> int:
+        """Prompt tokens left once an answer of `max_tokens` is provided for."""
+        return self.window - max_tokens - win.RESERVE
+
+    def fits(self, messages: list[dict], max_tokens: int) -> bool:
+        return self.prompt_tokens(messages) <= self.room(max_tokens)
+
+    def _over_window(self, messages: list[dict], max_tokens: int) -> str:
+        n = self.prompt_tokens(messages)
+        if n <= self.room(max_tokens):
+            return ""
+        return f"the prompt ({n} tokens) and answer ({max_tokens}) do not fit the {self.window}-token context window"
+
     # --- calls ------------------------------------------------------------------------------------
     def _start(self, purpose: str) -> LLMCall:
         call = LLMCall(purpose)
@@ -91,6 +119,9 @@ class LLMSession:
 
     def text(self, purpose: str, messages: list[dict], max_tokens: int = 512) -> str:
         call = self._start(purpose)
+        if over := self._over_window(messages, max_tokens):
+            call.status, call.detail = "error", over
+            raise LLMError(over)
         t0 = time.perf_counter()
         try:
             c = self._retried(
@@ -138,6 +169,8 @@ class LLMSession:
             return fallback()
 
         try:
+            if over := self._over_window(messages, max_tokens):  # never sent: the server would refuse it
+                return fall_back(over)
             for attempt in range(attempts):
                 try:
                     c = self._retried(call, ask)
@@ -170,6 +203,10 @@ class LLMSession:
         call = self._start(purpose)
         t0 = time.perf_counter()
         out: list[str] = []
+        max_tokens = min(max_tokens, self.window // 2)  # a small window still leaves room for the prompt
+        messages, cut = win.fit_messages(messages, self.room(max_tokens), self.count)
+        if cut:
+            self.trace.notice(f"To fit the model's {self.window}-token context window, left out: {'; '.join(cut)}.")
         try:
             for empty_try in range(empty_retries + 1):
                 seed = None if empty_try == 0 else 7919 * empty_try  # another seed, the same on every run

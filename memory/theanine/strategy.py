@@ -17,7 +17,7 @@ from ..records import SessionRecord
 from ..settings import Options
 from ..store import VectorStore
 from ..trace import Trace
-from . import linking, prompts
+from . import linking, refining
 from . import timelines as timelines_mod
 from .extract import BUILT_BY
 from .graph import GraphStore, JsonGraphStore, Memory, MemoryGraph
@@ -236,20 +236,11 @@ class TheanineMemory:
         return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=path.index(anchor), meta={"anchor": anchor})
 
     def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace) -> list[str]:
-        """Phase II-2 in one batched call; a timeline the LLM did not rewrite keeps its raw text."""
+        """Phase II-2 (memory.theanine.refining); a timeline the LLM did not rewrite keeps its raw text."""
         if not raw:
             return []
-        texts = [t["text"] for t in raw]
         with trace.timed("theanine_refine"):
-            refined = llm.json(
-                "refine",
-                prompts.refine_messages(dialogue, texts),
-                prompts.REFINE_SCHEMA,
-                lambda r: prompts.validate_refined(r, len(texts)),
-                lambda: list(texts),
-                max_tokens=120 * len(texts) + 32,
-            )
-        refined = [r or texts[i] for i, r in enumerate(refined)] + texts[len(refined) :]
+            refined = refining.refine(llm, dialogue, [t["text"] for t in raw])
         trace.timelines_refined = refined
         return refined
 
