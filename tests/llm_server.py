@@ -10,6 +10,8 @@ segment over the whole session, the timelines as they are, a judge that says "co
 not resist", a short reply). Actions:
 
   ok(text)                    answer `text` (streamed when the request streams); ok() is the default
+  think(text, reasoning)      answer `text` with `reasoning` in the `reasoning_content` field (streamed
+                              first as reasoning deltas), as servers of reasoning models do
   status(code, retry_after=, body=)  an error status, with a Retry-After header when given;
                               401 echoes the request's key in its message, like a careless server
   hang(secs)                  sleep `secs` (past the client's timeout), then answer "late"
@@ -55,6 +57,10 @@ class Action(NamedTuple):
 
 def ok(text: str | None = None) -> Action:
     return Action("ok", text)
+
+
+def think(text: str | None, reasoning: str) -> Action:
+    return Action("ok", text, body={"reasoning_content": reasoning})
 
 
 def status(code: int, retry_after: float | None = None, body: Any = None) -> Action:
@@ -184,7 +190,7 @@ def prompt_tokens(body: dict) -> int:
     return sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
 
 
-def _completion(text: str, body: dict) -> dict:
+def _completion(text: str, body: dict, reasoning: str = "") -> dict:
     prompt_tokens_ = prompt_tokens(body)
     usage = {"prompt_tokens": prompt_tokens_, "completion_tokens": count_tokens(text)}
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -193,9 +199,14 @@ def _completion(text: str, body: dict) -> dict:
         "object": "chat.completion",
         "created": 0,
         "model": body.get("model", "m"),
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "choices": [{"index": 0, "finish_reason": "stop", "message": _message(text, reasoning)}],
         "usage": usage,
     }
+
+
+def _message(text: str, reasoning: str) -> dict:
+    m = {"role": "assistant", "content": text}
+    return {**m, "reasoning_content": reasoning} if reasoning else m
 
 
 def _chunk(delta: dict, finish: str | None = None) -> bytes:
@@ -249,9 +260,10 @@ class LLMServer:
                 if kind == "empty":
                     return self._json(200, {**_completion("", body), "choices": []})
                 text = default_answer(purpose, body) if arg is None else arg
+                reasoning = (action.body or {}).get("reasoning_content", "") if kind == "ok" else ""
                 if body.get("stream"):
-                    return self._stream(text, cut=(kind == "cut"))
-                self._json(200, _completion(text, body))
+                    return self._stream(text, cut=(kind == "cut"), reasoning=reasoning)
+                self._json(200, _completion(text, body, reasoning))
 
             def _status(self, action: Action):
                 code = action.arg
@@ -278,12 +290,14 @@ class LLMServer:
                 except OSError:
                     pass  # the client gave up (timeout): nothing to answer
 
-            def _stream(self, text, cut):
+            def _stream(self, text, cut, reasoning=""):
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.send_header("Connection", "close")
                     self.end_headers()
+                    for i in range(0, len(reasoning), 5):
+                        self.wfile.write(_chunk({"reasoning_content": reasoning[i : i + 5]}))
                     pieces = [text[i : i + 5] for i in range(0, len(text), 5)] or [""]
                     if cut:
                         pieces = pieces[: max(1, len(pieces) // 2)]

@@ -22,6 +22,7 @@ from ..trace import LLMCall, Trace
 from . import window as win
 from .answers import parse_json
 from .base import LLM, Completion
+from .reasoning import ReasoningPiece, ThinkFilter, split_reasoning
 
 T = TypeVar("T")
 
@@ -134,7 +135,7 @@ class LLMSession:
         finally:
             call.seconds = time.perf_counter() - t0
         call.prompt_tokens, call.completion_tokens = c.prompt_tokens, c.completion_tokens
-        return clean_text(c.text)
+        return clean_text(self._answer(call, c))
 
     def json(
         self,
@@ -179,7 +180,7 @@ class LLMSession:
                 call.prompt_tokens += c.prompt_tokens
                 call.completion_tokens += c.completion_tokens
                 try:
-                    raw, repaired = parse(clean_text(c.text))
+                    raw, repaired = parse(clean_text(self._answer(call, c)))
                     value = validate(clean_obj(raw))
                 except (ValueError, TypeError, KeyError) as e:
                     call.detail = f"attempt {attempt + 1}: invalid answer: {e}"
@@ -192,6 +193,13 @@ class LLMSession:
             return fall_back(call.detail)
         finally:
             call.seconds = time.perf_counter() - t0
+
+    @staticmethod
+    def _answer(call: LLMCall, c: Completion) -> str:
+        """The answer without a reasoning model's thinking, which goes to the trace."""
+        answer, thoughts = split_reasoning(c.text)
+        call.reasoning = "\n".join(t for t in (call.reasoning, c.reasoning, thoughts) if t)
+        return answer
 
     def stream(
         self, purpose: str, messages: list[dict], max_tokens: int = 256, empty_retries: int = 1
@@ -248,10 +256,25 @@ class LLMSession:
             raise
         if first is None:
             return
-        yield clean_text(first)
+        think = ThinkFilter()
+
+        def visible(piece: str) -> str:
+            if isinstance(piece, ReasoningPiece):
+                think.reasoning.append(piece)
+                return ""
+            return think.feed(clean_text(piece))
+
         try:
+            if text := visible(first):
+                yield text
             for piece in rest:
-                yield clean_text(piece)
+                if text := visible(piece):
+                    yield text
+            if text := think.finish():
+                yield text
         except LLMError as e:
             call.status, call.detail = "error", str(e)
             raise LLMError(f"the reply was cut off: {e}") from e
+        finally:
+            if think.thoughts:
+                call.reasoning = "\n".join(t for t in (call.reasoning, think.thoughts) if t)
