@@ -70,7 +70,8 @@ class LLMConfig:
     base_url: str = ""  # OpenAI-compatible endpoint; "" = api.openai.com
     api_key: str = field(default="", repr=False)
     gguf_path: str = ""  # embedded: GGUF file; "" = the bundled model named below
-    bundled_model: str = "smollm2"  # embedded without gguf_path: a key of BUNDLED_MODELS
+    # Embedded without gguf_path: a key of BUNDLED_MODELS. Qwen 0.5B by the reply probe (docs/models.md).
+    bundled_model: str = "qwen0.5b"
     timeout: float = 60.0
     max_retries: int = 3
     n_ctx: int = 8192  # the context window: llama.cpp's n_ctx, or the endpoint's (LLM_CONTEXT_WINDOW)
@@ -89,7 +90,8 @@ class LLMConfig:
 
     @property
     def is_bundled(self) -> bool:
-        """The tiny model shipped with the app: it chats, but cannot do the memory papers' LLM steps."""
+        """A model shipped with the app: it chats, but MEMORY_LLM_STEPS=auto leaves the memory papers'
+        LLM steps off on it (a close takes minutes on a CPU; see docs/models.md)."""
         return self.backend == "embedded" and not self.gguf_path
 
     def public(self) -> dict:
@@ -173,7 +175,7 @@ class Settings:
         backend = e.get("LLM_BACKEND", "").lower() or ("openai" if (e.get("OPENAI_API_KEY") or base) else "embedded")
         if backend not in BACKENDS:
             raise InvalidOptions(f"LLM_BACKEND must be one of {', '.join(BACKENDS)}, not {backend!r}")
-        bundled = e.get("LLM_EMBEDDED_MODEL", "smollm2").lower()
+        bundled = e.get("LLM_EMBEDDED_MODEL", LLMConfig.bundled_model).lower()
         if bundled not in BUNDLED_MODELS:
             raise InvalidOptions(f"LLM_EMBEDDED_MODEL must be one of {', '.join(BUNDLED_MODELS)}, not {bundled!r}")
         steps = e.get("MEMORY_LLM_STEPS", "auto").lower()
