@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-COMMANDS = ("locomo", "segmentation", "scale", "cost", "qa", "teafarm", "graph", "replyprobe", "bm25")
+COMMANDS = ("locomo", "segmentation", "scale", "cost", "qa", "teafarm", "graph", "replyprobe", "closeprobe", "bm25")
 
 
 def main(argv: list[str]) -> int:
