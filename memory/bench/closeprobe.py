@@ -21,9 +21,11 @@ import statistics
 import time
 from collections import defaultdict
 
-from .. import locomo as lc
+from .. import locomo_format as lc
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
 from ..trace import LLMCall
-from .common import machine, parser, progress, write_json
+from .common import parser, progress
 
 
 def first_try_valid(c: LLMCall) -> bool:
@@ -107,7 +109,7 @@ def main(argv: list[str]) -> int:
             }
             rows.append(row)
             progress(f"{sid} {row['session']} ({row['turns']} turns): {secs:.0f} s, {len(calls)} calls")
-            write_json(a.out, {"config": vars(a), "machine": machine(), "closes": rows})
+            atomic_write_json(a.out, {"config": vars(a), "machine": machine(), "closes": rows})
     print(f"{'session':16} {'turns':>5} {'s/close':>8} {'memories':>8}  step: calls, first-try valid, over window")
     for r in rows:
         steps = "; ".join(

@@ -25,14 +25,17 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import locomo as lc
+from .. import locomo_format as lc
+from ..evaluation.figures import matplotlib_pyplot
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
 from ..llm import LLM, LLMSession, make_llm
 from ..records import Turn
 from ..reply_prompts import reply_messages
 from ..settings import BUNDLED_MODELS, LLMConfig
 from ..trace import Trace
-from .answer_score import all_words_present, token_f1
-from .common import machine, matplotlib_pyplot, parser, plot_path, progress, str_list, write_json
+from .answer_score import has_all_words, token_f1
+from .common import parser, plot_path, progress, str_list
 from .plots import save_figure
 
 # (remembered fact, what the user says now, words of which any shows the fact was used)
@@ -184,7 +187,7 @@ def run_model(
                 "gold": it.answer,
                 "category": it.category,
                 "f1": token_f1(text, it.answer),
-                "all_words": all_words_present(text, it.answer),
+                "all_words": has_all_words(text, it.answer),
             }
         rows.append(row)
         progress(f"{model} {i + 1}/{len(items)} ({row['seconds']:.1f} s): {text[:70]!r}")
@@ -250,7 +253,7 @@ def main(argv: list[str]) -> int:
 
     def save(partial: dict | None = None) -> None:
         done = results + ([partial] if partial else [])
-        write_json(a.out, {"config": vars(a) | {"items": len(items)}, "machine": machine(), "results": done})
+        atomic_write_json(a.out, {"config": vars(a) | {"items": len(items)}, "machine": machine(), "results": done})
 
     for m in a.models:  # written after each item: a long run stopped early keeps what it measured
         results.append(run_model(m, items, a.temperature, a.max_tokens, checkpoint=save))

@@ -17,7 +17,7 @@ from ..dates import iso_key, order_key
 from ..llm import LLMSession
 from ..records import SessionRecord
 from . import prompts
-from .extract import extract_memories
+from .extract import extract_memories, is_assistant, is_promise
 from .graph import Memory, MemoryGraph
 
 # Offline rule: SameTopic when the cosine similarity (MiniLM) is at least this. Chosen on LoCoMo conv-26
@@ -95,6 +95,15 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
                 functools.partial(extracted, lo, hi, "extracted-fallback"),
                 max_tokens=_summary_answer(hi - lo),
             )
+    # The assistant's own words are not memories of the user, whatever the summary says (extract.py).
+    items = [
+        it
+        for it in items
+        if is_promise(it["event"])
+        or not (
+            is_assistant(it["speaker"]) or (it["turns"] and all(is_assistant(turns[t].speaker) for t in it["turns"]))
+        )
+    ]
     ts = iso_key(session.date)
     return [
         Memory(

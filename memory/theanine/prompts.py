@@ -40,6 +40,13 @@ def summarise_messages(
     dialogue = "\n".join(numbered_turns)
     who = f" between {', '.join(speakers)}" if speakers else ""
     where = f" (part {part[0]} of {part[1]}; the other parts are summarised separately)" if part and part[1] > 1 else ""
+    # A user-assistant chat: the memory is the user's (the assistant's small talk is not about them).
+    whose = (
+        "The assistant's own words are not memories: list facts about the user, and of the assistant only "
+        "what it promised to do. "
+        if speakers and "assistant" in (s.lower() for s in speakers)
+        else ""
+    )
     return [
         {"role": "system", "content": "You write long-term memories of a conversation. Answer in JSON only."},
         {
@@ -48,34 +55,32 @@ def summarise_messages(
             "List every fact about each speaker worth remembering in later conversations "
             "(events, plans, preferences, feelings, changes, people and things they mention), one short "
             "third-person sentence each that names the speaker, with the numbers of the turns it comes from. "
-            "Only facts about the people"
-            + (" (never what the assistant said)" if speakers and ASSISTANT in speakers else "")
-            + ". Leave none out. Answer as "
+            f"{whose}Leave none out. Answer as "
             '{"memories": [{"speaker": "...", "event": "...", "turns": [0]}]}',
         },
     ]
 
 
 def _speaker_of(it: dict, turns: list[int], turn_speakers: list[str]) -> str | None:
-    """The speaker a memory is about: one of the session's people (not the assistant), else None."""
-    people = {sp.lower(): sp for sp in dict.fromkeys(turn_speakers) if sp and sp.lower() != ASSISTANT}
+    """The session speaker a memory is about: the one it names, else the speaker of its first turn,
+    else the only person (not the assistant) of the session; None when none fits."""
+    speakers = {sp.lower(): sp for sp in dict.fromkeys(turn_speakers) if sp}
     named = str(it.get("speaker", "")).strip().lower()
-    if named in people:
-        return people[named]
-    if named == ASSISTANT:
-        return None
-    cited = [turn_speakers[t] for t in turns if turn_speakers[t].lower() != ASSISTANT]
-    if cited:
-        return cited[0]
-    return next(iter(people.values())) if len(people) == 1 else None
+    if named in speakers:
+        return speakers[named]
+    if turns:
+        return turn_speakers[turns[0]]
+    people = [sp for low, sp in speakers.items() if low != ASSISTANT]
+    return people[0] if len(people) == 1 else None
 
 
 def validate_memories(raw, n_turns: int, lo: int = 0, turn_speakers: list[str] | None = None) -> list[dict]:
     """The memories of an answer; turn numbers outside [lo, n_turns) are dropped.
 
     With `turn_speakers` (each turn's speaker) a memory must be a statement about one of the session's
-    people: not about the assistant, not drawn only from the assistant's turns, not addressed to
-    someone ("great to hear that you ...") and not a question."""
+    speakers, in the third person: not addressed to someone ("great to hear that you ..."), not a
+    question, and not the assistant's words given as a fact about someone else (a memory about the
+    assistant itself, e.g. what it promised, may come from its turns)."""
     items = raw.get("memories") if isinstance(raw, dict) else raw
     if not isinstance(items, list):
         raise ValueError("expected a list of memories")
@@ -91,10 +96,11 @@ def validate_memories(raw, n_turns: int, lo: int = 0, turn_speakers: list[str] |
         if turn_speakers is not None:
             if event.endswith("?") or _SECOND_PERSON.search(event):
                 continue
-            if turns and all(turn_speakers[t].lower() == ASSISTANT for t in turns):
-                continue
             speaker = _speaker_of(it, turns, turn_speakers)
             if speaker is None:
+                continue
+            only_assistant = turns and all(turn_speakers[t].lower() == ASSISTANT for t in turns)
+            if only_assistant and speaker.lower() != ASSISTANT:
                 continue
         out.append({"speaker": speaker, "event": event, "turns": turns})
     if not out:

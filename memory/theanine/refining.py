@@ -44,11 +44,11 @@ def _batches(llm: LLMSession, dialogue: str, texts: list[str]) -> list[list[int]
     return [*out, cur] if cur else out
 
 
-def refine(llm: LLMSession, dialogue: str, texts: list[str]) -> list[str]:
-    """One refined text per timeline of `texts`, in order."""
+def refine(llm: LLMSession, dialogue: str, texts: list[str], each: bool = False) -> list[str]:
+    """One refined text per timeline of `texts`, in order; `each`: one call per timeline."""
     dialogue = _end_of(dialogue, llm.window // 4)
     out = list(texts)
-    for batch in _batches(llm, dialogue, texts):
+    for batch in [[i] for i in range(len(texts))] if each else _batches(llm, dialogue, texts):
         raw = [texts[i] for i in batch]
         got = llm.json(
             "refine",

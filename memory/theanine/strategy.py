@@ -171,8 +171,9 @@ class TheanineMemory:
     ) -> list[dict]:
         """Top-k memories for the dialogue context, n sampled timelines through each, packed into
         `options.budget` tokens by the shared rule (memory.packing: whole timelines in anchor order,
-        the first that does not fit cut to the memories around its anchor). A memory already shown
-        is not repeated. `timelines` False packs the top-k memories alone (ablation).
+        the first that does not fit cut to the memories around its anchor). A timeline whose
+        memories were all shown already is left out; the others are kept whole. `timelines` False
+        packs the top-k memories alone (ablation).
 
         Returns the raw timelines ({"anchor", "nodes", "text", "covers"}) and fills trace.memories.
         """
@@ -206,9 +207,9 @@ class TheanineMemory:
                     else [[h.id]]
                 )
                 for path in paths:
-                    path = timelines_mod.unshown_run(path, h.id, shown)
-                    shown.update(path)
-                    units.append(self._unit(graph, path, h.id))
+                    if timelines_mod.adds_memory(path, shown):
+                        shown.update(path)
+                        units.append(self._unit(graph, path, h.id))
             packed = pack(units, options.budget)
             out = []
             for unit, pieces in packed.chosen:
@@ -235,12 +236,14 @@ class TheanineMemory:
             pieces.append(NodePiece(rel + node, tuple(m.turns), meta=mid))
         return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=path.index(anchor), meta={"anchor": anchor})
 
-    def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace) -> list[str]:
-        """Phase II-2 (memory.theanine.refining); a timeline the LLM did not rewrite keeps its raw text."""
+    def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace, each: bool = False) -> list[str]:
+        """Phase II-2 (memory.theanine.refining): batched calls sized to the context window, or with
+        `each` one call per timeline (the official code's way); a timeline the LLM did not rewrite
+        keeps its raw text."""
         if not raw:
             return []
         with trace.timed("theanine_refine"):
-            refined = refining.refine(llm, dialogue, [t["text"] for t in raw])
+            refined = refining.refine(llm, dialogue, [t["text"] for t in raw], each=each)
         trace.timelines_refined = refined
         return refined
 
