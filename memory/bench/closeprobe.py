@@ -28,6 +28,38 @@ from ..trace import LLMCall
 from .common import parser, progress
 
 
+class SizingLLM:
+    """`--dry-run`: the model's own tokenizer and window, no generation. Every answer is unusable
+    ("{}"), so each step takes its fallback (and asks again), but every prompt is built and sized as in
+    a real close: what it records is how many calls each step makes and their prompt + answer tokens."""
+
+    json_attempts = 2
+
+    def __init__(self, gguf: str, window: int):
+        from llama_cpp import Llama
+
+        self.vocab = Llama(model_path=gguf, vocab_only=True, verbose=False)
+        self.context_window = window
+        self.requests: list[tuple[str, int, int]] = []  # (purpose, prompt tokens, max_tokens)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def _record(self, messages: list[dict], max_tokens: int, purpose: str) -> int:
+        n = sum(self.count_tokens(str(m.get("content", ""))) + 8 for m in messages)
+        self.requests.append((purpose, n, max_tokens))
+        return n
+
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
+        from ..llm import Completion
+
+        return Completion("{}", self._record(messages, max_tokens, purpose), 1)
+
+    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
+        self._record(messages, max_tokens, purpose)
+        yield "ok"
+
+
 def first_try_valid(c: LLMCall) -> bool:
     return c.status in ("ok", "repaired") and not c.detail.startswith("attempt 1")
 
@@ -70,6 +102,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--sessions", type=int, default=3)
     p.add_argument("--min-turns", type=int, default=35)
     p.add_argument("--before", type=int, default=3, help="earlier sessions closed offline first")
+    p.add_argument("--dry-run", action="store_true", help="size every prompt with the model's tokenizer, no generation")
     a = p.parse_args(argv)
     import tempfile
     from pathlib import Path
@@ -85,7 +118,12 @@ def main(argv: list[str]) -> int:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings.from_env({**env, "MEMORY_DATA_DIR": str(Path(tmp) / "data")})
-        agent = MemoryAgent.from_settings(settings)
+        sizing = None
+        if a.dry_run:
+            from ..llm import bundled_gguf_path
+
+            sizing = SizingLLM(bundled_gguf_path(a.model), settings.llm.n_ctx)
+        agent = MemoryAgent.from_settings(settings, llm_factory=(lambda cfg: sizing) if sizing else None)
         for k, (sid, i, sessions) in enumerate(picked):
             user = f"u{k}"
             for s in sessions[max(0, i - a.before) : i]:
@@ -107,6 +145,15 @@ def main(argv: list[str]) -> int:
                 "calls": [dataclasses.asdict(c) for c in calls],
                 "notices": report.trace.notices,
             }
+            if sizing is not None:
+                asked = sizing.requests
+                row["dry_run"] = {
+                    "calls": len(asked),
+                    "max_prompt_plus_answer": max((n + m for _p, n, m in asked), default=0),
+                    "over_window": sum(n + m > settings.llm.n_ctx for _p, n, m in asked),
+                    "per_step": {q: sum(p == q for p, _n, _m in asked) for q in sorted({p for p, _n, _m in asked})},
+                }
+                sizing.requests = []
             rows.append(row)
             progress(f"{sid} {row['session']} ({row['turns']} turns): {secs:.0f} s, {len(calls)} calls")
             atomic_write_json(a.out, {"config": vars(a), "machine": machine(), "closes": rows})
@@ -116,6 +163,12 @@ def main(argv: list[str]) -> int:
             f"{p} {s['calls']}, {s['first_try_valid']:.2f}, {s['over_window']}" for p, s in r["steps"].items()
         )
         print(f"{r['sample'] + ' ' + r['session']:16} {r['turns']:5} {r['seconds']:8.1f} {r['memories']:8}  {steps}")
+        if "dry_run" in r:
+            d = r["dry_run"]
+            print(
+                f"  dry run: {d['per_step']}, largest prompt + answer {d['max_prompt_plus_answer']} "
+                f"of {r['window']}, over the window: {d['over_window']}"
+            )
     if rows:
         print(f"median seconds per close: {statistics.median(r['seconds'] for r in rows):.1f}")
     return 0
