@@ -50,10 +50,12 @@ def test_reply_close_and_refine_through_a_real_server(qwen_server, tmp_path):
     assert {"summarise", "segment"} <= set(calls) and calls["summarise"].prompt_tokens > 0  # the server answered
     nodes = agent.graph_view("u")["nodes"]
     assert nodes and report.new_segments
-    for n in nodes:  # statements about the user, never the assistant's words
+    for n in nodes:  # third-person statements about a speaker; the assistant's words never filed as the user's
         memory = agent.theanine.graph("u").memory(n["id"])
-        assert memory.speaker == "user" and "s1:1" not in memory.turns, (memory.speaker, memory.event)
-        assert not re.search(r"\byou(r|'ve|'re)?\b", memory.event, re.I), memory.event
+        assert memory.speaker in ("user", "assistant"), (memory.speaker, memory.event)
+        assert memory.speaker == "assistant" or memory.turns != ["s1:1"], memory.event
+        if memory.built_by == "llm":  # (a fallback memory is a sentence of the dialogue as it was said)
+            assert not re.search(r"\byou(r|'ve|'re)?\b", memory.event, re.I), memory.event
 
     events = list(agent.reply("u", [], "What is my dog's name, and who wants to meet him?", "2024-03-09", OPTS))
     trace = events[-1].trace
