@@ -3,7 +3,18 @@
 import importlib
 import sys
 
-COMMANDS = ("locomo", "segmentation", "scale", "cost", "qa", "teafarm", "graph", "replyprobe", "bm25")
+COMMANDS = (
+    "locomo",
+    "segmentation",
+    "scale",
+    "cost",
+    "qa",
+    "teafarm",
+    "graph",
+    "replyprobe",
+    "bm25",
+    "knowledge_update",
+)
 
 
 def main(argv: list[str]) -> int:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import random
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..dates import iso_key
 from ..embeddings import Embedder
+from ..errors import InvalidOptions
 from ..llm import LLMSession
 from ..locks import KeyedLocks
 from ..packing import Piece, Unit, pack
@@ -19,6 +22,7 @@ from ..store import VectorStore
 from ..trace import Trace
 from . import linking, prompts
 from . import timelines as timelines_mod
+from .changes import ChangeRule
 from .extract import BUILT_BY
 from .graph import GraphStore, JsonGraphStore, Memory, MemoryGraph
 
@@ -30,6 +34,31 @@ TIMELINE_MAX_LEN = 12  # memories per timeline (the paper retrieves whole timeli
 @dataclass
 class NodePiece(Piece):
     meta: str = ""  # the memory id this piece renders
+
+
+AsOf = str | set[str] | frozenset[str] | None  # a date, or the ids of the sessions built by then
+_LEADING_RELATION = re.compile(r"^-\([A-Za-z]+\)- ")  # a cut timeline starting after its first memory
+
+
+def node_text(graph: MemoryGraph, mid: str) -> str:
+    """A memory as the reply reads it: "[time: event]"; a superseded one "[time until then: event]"."""
+    m = graph.memory(mid)
+    nxt = graph.superseded_by(mid)
+    when = f"{m.time} until {graph.memory(nxt).time}" if nxt is not None else m.time
+    return f"[{when}: {m.event}]" if when else f"[{m.event}]"
+
+
+def as_of_sessions(graph: MemoryGraph, as_of: AsOf) -> set[str] | None:
+    """The sessions that make up the memory as of `as_of` (None: all of it, now)."""
+    if as_of is None or as_of == "":
+        return None
+    if isinstance(as_of, str):
+        iso = iso_key(as_of)
+        if not iso:
+            raise InvalidOptions(f"as_of must be a date (e.g. 2023-05-02) or a built session's id, not {as_of!r}")
+        # A date without a time of day means the whole day.
+        return graph.sessions_until(iso if ":" in as_of else iso[:10] + "T23:59:59.999999")
+    return set(as_of)
 
 
 class _AlreadyBuilt(Exception):
@@ -128,7 +157,8 @@ class TheanineMemory:
             vecs = self.embedder.embed([m.event for m in mems]) if mems else np.zeros((0, 1))
             cands = self._candidates(user_id, session_id, mems, vecs, options.j)
         with trace.timed("theanine_relations"):
-            labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm)
+            # Offline Changed labels (memory.theanine.changes) compare masked sentences with the same embedder.
+            labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm, ChangeRule(self.embedder))
         g_t = {c.old_id: graph.component_of(c.old_id) for c in cands}  # components before this session
         for m in mems:
             graph.add_memory(m)
@@ -167,57 +197,58 @@ class TheanineMemory:
 
     # --- Phase II ---------------------------------------------------------------
     def retrieve(
-        self, user_id: str, context: str, options: Options, trace: Trace, timelines: bool = True
+        self, user_id: str, context: str, options: Options, trace: Trace, timelines: bool = True, as_of: AsOf = None
     ) -> list[dict]:
         """Top-k memories for the dialogue context, n sampled timelines through each, packed into
         `options.budget` tokens by the shared rule (memory.packing: whole timelines in anchor order,
         the first that does not fit cut to the memories around its anchor). A memory already shown
         is not repeated. `timelines` False packs the top-k memories alone (ablation).
 
+        Current first, history kept: a retrieved memory that a later one superseded (a Changed edge)
+        is replaced by the current one, with the superseded ones after it as its history
+        ("[2023-01-05 until 2023-04-03: lived in Porto]"). `as_of` retrieves over the memory as it
+        stood then: a date, or the sessions built by then (`as_of_sessions`).
+
         Returns the raw timelines ({"anchor", "nodes", "text", "covers"}) and fills trace.memories.
         """
-        with trace.timed("theanine_retrieve"):
-            vec = self.embedder.embed([context])[0]
-            hits = self.store.query(user_id, KIND, vec, options.k)
         with trace.timed("theanine_untangle"), self.lock(user_id):
             graph = self.graph(user_id)
+            sessions = as_of_sessions(graph, as_of)
+            if sessions is not None:
+                graph = graph.as_of(sessions)
+        with trace.timed("theanine_retrieve"):
+            vec = self.embedder.embed([context])[0]
+            where = None if sessions is None else {"session_id": {"$in": sorted(sessions) or [""]}}
+            hits = self.store.query(user_id, KIND, vec, options.k, where=where)
+        with trace.timed("theanine_untangle"):
             rng = random.Random(options.seed)
             units: list[Unit] = []
             shown: set[str] = set()
             for h in hits:
                 if h.id not in graph:
                     continue
-                m = graph.memory(h.id)
-                trace.memories.append(
-                    {
-                        "id": m.id,
-                        "event": m.event,
-                        "time": m.time,
-                        "session_id": m.session_id,
-                        "score": round(h.score, 4),
-                        "built_by": BUILT_BY.get(m.built_by, ""),
-                    }
-                )
-                if h.id in shown:
+                trace.memories.append(self._hit(graph, h.id, h.score))
+                anchor = graph.current(h.id)
+                if anchor in shown:
                     continue
                 paths = (
-                    timelines_mod.sample_timelines(graph, h.id, options.n, rng, max_len=self.max_len)
+                    timelines_mod.sample_timelines(graph, anchor, options.n, rng, max_len=self.max_len)
                     if timelines
-                    else [[h.id]]
+                    else [[anchor]]
                 )
                 for path in paths:
-                    path = timelines_mod.unshown_run(path, h.id, shown)
-                    shown.update(path)
-                    units.append(self._unit(graph, path, h.id))
+                    path = timelines_mod.unshown_run(path, anchor, shown)
+                    history = [x for x in graph.replaced(anchor) if x not in path and x not in shown]
+                    shown.update(path + history)
+                    units.append(self._unit(graph, path, anchor, history))
             packed = pack(units, options.budget)
             out = []
             for unit, pieces in packed.chosen:
-                nodes = [p.meta for p in pieces]
                 out.append(
                     {
                         "anchor": unit.meta["anchor"],
-                        "nodes": nodes,
-                        "text": timelines_mod.render(graph, nodes),
+                        "nodes": [p.meta for p in pieces],
+                        "text": _LEADING_RELATION.sub("", unit.sep.join(p.text for p in pieces)),
                         "covers": [t for p in pieces for t in p.covers],
                     }
                 )
@@ -225,15 +256,36 @@ class TheanineMemory:
         return out
 
     @staticmethod
-    def _unit(graph: MemoryGraph, path: list[str], anchor: str) -> Unit:
-        """A timeline as packing pieces: one memory each, in `timelines.render`'s format."""
+    def _hit(graph: MemoryGraph, mid: str, score: float) -> dict:
+        """What See why lists for a retrieved memory, with the memory that superseded it, if any."""
+        m = graph.memory(mid)
+        d = {
+            "id": m.id,
+            "event": m.event,
+            "time": m.time,
+            "session_id": m.session_id,
+            "score": round(score, 4),
+            "built_by": BUILT_BY.get(m.built_by, ""),
+        }
+        cur = graph.current(mid)
+        if cur != mid:
+            c = graph.memory(cur)
+            d["superseded_by"] = {"id": c.id, "event": c.event, "time": c.time}
+        return d
+
+    @staticmethod
+    def _unit(graph: MemoryGraph, path: list[str], anchor: str, history: tuple[str, ...] | list[str] = ()) -> Unit:
+        """A timeline as packing pieces: one memory each, in `timelines.render`'s format; a superseded
+        memory says until when it held, and `history` (superseded memories off the path) follows the anchor."""
         pieces: list[Piece] = []
         for i, mid in enumerate(path):
-            m = graph.memory(mid)
             rel = f"-({graph.g.edges[path[i - 1], mid]['relation']})- " if i else ""
-            node = f"[{m.time}: {m.event}]" if m.time else f"[{m.event}]"
-            pieces.append(NodePiece(rel + node, tuple(m.turns), meta=mid))
-        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=path.index(anchor), meta={"anchor": anchor})
+            pieces.append(NodePiece(rel + node_text(graph, mid), tuple(graph.memory(mid).turns), meta=mid))
+        at = path.index(anchor)
+        for j, mid in enumerate(history):
+            text = ("history: " if j == 0 else "") + node_text(graph, mid)
+            pieces.insert(at + 1 + j, NodePiece(text, tuple(graph.memory(mid).turns), meta=mid))
+        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=at, meta={"anchor": anchor})
 
     def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace) -> list[str]:
         """Phase II-2 in one batched call; a timeline the LLM did not rewrite keeps its raw text."""
@@ -252,6 +304,16 @@ class TheanineMemory:
         refined = [r or texts[i] for i, r in enumerate(refined)] + texts[len(refined) :]
         trace.timelines_refined = refined
         return refined
+
+    def sessions_as_of(self, user_id: str, as_of: str) -> set[str]:
+        """The sessions whose memory existed as of `as_of`: a built session's id (it and every session
+        before it in time order, as time travel counts steps) or a date (sessions dated on or before it)."""
+        with self.lock(user_id):
+            graph = self.graph(user_id)
+            if as_of in graph.built_sessions:
+                return graph.sessions_through(as_of)
+            out = as_of_sessions(graph, as_of)
+            return out if out is not None else set(graph.built_sessions)
 
     # --- management ---------------------------------------------------------------
     def delete_memory(self, user_id: str, memory_id: str) -> bool:
@@ -282,8 +344,13 @@ class TheanineMemory:
                         "session_id": m.session_id,
                         "turns": list(m.turns),
                         "built_by": BUILT_BY.get(m.built_by, ""),
+                        "superseded_by": graph.superseded_by(m.id),  # None: current
                     }
                     for m in sorted(graph.memories(), key=lambda m: m.order)
                 ],
-                "edges": [{"source": a, "target": b, "relation": r} for a, b, r in graph.g.edges(data="relation")],
+                "edges": [
+                    {"source": a, "target": b, "relation": r}
+                    | ({"found_by": graph.found_by(a, b)} if r == "Changed" else {})
+                    for a, b, r in graph.g.edges(data="relation")
+                ],
             }
