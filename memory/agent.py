@@ -188,14 +188,16 @@ class MemoryAgent:
         trace: Trace,
         session: LLMSession | None,
         timelines: bool = True,
-        as_of: str | None = None,
+        as_of: str | set[str] | None = None,
     ):
         """Retrieve (and for THEANINE refine) the memory for a reply; yields status events and
         returns the MemoryContext. `session` None skips refinement (raw timelines are used);
         `timelines` False gives THEANINE's top-k memories without timelines (a benchmark ablation);
         `as_of` (a date or a session id) retrieves over the memory as it stood then."""
         ctx = MemoryContext(opts.strategy)
-        sessions = self.theanine.sessions_as_of(user_id, as_of) if as_of else None
+        sessions = set(as_of) if isinstance(as_of, (set, frozenset)) else None
+        if isinstance(as_of, str) and as_of:
+            sessions = self.theanine.sessions_as_of(user_id, as_of)
         if opts.strategy == "theanine":
             yield ReplyEvent("status", "Retrieving memory timelines...")
             raw = self.theanine.retrieve(
@@ -222,12 +224,13 @@ class MemoryAgent:
         trace: Trace | None = None,
         session: LLMSession | None = None,
         timelines: bool = True,
-        as_of: str | None = None,
+        as_of: str | set[str] | None = None,
     ) -> MemoryContext:
         """Exactly the memory `reply` would put in its prompt for `message` (the benchmarks call this).
 
         `as_of`: a date ("2023-05-02": the sessions dated on or before it) or a session id (that
-        session and those before it): the memory as it stood then, as time travel steps through it."""
+        session and those before it), or the set of sessions built by then: the memory as it stood then,
+        as time travel steps through it."""
         opts = options or self.settings.options
         message = truncate(message, MAX_MESSAGE_TOKENS) if count_tokens(message) > MAX_MESSAGE_TOKENS else message
         gen = self._memory_steps(

@@ -48,6 +48,15 @@ def node_text(graph: MemoryGraph, mid: str) -> str:
     return f"[{when}: {m.event}]" if when else f"[{m.event}]"
 
 
+def _text(unit: Unit, pieces: list) -> str:
+    """The packed pieces as one line; a cut timeline does not start with a dangling relation."""
+    texts = [p.text for p in pieces]
+    first = 1 if unit.head is not None and pieces and pieces[0] is unit.head else 0
+    if len(texts) > first:
+        texts[first] = _LEADING_RELATION.sub("", texts[first])
+    return unit.sep.join(texts)
+
+
 def as_of_sessions(graph: MemoryGraph, as_of: AsOf) -> set[str] | None:
     """The sessions that make up the memory as of `as_of` (None: all of it, now)."""
     if as_of is None or as_of == "":
@@ -247,8 +256,8 @@ class TheanineMemory:
                 out.append(
                     {
                         "anchor": unit.meta["anchor"],
-                        "nodes": [p.meta for p in pieces],
-                        "text": _LEADING_RELATION.sub("", unit.sep.join(p.text for p in pieces)),
+                        "nodes": list(dict.fromkeys(p.meta for p in pieces)),
+                        "text": _text(unit, pieces),
                         "covers": [t for p in pieces for t in p.covers],
                     }
                 )
@@ -285,7 +294,10 @@ class TheanineMemory:
         for j, mid in enumerate(history):
             text = ("history: " if j == 0 else "") + node_text(graph, mid)
             pieces.insert(at + 1 + j, NodePiece(text, tuple(graph.memory(mid).turns), meta=mid))
-        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=at, meta={"anchor": anchor})
+        head = None
+        if set(path[:at]) & set(graph.replaced(anchor)):  # the timeline reaches the current fact last: say it first
+            head = NodePiece(f"now: {node_text(graph, anchor)}", tuple(graph.memory(anchor).turns), meta=anchor)
+        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=at, meta={"anchor": anchor}, head=head)
 
     def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace) -> list[str]:
         """Phase II-2 in one batched call; a timeline the LLM did not rewrite keeps its raw text."""
