@@ -85,7 +85,8 @@ def graph_data(
     limit: int = MAX_NODES,
 ) -> dict:
     """One render's data, compact: sessions [id, label, position 0..1 by date], nodes [id, event, time,
-    session index, flags (1 retrieved, 2 new), source turns], edges [from index, to index, relation].
+    session index, flags (1 retrieved, 2 new), source turns, id of the memory that superseded it or ""],
+    edges [from index, to index, relation].
 
     `sessions`: the user's sessions in time order as (id, label, position); `turns(ids)` gives
     {turn id: (speaker, text)} for the source turns shown on click.
@@ -114,6 +115,7 @@ def graph_data(
                 index[str(n.get("session_id", ""))],
                 (1 if nid in retrieved else 0) | (2 if nid in new else 0),
                 src,
+                str(n.get("superseded_by") or ""),  # drawn faded, with its Changed edge (issue 22)
             ]
         )
     out_edges = [

@@ -60,16 +60,20 @@ function tooltip(n) {
   if (n[4] & 1) marks.push("retrieved for this reply");
   if (n[4] & 2) marks.push(TT ? "added by this session" : "new");
   if (marks.length) box.appendChild(el("div", "(" + marks.join(", ") + ")"));
+  if (superseded(n)) box.appendChild(el("div", "superseded by: " + byId[n[6]][1] + " (" + byId[n[6]][2] + ")"));
   box.appendChild(el("div", "click: source turns"));
   return box;
 }
+// A memory a later one replaced (a Changed edge) is kept, drawn faded; in time travel once its successor exists.
+function superseded(n) { return !!(n[6] && byId[n[6]] && (!TT || stepOf[n[6]] <= ttStep)); }
 function look(n) {
   var c = colour((sessions[n[3]] || [])[2]);
   var retrieved = n[4] & 1, fresh = n[4] & 2;
   // Time travel marks what the step added with a diamond and an amber outline (the legend says so).
   var border = retrieved ? RETRIEVED : (fresh && TT ? NEW_BORDER : c);
   return {shape: retrieved ? "star" : (fresh ? "diamond" : "dot"), size: retrieved ? 22 : (fresh ? 16 : 10),
-          borderWidth: retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border}};
+          borderWidth: retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border},
+          opacity: superseded(n) ? 0.3 : 1};
 }
 function visNode(n, showLabel) {
   var v = look(n);
@@ -84,6 +88,7 @@ function edgeStep(e) { return Math.max(stepOf[raw[e[0]][0]], stepOf[raw[e[1]][0]
 function edgeLook(e, i) {
   var v = {id: i};
   if (TT) { var k = edgeStep(e); v.hidden = k > ttStep; v.width = k === ttStep ? 3.5 : 1.2; }
+  if (e[2] === "Changed") v.width = Math.max(v.width || 0, 3);  // a change stays visible beside its faded memory
   return v;
 }
 var edges = new vis.DataSet(rawEdges.map(function (e, i) {
@@ -241,6 +246,8 @@ network.on("click", function (p) {
   fresh.id = "legend-new";
   if (TT) { fresh.title = "Diamonds with an amber outline and thick edges: what this session added and linked"; fresh.style.borderBottom = "3px solid " + NEW_BORDER; }
   box.appendChild(fresh);
+  var faded = raw.filter(superseded).length;
+  if (faded) { var f = el("span", "faded: superseded (" + faded + ")"); f.title = "Memories a later one replaced (Changed): kept as history"; box.appendChild(f); }
   var present = {};
   (data.e || []).forEach(function (e) { present[e[2]] = true; });
   Object.keys(RELATIONS).filter(function (r) { return present[r]; }).forEach(function (r) {
