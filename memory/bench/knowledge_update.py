@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ..packing import Piece, Unit, pack
 from ..trace import Trace
-from .common import machine, parser, progress, write_json
+from .common import machine, parser, progress, str_list, write_json
 from .ku_histories import History, histories
 
 STRATEGIES = ("none", "turn", "secom", "theanine-topk", "theanine-timeline")
@@ -244,7 +244,10 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--gguf", default="", help="a GGUF file for --reply instead of a bundled model")
     p.add_argument("--temperature", type=float, default=0.0, help="reply temperature (default 0: repeatable)")
-    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument(
+        "--strategies", type=str_list, default=list(STRATEGIES), help=f"some of {', '.join(STRATEGIES)} (default all)"
+    )
     a = p.parse_args(argv)
     settings = Settings.from_env()
     options = settings.options.with_(
@@ -256,8 +259,9 @@ def main(argv: list[str]) -> int:
         agent = build(hs, Path(tmp), settings)
         built = time.perf_counter() - t0
         rule = rule_scores(agent, hs)
-        rows = retrieval_rows(agent, hs, STRATEGIES, options)
-        text, summary = table(rows, STRATEGIES, RETRIEVAL_COLS)
+        strategies = [st for st in a.strategies if st in STRATEGIES]
+        rows = retrieval_rows(agent, hs, strategies, options)
+        text, summary = table(rows, strategies, RETRIEVAL_COLS)
         print(f"Retrieval level: {len(hs)} histories, memory budget {options.budget} tokens, k={options.k}")
         print(text)
         print(
@@ -279,8 +283,8 @@ def main(argv: list[str]) -> int:
             elif a.model or cfg.backend != "embedded":
                 cfg = LLMConfig(backend="embedded", bundled_model=a.model or cfg.bundled_model)
             t1 = time.perf_counter()
-            rrows = reply_rows(agent, hs, STRATEGIES, options, cfg, a.max_tokens)
-            rtext, rsummary = table(rrows, STRATEGIES, REPLY_COLS)
+            rrows = reply_rows(agent, hs, strategies, options, cfg, a.max_tokens)
+            rtext, rsummary = table(rrows, strategies, REPLY_COLS)
             print(f"\nReply level ({cfg.describe()}, temperature {a.temperature}, {time.perf_counter() - t1:.0f} s)")
             print(rtext)
             out |= {"reply_model": cfg.describe(), "reply": rsummary, "reply_rows": rrows}
