@@ -160,3 +160,34 @@ def test_recall_returns_lines_with_sources_and_scores_and_keeps_users_apart(serv
         assert "Porto" not in theirs and "Lisbon" not in theirs and "Vienna" in theirs
     with pytest.raises(InvalidOptions):
         recall(service, alice, "Where?", "theanine", "no-such-session")
+
+
+def test_the_graph_and_see_why_name_the_superseded_memory():
+    from ui.graph_view import graph_data
+    from ui.panels import trace_html
+
+    view = {
+        "nodes": [
+            {
+                "id": "s1:m0",
+                "event": "user: " + PORTO,
+                "time": "2023-01-05",
+                "session_id": "s1",
+                "superseded_by": "s3:m0",
+            },
+            {
+                "id": "s3:m0",
+                "event": "user: " + LISBON,
+                "time": "2023-04-03",
+                "session_id": "s3",
+                "superseded_by": None,
+            },
+        ],
+        "edges": [{"source": "s1:m0", "target": "s3:m0", "relation": "Changed", "found_by": "rule"}],
+    }
+    data = graph_data(view, retrieved={"s1:m0"})
+    assert [n[6] for n in data["n"]] == ["s3:m0", ""] and data["e"] == [[0, 1, "Changed"]]
+    by = {"id": "s3:m0", "event": "user: " + LISBON, "time": "2023-04-03"}
+    mem = {"id": "s1:m0", "event": "user: " + PORTO, "time": "2023-01-05", "score": 0.5, "superseded_by": by}
+    html = trace_html({"strategy": "theanine", "memories": [mem], "timelines_raw": []})
+    assert "Superseded" in html and "replaced on 2023-04-03" in html and LISBON in html
