@@ -58,7 +58,10 @@ def recall(service, user_id: str, query: str, strategy: str = "", as_of: str = "
             {
                 "text": text,
                 "score": scores[i] if i < len(scores) else None,
-                "turns": [{"id": t, "speaker": turns[t][0], "text": turns[t][1]} for t in covers if t in turns],
+                # dict.fromkeys: a timeline that says its current fact first carries its turns twice
+                "turns": [
+                    {"id": t, "speaker": turns[t][0], "text": turns[t][1]} for t in dict.fromkeys(covers) if t in turns
+                ],
             }
         )
     superseded = [

@@ -191,3 +191,16 @@ def test_the_graph_and_see_why_name_the_superseded_memory():
     mem = {"id": "s1:m0", "event": "user: " + PORTO, "time": "2023-01-05", "score": 0.5, "superseded_by": by}
     html = trace_html({"strategy": "theanine", "memories": [mem], "timelines_raw": []})
     assert "Superseded" in html and "replaced on 2023-04-03" in html and LISBON in html
+
+
+def test_time_travel_asks_as_of_a_session(service):
+    from types import SimpleNamespace
+
+    from ui.timetravel import TimeTravel
+
+    alice = _import(service, sess("a1", "2023-01-05", PORTO), sess("a2", "2023-04-03", LISBON))
+    tt = TimeTravel(service, SimpleNamespace())
+    then, now = tt.ask(alice, 1, "Which city do I live in?"), tt.ask(alice, 2, "Which city do I live in?")
+    assert "Porto" in then and "Lisbon" not in then
+    assert now.index("Lisbon") < now.index("Porto") and "Superseded by then" in now
+    assert "nothing was remembered" in tt.ask(alice, 0, "Which city?")
