@@ -1,7 +1,7 @@
 """Evaluate memory designs on a LoCoMo-format file or on the user's own history and questions.
 
-A run is the app-path evidence-recall benchmark itself (`memory.bench.locomo_agent.run`, the code
-of `python -m memory.bench locomo --path agent`), not a copy: every choice the page offers is a
+A run is the evaluation API's run (`memory.evaluation.agent_run.run`, which
+`python -m memory.bench locomo --path agent` calls too), not a copy: every choice the page offers is a
 `RunSpec` field, and the result is the JSON the command writes (with `--contexts`).
 
 * Scratch data only: the benchmark closes the sessions into memory in a temporary folder of its
@@ -26,9 +26,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory.bench import common
-from memory.bench import locomo as bench
-from memory.bench import locomo_agent as la
+from memory.evaluation import agent_run
+from memory.evaluation.conversations import Conversation, load_samples
+from memory.evaluation.spec import AGENT_METHODS, DEFAULT_RETRIEVERS, MIN_BUDGET, SUMMARISERS, RunSpec
+from memory.files import atomic_write_json
 from memory.settings import Settings
 
 from .errors import UserError
@@ -53,7 +54,7 @@ class EvalRun:
     """One user's run: its progress while it runs, then the benchmark's JSON (or what went wrong)."""
 
     source: str  # what was evaluated, for people
-    spec: la.RunSpec
+    spec: RunSpec
     started: float = field(default_factory=time.time)
     fraction: float = 0.0
     text: str = "Waiting to start…"
@@ -79,8 +80,8 @@ class EvalRun:
 class EvalRequest:
     """A checked request: the conversations to evaluate and the run's choices."""
 
-    convs: list
-    spec: la.RunSpec
+    convs: list[Conversation]
+    spec: RunSpec
     source: str
 
 
@@ -96,10 +97,10 @@ def parse_budgets(text) -> list[int]:
         budgets = [int(p) for p in parts]
     except ValueError:
         raise UserError(f"Token budgets must be whole numbers separated by commas, not {text!r}.") from None
-    bad = [b for b in budgets if not la.MIN_BUDGET <= b <= MAX_BUDGET]
+    bad = [b for b in budgets if not MIN_BUDGET <= b <= MAX_BUDGET]
     if bad:
         raise UserError(
-            f"Token budgets must lie between {la.MIN_BUDGET} and {MAX_BUDGET} tokens (not {', '.join(map(str, bad))})."
+            f"Token budgets must lie between {MIN_BUDGET} and {MAX_BUDGET} tokens (not {', '.join(map(str, bad))})."
         )
     budgets = sorted(set(budgets))
     if len(budgets) > MAX_BUDGETS:
@@ -107,13 +108,13 @@ def parse_budgets(text) -> list[int]:
     return budgets
 
 
-def make_spec(methods, retrievers, budgets_text, summarisers, llm_configured: bool | None = None) -> la.RunSpec:
+def make_spec(methods, retrievers, budgets_text, summarisers, llm_configured: bool | None = None) -> RunSpec:
     """The run the page asks for, as the benchmark's RunSpec (with contexts: the page shows them)."""
-    spec = la.RunSpec(
-        methods=[m for m in la.AGENT_METHODS if m in (methods or [])],
-        retrievers=[r for r in la.DEFAULT_RETRIEVERS if r in (retrievers or [])],
+    spec = RunSpec(
+        methods=[m for m in AGENT_METHODS if m in (methods or [])],
+        retrievers=[r for r in DEFAULT_RETRIEVERS if r in (retrievers or [])],
         budgets=parse_budgets(budgets_text),
-        summarisers=[s for s in la.SUMMARISERS if s in (summarisers or [])],
+        summarisers=[s for s in SUMMARISERS if s in (summarisers or [])],
         contexts=True,
     )
     if not spec.methods:
@@ -128,7 +129,7 @@ def make_spec(methods, retrievers, budgets_text, summarisers, llm_configured: bo
     return spec
 
 
-def conversations_from_file(data: bytes | str, only: str = "") -> list:
+def conversations_from_file(data: bytes | str, only: str = "") -> list[Conversation]:
     """The conversations of an uploaded LoCoMo-format file (`only`: comma-separated sample ids)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
@@ -138,9 +139,9 @@ def conversations_from_file(data: bytes | str, only: str = "") -> list:
         obj = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise UserError(f"The file is not valid JSON ({type(e).__name__}); nothing was run.") from None
-    wanted = common.str_list(only or "")
+    wanted = [x.strip() for x in (only or "").split(",") if x.strip()]
     try:
-        convs = bench.load_samples(obj, wanted or None)
+        convs = load_samples(obj, wanted or None)
     except LookupError as e:
         raise UserError(f"The file holds {e.args[0]}; check the conversation ids.") from None
     except (ValueError, TypeError, KeyError, AttributeError) as e:
@@ -281,7 +282,7 @@ class Evaluations:
         if "reference" in spec.summarisers:
             raise UserError("The reference summariser needs LoCoMo's observation facts; use offline (or llm).")
         sample = my_history_sample(self.svc, user_id, rows)
-        return EvalRequest(bench.load_samples([sample]), spec, "your history and questions")
+        return EvalRequest(load_samples([sample]), spec, "your history and questions")
 
     def get(self, user_id: str) -> EvalRun | None:
         with self._lock:
@@ -320,7 +321,7 @@ class Evaluations:
             with self.gate.hold(user_id, "evaluate"):
                 result = self.pool.run(lambda p: self._bench(req, p), run.progress)
             folder = Path(tempfile.mkdtemp(prefix="run-", dir=self._dir))  # never named from user input
-            run.path = common.write_json(folder / "locomo_evaluation.json", result)
+            run.path = atomic_write_json(folder / "locomo_evaluation.json", result)
             run.result = result
             run.progress(1.0, f"Done in {round(time.time() - run.started)} s.")
             with self._lock:
@@ -338,7 +339,7 @@ class Evaluations:
             run.done = True
 
     def _bench(self, req: EvalRequest, progress: Progress) -> dict:
-        return la.run(req.convs, req.spec, settings=self.settings, data=req.source, report=progress, log=False)
+        return agent_run.run(req.convs, req.spec, settings=self.settings, data=req.source, report=progress)
 
     def shutdown(self) -> None:
         self.pool.shutdown()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memory.locomo_format import load_sessions
 from memory.text import clean_text
 
 from .errors import UserError
@@ -98,8 +99,6 @@ def _parse_own(obj: dict) -> list[ImportedSession]:
 
 
 def _parse_locomo(obj, sample_id: str = "") -> list[ImportedSession]:
-    from memory.locomo import load_sessions
-
     try:
         samples = load_sessions(obj)
     except (ValueError, KeyError, TypeError, AttributeError) as e:

@@ -26,11 +26,12 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from memory.text import clean_obj, clean_text
+from memory.text import clean_obj, clean_text, register_secret
 
 from . import db, migrations
 from .claims import close_claim
 from .ids import check_user_id
+from .legacy import copy_sqlite_into
 from .schema import compares as C
 from .schema import messages as M
 from .schema import sessions as S
@@ -465,15 +466,11 @@ class Store:
 
 def open_store(data_dir: Path | str, env: dict | None = None) -> Store:
     """The app's store: DATABASE_URL (e.g. postgresql://user:pw@host/db) when set, else the data dir's SQLite."""
-    from memory.text import register_secret
-
     url = (os.environ if env is None else env).get("DATABASE_URL", "").strip()
     if url:
         register_secret(sa.engine.make_url(db.normalise_url(url)).password or "")  # never in logs or pages
     store = Store.for_data_dir(data_dir, url)
     old = Path(data_dir) / "sessions.sqlite3"
     if url and old.exists():  # first start of a single-process data dir on the shared database
-        from .legacy import copy_sqlite_into
-
-        copy_sqlite_into(old, store)
+        copy_sqlite_into(Store(old), store)
     return store

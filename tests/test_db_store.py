@@ -265,7 +265,7 @@ def test_existing_data_dir_is_copied_into_postgres(tmp_path, pg_url):
     assert (data / "sessions.sqlite3.migrated").exists() and not (data / "sessions.sqlite3").exists()
     assert MemoryGraph.from_sessions(SqlGraphStore(store.engine).load(UID)[0]).to_dict() == before
     assert store.add_user_message(UID, "s2", "new") > 2  # identity moved past the copied ids
-    assert copy_sqlite_into(data / "sessions.sqlite3.migrated", Store(url=url)) is None  # never twice
+    assert copy_sqlite_into(Store(data / "sessions.sqlite3.migrated"), Store(url=url)) is None  # never twice
 
 
 def test_secom_bm25_of_a_replica_is_rebuilt_when_another_wrote(store, chroma_store, fake_embedder):

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from memory.bench import locomo_agent as la
+from memory.evaluation import agent_run
+from memory.evaluation.spec import AGENT_METHODS
 from sessions import UserError, new_user_id
 from sessions.evaluation import (
     Evaluations,
@@ -23,7 +24,7 @@ from sessions.evaluation import (
 from sessions.jobs import JobGate
 from tests.bench_fixtures import tiny_locomo
 
-ALL = list(la.AGENT_METHODS)
+ALL = list(AGENT_METHODS)
 
 
 class FakeService:
@@ -156,7 +157,7 @@ def test_refused_requests_start_nothing(svc, tmp_path):
 
 
 def test_a_run_is_the_benchmarks_json_on_scratch_data(svc, tmp_path, monkeypatch):
-    """The tab's run calls the benchmark (same JSON as `locomo_agent.run`), in the background, on its own
+    """The tab's run calls the benchmark (same JSON as `agent_run.run`), in the background, on its own
     scratch folder; a second run while one runs is refused."""
     for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND", "LLM_GGUF_PATH", "SECOM_SEGMENTER"):
         monkeypatch.delenv(k, raising=False)
@@ -175,7 +176,7 @@ def test_a_run_is_the_benchmarks_json_on_scratch_data(svc, tmp_path, monkeypatch
         time.sleep(0.2)
     assert run.error is None and run.result is not None and ev.finished(uid) is run
     assert json.loads(run.path.read_text()) == run.result
-    direct = la.run(req.convs, req.spec, settings=settings, data="tiny.json", log=False)
+    direct = agent_run.run(req.convs, req.spec, settings=settings, data="tiny.json")
     assert run.result["results"] == direct["results"] and run.result["questions"] == direct["questions"]
     row = run.result["questions"][1]
     assert row["evidence"] == ["D1:3", "D2:3"] and row["strategies"]["turn (bm25)"]["1000"]["recall"] == 1.0

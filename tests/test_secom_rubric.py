@@ -6,9 +6,10 @@ import re
 from memory.llm import LLMSession
 from memory.secom import learn, seg_metrics
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
+from memory.secom.exchanges import utterance_exchanges
 from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.prompts import segmentation_messages
-from memory.secom.segmentation import is_valid_cover, make_segmenter, utterance_exchanges
+from memory.secom.segmentation import is_valid_cover, make_segmenter
 from memory.trace import Trace
 from tests.fakes import HashEmbedder, ScriptedLLM
 

@@ -5,9 +5,10 @@ import pytest
 from memory.llm import LLMSession
 from memory.records import Turn
 from memory.secom.embedding_segmenter import FEATURES, EmbeddingSegmenter, SegParams
+from memory.secom.exchanges import utterance_exchanges
 from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.prompts import SEGMENTATION_SCHEMA, segmentation_messages
-from memory.secom.segmentation import is_valid_cover, parse_and_repair, utterance_exchanges
+from memory.secom.segmentation import is_valid_cover, parse_and_repair
 from memory.secom.segmenter_fit import fit
 from memory.trace import Trace
 from tests.fakes import ScriptedLLM

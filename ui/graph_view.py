@@ -64,7 +64,8 @@ def page_url() -> str:
     return f"gradio_api/file={static_dir().as_posix()}/graph.html"
 
 
-def _text(value, n: int = EVENT_CHARS) -> str:
+def short_text(value, n: int = EVENT_CHARS) -> str:
+    """`value` on one line, at most `n` characters, with no angle brackets (safe inside the page's markup)."""
     t = " ".join(str(value or "").split()).replace("<", "‹").replace(">", "›")
     return t if len(t) <= n else t[: n - 1] + "…"
 
@@ -106,12 +107,16 @@ def graph_data(
     out_nodes = []
     for n in nodes:
         nid = str(n["id"])
-        src = [[_text(texts[t][0], 60), _text(texts[t][1], TURN_CHARS)] for t in n.get("turns") or [] if t in texts]
+        src = [
+            [short_text(texts[t][0], 60), short_text(texts[t][1], TURN_CHARS)]
+            for t in n.get("turns") or []
+            if t in texts
+        ]
         out_nodes.append(
             [
                 nid,
-                _text(n.get("event")),
-                _text(n.get("time"), 60),
+                short_text(n.get("event")),
+                short_text(n.get("time"), 60),
                 index[str(n.get("session_id", ""))],
                 (1 if nid in retrieved else 0) | (2 if nid in new else 0),
                 src,
@@ -119,7 +124,7 @@ def graph_data(
             ]
         )
     out_edges = [
-        [pos[str(e.get("source"))], pos[str(e.get("target"))], _text(e.get("relation"), 20)]
+        [pos[str(e.get("source"))], pos[str(e.get("target"))], short_text(e.get("relation"), 20)]
         for e in view.get("edges") or []
         if str(e.get("source")) in pos and str(e.get("target")) in pos
     ]
@@ -131,7 +136,7 @@ def graph_data(
         "v": 1,
         "total": len(all_nodes),
         "scope": scope,
-        "s": [[sess[i][0], _text(sess[i][1], 80), round(float(sess[i][2]), 4)] for i in used],
+        "s": [[sess[i][0], short_text(sess[i][1], 80), round(float(sess[i][2]), 4)] for i in used],
         "n": out_nodes,
         "e": out_edges,
     }

@@ -28,7 +28,7 @@ from sessions.service import user_message
 from sessions.timetravel import MemoryHistory, Step, memory_history
 
 from . import panels
-from .graph_view import _text, graph_data, page_url
+from .graph_view import graph_data, page_url, short_text
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,11 @@ def frame_data(history: MemoryHistory, turns=None, at: int | None = None) -> dic
     n = len(steps)
     data["t"] = [history.step_of.get(node[0], n) for node in data["n"]]
     labels = ["before the first session"] + [s.label for s in steps]
-    data["T"] = {"n": n, "at": n if at is None else max(0, min(n, int(at))), "labels": [_text(x, 80) for x in labels]}
+    data["T"] = {
+        "n": n,
+        "at": n if at is None else max(0, min(n, int(at))),
+        "labels": [short_text(x, 80) for x in labels],
+    }
     return data
 
 
@@ -106,7 +110,7 @@ def _more(items: list[str], shown: int, what: str, whats: str, tag: str = "ol") 
 
 def _memory_cell(m: dict, with_time: bool = False) -> str:
     when = f' <span class="mc-muted">({esc(m["time"])})</span>' if with_time and m["time"] else ""
-    return f'<span data-id="{esc(m["id"])}">{esc(_text(m["event"]))}</span>{when}'
+    return f'<span data-id="{esc(m["id"])}">{esc(short_text(m["event"]))}</span>{when}'
 
 
 def step_html(history: MemoryHistory, k: int) -> str:
@@ -159,11 +163,11 @@ def step_html(history: MemoryHistory, k: int) -> str:
     if s.segments:
         items = []
         for seg in s.segments:
-            summary = f"<b>{esc(_text(seg['summary'], 120))}</b> · " if seg["summary"] else ""
+            summary = f"<b>{esc(short_text(seg['summary'], 120))}</b> · " if seg["summary"] else ""
             items.append(
                 f'<li class="segment" data-id="{esc(seg["id"])}">{summary}<span class="mc-muted">exchanges '
                 f"{seg['start']}–{seg['end']}</span>"
-                f'<div class="mc-key">{esc(_text(seg["key"], KEY_CHARS))}</div></li>'
+                f'<div class="mc-key">{esc(short_text(seg["key"], KEY_CHARS))}</div></li>'
             )
         out.append(_more(items, SHOW_SEGMENTS, "segment", "segments"))
     else:

@@ -37,9 +37,11 @@ import time
 from datetime import date as _date
 from pathlib import Path
 
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
 from ..packing import Piece, Unit, pack
 from ..trace import Trace
-from .common import machine, parser, progress, str_list, write_json
+from .common import parser, progress, str_list
 from .ku_histories import History, histories
 
 STRATEGIES = ("none", "turn", "secom", "theanine-topk", "theanine-timeline")
@@ -207,7 +209,8 @@ def reply_rows(agent, hs: list[History], strategies, options, llm_cfg, max_token
                 else:
                     row[q] = names_date(text, h.change_date, spoken=True)
             rows.append(row)
-        progress(f"replies: {i + 1}/{len(hs)} histories")
+        so_far = {st: sum(r["current"] for r in rows if r["strategy"] == st) for st in strategies}
+        progress(f"replies: {i + 1}/{len(hs)} histories; current value right so far: {so_far}")
     return rows
 
 
@@ -288,5 +291,5 @@ def main(argv: list[str]) -> int:
             print(f"\nReply level ({cfg.describe()}, temperature {a.temperature}, {time.perf_counter() - t1:.0f} s)")
             print(rtext)
             out |= {"reply_model": cfg.describe(), "reply": rsummary, "reply_rows": rrows}
-    write_json(a.out, out)
+    atomic_write_json(a.out, out)
     return 0

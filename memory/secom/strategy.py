@@ -31,7 +31,8 @@ from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
 from ..trace import Trace
 from .compression import Compressor
-from .segmentation import Segmenter, exchange_lines
+from .exchanges import exchange_lines
+from .segmentation import Segmenter
 
 KIND = "secom_segments"
 RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.)
