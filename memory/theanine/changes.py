@@ -26,13 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..embeddings import Embedder
-from .extract import _STOP
+from .extract import content_words
 from .graph import Memory
 
-FOUND_BY_RULE = "rule"  # Edge attribute `found_by` of a Changed edge the offline rule made (the LLM's: "llm")
-
-# Masked cosine (MiniLM) that makes a pair a change. Chosen on the probe (docs/knowledge_update.md):
-# 0.30 doubles the false changes for a few more found, 0.40 loses a quarter of the changes found.
+# Masked cosine (MiniLM) that makes a pair a change, chosen on the probe's candidate pairs
+# (docs/knowledge_update.md): 0.30 made 27 false changes instead of 6 for 2 more true ones; 0.40 lost a third.
 MASKED_MIN = 0.35
 MAX_PLAIN_VALUES = 3  # without names or figures: at most this many differing content words per side
 MASK = "something"
@@ -118,14 +116,13 @@ def _is_value(tok: str, first: bool) -> bool:
     if tok[0].isdigit():
         return True
     low = tok.lower()
-    if not tok[0].isupper() or low in _STOP:
+    if not tok[0].isupper() or not content_words(tok):  # a stop word ("I", "My") is no value
         return False
     return not (first and (low in _OPENERS or low in CUES))
 
 
 def _content(tok: str) -> bool:
-    low = tok.lower()
-    return low not in _STOP and len(low) > 1 and low not in CUES
+    return bool(content_words(tok)) and tok.lower() not in CUES
 
 
 def _about_someone_else(toks: list[str]) -> bool:
