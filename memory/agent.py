@@ -199,15 +199,20 @@ class MemoryAgent:
         trace: Trace,
         session: LLMSession | None,
         timelines: bool = True,
+        as_of: str | set[str] | None = None,
     ):
         """Retrieve (and for THEANINE refine) the memory for a reply; yields status events and
         returns the MemoryContext. `session` None skips refinement (raw timelines are used);
-        `timelines` False gives THEANINE's top-k memories without timelines (a benchmark ablation)."""
+        `timelines` False gives THEANINE's top-k memories without timelines (a benchmark ablation);
+        `as_of` (a date or a session id) retrieves over the memory as it stood then."""
         ctx = MemoryContext(opts.strategy)
+        sessions = set(as_of) if isinstance(as_of, (set, frozenset)) else None
+        if isinstance(as_of, str) and as_of:
+            sessions = self.theanine.sessions_as_of(user_id, as_of)
         if opts.strategy == "theanine":
             yield ReplyEvent("status", "Retrieving memory timelines...")
             raw = self.theanine.retrieve(
-                user_id, retrieval_query(history, message, opts), opts, trace, timelines=timelines
+                user_id, retrieval_query(history, message, opts), opts, trace, timelines=timelines, as_of=sessions
             )
             texts = [t["text"] for t in raw]
             if raw and session is not None and timelines:
@@ -216,7 +221,7 @@ class MemoryAgent:
             ctx.lines, ctx.covers = list(texts), [tuple(t.get("covers", ())) for t in raw]
         elif opts.strategy == "secom":
             yield ReplyEvent("status", "Retrieving segments of earlier sessions...")
-            segs = self.secom.retrieve(user_id, retrieval_query(history, message, opts), opts, trace)
+            segs = self.secom.retrieve(user_id, retrieval_query(history, message, opts), opts, trace, sessions=sessions)
             ctx.lines = [s["context"] for s in segs]
             ctx.covers = [tuple(s["covers"]) for s in segs]
         return ctx
@@ -230,12 +235,17 @@ class MemoryAgent:
         trace: Trace | None = None,
         session: LLMSession | None = None,
         timelines: bool = True,
+        as_of: str | set[str] | None = None,
     ) -> MemoryContext:
-        """Exactly the memory `reply` would put in its prompt for `message` (the benchmarks call this)."""
+        """Exactly the memory `reply` would put in its prompt for `message` (the benchmarks call this).
+
+        `as_of`: a date ("2023-05-02": the sessions dated on or before it) or a session id (that
+        session and those before it), or the set of sessions built by then: the memory as it stood then,
+        as time travel steps through it."""
         opts = options or self.settings.options
         message = truncate(message, MAX_MESSAGE_TOKENS) if count_tokens(message) > MAX_MESSAGE_TOKENS else message
         gen = self._memory_steps(
-            user_id, recent_history(history), message, opts, trace or Trace(opts.strategy), session, timelines
+            user_id, recent_history(history), message, opts, trace or Trace(opts.strategy), session, timelines, as_of
         )
         while True:
             try:

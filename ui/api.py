@@ -16,6 +16,7 @@ Every id is validated (20-64 characters of A-Z a-z 0-9 _ -) before use.
     reply, trace = c.predict(uid, "What is my dog's name?", "theanine", api_name="/send_message")
     built = c.predict(uid, open("locomo10.json").read(), "conv-30", api_name="/import_history")
     export = c.predict(uid, api_name="/export_memory")         # sessions, both memories, settings
+    mem = c.predict(uid, "Where do I live?", "theanine", "", api_name="/recall")  # memory lines, no reply
 """
 
 import functools
@@ -27,6 +28,7 @@ import gradio as gr
 from memory.errors import InvalidOptions
 from sessions import SessionService, UserError, new_user_id
 from sessions.lifecycle import EndResult
+from sessions.recall import recall as recall_memory
 from sessions.service import user_message
 
 from . import fairness
@@ -163,6 +165,14 @@ def register_api(service: SessionService) -> None:
         source turns, edges) and the SeCom segments, and the user's settings."""
         return service.export(user_id)
 
+    @refused_for_people
+    def recall(user_id: str, query: str, strategy: str = "", as_of: str = "") -> dict:
+        """The memory lines a reply would read for `query`, without replying: each with its score and
+        the source turns it came from, and the retrieved memories a later one superseded (and by what).
+        strategy: "theanine", "secom" or "none" ("" = the user's choice). as_of: "" (now), a session id
+        (the memory as it stood after that session ended) or a date ("2023-05-02": sessions up to it)."""
+        return recall_memory(service, user_id, query, strategy, as_of)
+
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)
     gr.api(reply_again, api_name="reply_again", **reply)
@@ -171,3 +181,4 @@ def register_api(service: SessionService) -> None:
     gr.api(history, api_name="history")
     gr.api(import_history, api_name="import_history", **build)
     gr.api(export_memory, api_name="export_memory")
+    gr.api(recall, api_name="recall", **reply)

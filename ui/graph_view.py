@@ -195,6 +195,7 @@ def graph_data(
                 for t in n.get("turns") or []
                 if t in texts
             ],
+            sup=str(n.get("superseded_by") or ""),  # drawn faded, with its Changed edge (knowledge updates)
         )
     drawn = set(net.node_map)
     for e in view.get("edges") or []:

@@ -233,6 +233,16 @@ def _theanine_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
         if mems
         else '<p class="mc-muted">No memory retrieved (nothing stored yet?).</p>'
     )
+    changed = [m for m in mems if m.get("superseded_by")]
+    if changed:  # a later memory replaced these: the reply was given the current one first
+        out.append('<p class="mc-superseded"><b>Superseded:</b></p><ul class="mc-superseded">')
+        for m in changed:
+            by = m["superseded_by"]
+            out.append(
+                f"<li>{esc(m.get('event'))} <i>({esc(m.get('time'))})</i> was replaced on {esc(by.get('time'))} by "
+                f"<b>{esc(by.get('event'))}</b>: the reply reads the current memory first, this one as history.</li>"
+            )
+        out.append("</ul>")
     out.append("</section>")
     raw = trace.get("timelines_raw") or []
     refined = trace.get("timelines_refined") or []

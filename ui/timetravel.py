@@ -18,8 +18,10 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from memory.errors import InvalidOptions
 from sessions import SessionService, UserError, check_user_id
 from sessions.lifecycle import plural
+from sessions.recall import recall
 from sessions.service import user_message
 from sessions.timetravel import MemoryHistory, Step, memory_history
 
@@ -199,6 +201,10 @@ def build_panel() -> SimpleNamespace:
                 t.frame = gr.HTML(elem_id="tt-graph")
             with gr.Column(scale=1, min_width=200):
                 t.changes = gr.HTML(elem_id="tt-changes")
+        with gr.Row():  # what the agent would have recalled then (sessions.recall, as /recall gives it)
+            t.ask_box = gr.Textbox(label="Ask as of this session", elem_id="tt-ask", scale=5, max_lines=2)
+            t.ask_btn = gr.Button("Recall", elem_id="tt-ask-btn", scale=1, min_width=80, size="sm")
+        t.recalled = gr.HTML(elem_id="tt-recalled")
     return t
 
 
@@ -266,6 +272,26 @@ class TimeTravel:
             return {t.status: panels.status_html(f"There is no step {k}: choose 0 to {len(lists) - 1}.", "error")}
         return {t.changes: lists[k], t.status: ""}
 
+    def ask(self, uid, k, query) -> str:
+        """What the agent would have recalled for `query` after step k's session ended."""
+        try:
+            uid, k = check_user_id(uid), int(k or 0)
+            ended = [s for s in self.svc.sessions(uid) if s.status != "open"]
+            if not (query or "").strip():
+                return panels.status_html("Type what to ask, then press Recall.", "info")
+            if k <= 0 or k > len(ended):
+                return panels.status_html("Before the first session nothing was remembered.", "info")
+            got = recall(self.svc, uid, query, "", ended[k - 1].session_id)
+        except Exception as e:
+            if not isinstance(e, (UserError, InvalidOptions)):
+                log.exception("recall as of a session failed")
+            return panels.status_html(user_message(e), "error")
+        items = "".join(f"<li>{esc(line['text'])} <i>(score {esc(line['score'])})</i></li>" for line in got["lines"])
+        gone = "".join(f"<li>{esc(m['event'])} → {esc(m['superseded_by']['event'])}</li>" for m in got["superseded"])
+        head = f"<b>Recalled after session {k} ({esc(got['strategy'])})</b>"
+        body = f"<ol>{items}</ol>" if items else '<p class="mc-muted">Nothing recalled.</p>'
+        return head + body + (f"<p><b>Superseded by then:</b></p><ul>{gone}</ul>" if gone else "")
+
 
 def wire(t: SimpleNamespace, service: SessionService, uid, running=None) -> TimeTravel:
     """Connect the panel: opening it (or Reload) loads the history; the slider moves the frame in the
@@ -278,4 +304,6 @@ def wire(t: SimpleNamespace, service: SessionService, uid, running=None) -> Time
         trigger(tt.loading, None, [t.status], **quiet).then(tt.load, [uid], outs, **quiet)
     t.slider.change(None, [t.slider], None, js=POST_STEP_JS, api_visibility="private")
     t.slider.change(tt.step, [t.slider, t.steps], [t.changes, t.status], trigger_mode="always_last", **quiet)
+    for ask in (t.ask_btn.click, t.ask_box.submit):
+        ask(tt.ask, [uid, t.slider, t.ask_box], [t.recalled], api_visibility="private")
     return tt

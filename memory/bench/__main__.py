@@ -6,7 +6,21 @@ import sys
 # command -> module of memory.bench
 COMMANDS = {
     "locomo": "locomo_recall",
-    **{c: c for c in ("segmentation", "scale", "cost", "qa", "teafarm", "graph", "replyprobe", "closeprobe", "bm25")},
+    **{
+        c: c
+        for c in (
+            "segmentation",
+            "scale",
+            "cost",
+            "qa",
+            "teafarm",
+            "graph",
+            "replyprobe",
+            "closeprobe",
+            "bm25",
+            "knowledge_update",
+        )
+    },
 }
 
 

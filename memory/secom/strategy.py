@@ -207,15 +207,26 @@ class SecomMemory:
             by_id.update((h.id, h) for h, _ in ranked if h.id not in by_id)
         return [(by_id[i], score) for i, score in rrf(rankings)]
 
-    def retrieve(self, user_id: str, query: str, options, trace: Trace, max_segments: int | None = None) -> list[dict]:
+    def retrieve(
+        self,
+        user_id: str,
+        query: str,
+        options,
+        trace: Trace,
+        max_segments: int | None = None,
+        sessions: set[str] | None = None,
+    ) -> list[dict]:
         """The best `options.k` segments for `query` packed into `options.budget` tokens, in
         chronological order. The best segment is always used: one that does not fit is cut to
         the turns around its best-matching exchange (memory.packing). `max_segments` overrides k
-        (0 = only the budget limits). Each dict's "context" is the text the reply reads."""
+        (0 = only the budget limits); `sessions` keeps only segments of those sessions. Each dict's
+        "context" is the text the reply reads."""
         t0 = time.perf_counter()
         try:
             limit = options.k if max_segments is None else max_segments
             ranked = self.rank(user_id, query, options.retriever)
+            if sessions is not None:  # the memory as of a session or date (agent.memory_context's as_of)
+                ranked = [(h, sc) for h, sc in ranked if (h.metadata or {}).get("session_id") in sessions]
             if limit:
                 ranked = ranked[:limit]
             idf = self._idf(user_id, query)

@@ -118,6 +118,67 @@ class MemoryGraph:
         for a, b in self.g.edges:
             self._comp.union(a, b)
 
+    # --- changed facts: a memory with a later Changed successor is superseded (never deleted) ---
+    def superseded_by(self, mid: str) -> str | None:
+        """The most recent memory that replaced `mid` (a Changed edge out of it), or None: current."""
+        succ = [b for b in self.g.successors(mid) if self.g.edges[mid, b]["relation"] == "Changed"]
+        return max(succ, key=lambda b: self.memory(b).order) if succ else None
+
+    def current(self, mid: str) -> str:
+        """The memory that holds `mid`'s fact now: follow Changed edges forward to the end."""
+        seen = {mid}
+        while (nxt := self.superseded_by(mid)) is not None and nxt not in seen:
+            seen.add(nxt)
+            mid = nxt
+        return mid
+
+    def replaced(self, mid: str) -> list[str]:
+        """The memories `mid` superseded, directly or through earlier changes, newest first."""
+        out: list[str] = []
+        todo = [mid]
+        while todo:
+            v = todo.pop()
+            for a in self.g.predecessors(v):
+                if self.g.edges[a, v]["relation"] == "Changed" and a not in out and a != mid:
+                    out.append(a)
+                    todo.append(a)
+        return sorted(out, key=lambda x: self.memory(x).order, reverse=True)
+
+    def found_by(self, a: str, b: str) -> str:
+        """Who labelled edge a -> b: "rule" when the newer memory was built offline (the offline rules
+        label every relation then), else "llm"."""
+        return "rule" if self.memory(b).built_by == "extracted" else "llm"
+
+    def as_of(self, sessions: set[str]) -> MemoryGraph:
+        """The graph as it stood when only `sessions` were built: their memories and the edges between
+        them (an edge belongs to its newer memory's session, as in time travel)."""
+        return MemoryGraph.from_sessions([self.session_dict(s) for s in sorted(sessions & self.built_sessions)])
+
+    def sessions_until(self, iso: str) -> set[str]:
+        """The built sessions dated on or before `iso` (memory.dates.iso_key; undated ones are left out)."""
+        out = set()
+        for sid, mids in self._by_session.items():
+            ts = self.memory(mids[0]).ts if mids else ""
+            if ts and ts <= iso and sid in self.built_sessions:
+                out.add(sid)
+        return out
+
+    def sessions_through(self, session_id: str) -> set[str]:
+        """`session_id` and the built sessions before it in time order (a session with no memory
+        cannot be placed in time and is left out unless it is `session_id`)."""
+
+        def first(sid: str):
+            mids = self._by_session.get(sid) or []
+            return min(self.memory(m).order for m in mids) if mids else None
+
+        mine = first(session_id)
+        out = {session_id}
+        for sid in self.built_sessions:
+            o = first(sid)
+            if mine is not None and o is not None and o <= mine:
+                out.add(sid)
+        return out
+
     def relation_counts(self) -> dict[str, int]:
         counts = Counter(r for _, _, r in self.g.edges(data="relation"))
         return {r: counts[r] for r in RELATIONS}

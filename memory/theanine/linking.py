@@ -17,6 +17,7 @@ from ..dates import iso_key, order_key
 from ..llm import LLMSession
 from ..records import SessionRecord
 from . import prompts
+from .changes import ChangeRule
 from .extract import extract_memories, is_assistant, is_promise
 from .graph import Memory, MemoryGraph
 
@@ -153,16 +154,26 @@ def _batches(llm: LLMSession, pairs: list[tuple[dict, dict]], ask: list[int]) ->
 
 
 def classify(
-    graph: MemoryGraph, cands: list[Candidate], new: dict[str, Memory], llm: LLMSession | None
+    graph: MemoryGraph,
+    cands: list[Candidate],
+    new: dict[str, Memory],
+    llm: LLMSession | None,
+    changed: ChangeRule | None = None,
 ) -> dict[tuple[str, str], str]:
     """Relation label for each (old, new) pair: batched LLM calls (as few as the context window
     allows), the pairs they left out asked once more, and any still missing labelled by the offline
     rule (the trace says which). Each pair is shown in true time order (a new memory dated before
-    its candidate is A, not B)."""
+    its candidate is A, not B). Offline, `changed` (memory.theanine.changes) labels the pairs where a
+    later statement replaces an earlier one."""
     if not cands:
         return {}
+    flags: list[bool] = []
 
     def offline(i: int) -> str:
+        if changed is not None and not flags:
+            flags.extend(changed.changed([(graph.memory(c.old_id), new[c.new_id]) for c in cands]))
+        if flags and flags[i]:
+            return "Changed"
         return "SameTopic" if cands[i].similarity >= OFFLINE_SAMETOPIC_THRESHOLD else "None"
 
     if llm is None:
@@ -205,15 +216,17 @@ def link(
 
     `related` holds (old_id, relation) with relation != None. `components` maps each
     candidate to its component in G_t, the graph before this session was linked (the paper's
-    rule); without it the components are read now.
+    rule); without it the components are read now. A Changed pair is linked even when another
+    memory of its component is more recent: the change edge marks the very memory it supersedes.
     """
     best: dict[str, tuple[str, str]] = {}
+    keep = [(o, r) for o, r in related if r == "Changed"]
     for old_id, rel in related:
         comp = components[old_id] if components and old_id in components else graph.component_of(old_id)
         if comp not in best or graph.memory(best[comp][0]).order < graph.memory(old_id).order:
             best[comp] = (old_id, rel)
     edges = []
-    for old_id, rel in best.values():
+    for old_id, rel in dict.fromkeys([*best.values(), *keep]):
         graph.link(old_id, m_new.id, rel, owner=m_new.session_id)
         edges.append((old_id, m_new.id, rel))
     return edges

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from ..bm25 import BM25Index
+from ..dates import iso_key
 from ..embeddings import Embedder
+from ..errors import InvalidOptions
 from ..fusion import rrf
 from ..llm import LLMSession
 from ..locks import KeyedLocks
@@ -21,6 +24,7 @@ from ..settings import Options
 from ..trace import Trace
 from . import linking, refining
 from . import timelines as timelines_mod
+from .changes import ChangeRule
 from .extract import BUILT_BY
 from .graph import JsonGraphStore, Memory, MemoryGraph
 
@@ -35,6 +39,40 @@ class NodePiece(Piece):
     meta: str = ""  # the memory id this piece renders
 
 
+AsOf = str | set[str] | frozenset[str] | None  # a date, or the ids of the sessions built by then
+_LEADING_RELATION = re.compile(r"^-\([A-Za-z]+\)- ")  # a cut timeline starting after its first memory
+
+
+def node_text(graph: MemoryGraph, mid: str) -> str:
+    """A memory as the reply reads it: "[time: event]"; a superseded one "[time until then: event]"."""
+    m = graph.memory(mid)
+    nxt = graph.superseded_by(mid)
+    when = f"{m.time} until {graph.memory(nxt).time}" if nxt is not None else m.time
+    return f"[{when}: {m.event}]" if when else f"[{m.event}]"
+
+
+def _text(unit: Unit, pieces: list) -> str:
+    """The packed pieces as one line; a cut timeline does not start with a dangling relation."""
+    texts = [p.text for p in pieces]
+    first = 1 if unit.head is not None and pieces and pieces[0] is unit.head else 0
+    if len(texts) > first:
+        texts[first] = _LEADING_RELATION.sub("", texts[first])
+    return unit.sep.join(texts)
+
+
+def as_of_sessions(graph: MemoryGraph, as_of: AsOf) -> set[str] | None:
+    """The sessions that make up the memory as of `as_of` (None: all of it, now)."""
+    if as_of is None or as_of == "":
+        return None
+    if isinstance(as_of, str):
+        iso = iso_key(as_of)
+        if not iso:
+            raise InvalidOptions(f"as_of must be a date (e.g. 2023-05-02) or a built session's id, not {as_of!r}")
+        # A date without a time of day means the whole day.
+        return graph.sessions_until(iso if ":" in as_of else iso[:10] + "T23:59:59.999999")
+    return set(as_of)
+
+
 class _AlreadyBuilt(Exception):
     """Another process stored this session's part first."""
 
@@ -47,7 +85,8 @@ class TheanineMemory:
         self.graphs: GraphStore = graphs or JsonGraphStore(self.data_dir)
         self.max_len = TIMELINE_MAX_LEN
         self._graphs: dict[str, tuple[MemoryGraph, int]] = {}  # user -> (graph, the store's version of it)
-        self._lexical: dict[str, tuple[tuple, BM25Index, list[str]]] = {}  # user -> (graph key, BM25, ids)
+        # user -> (graph key, BM25 over the events, memory ids, their sessions)
+        self._lexical: dict[str, tuple[tuple, BM25Index, list[str], list[str]]] = {}
         self._locks = KeyedLocks(reentrant=True)
         self._guard = threading.Lock()
 
@@ -133,7 +172,8 @@ class TheanineMemory:
             vecs = self.embedder.embed([m.event for m in mems]) if mems else np.zeros((0, 1))
             cands = self._candidates(user_id, session_id, mems, vecs, options.j)
         with trace.timed("theanine_relations"):
-            labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm)
+            # Offline Changed labels (memory.theanine.changes) compare masked sentences with the same embedder.
+            labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm, ChangeRule(self.embedder))
         g_t = {c.old_id: graph.component_of(c.old_id) for c in cands}  # components before this session
         for m in mems:
             graph.add_memory(m)
@@ -172,7 +212,7 @@ class TheanineMemory:
 
     # --- Phase II ---------------------------------------------------------------
     def retrieve(
-        self, user_id: str, context: str, options: Options, trace: Trace, timelines: bool = True
+        self, user_id: str, context: str, options: Options, trace: Trace, timelines: bool = True, as_of: AsOf = None
     ) -> list[dict]:
         """Top-k memories for the dialogue context, n sampled timelines through each, packed into
         `options.budget` tokens by the shared rule (memory.packing: whole timelines in anchor order,
@@ -180,93 +220,125 @@ class TheanineMemory:
         memories were all shown already is left out; the others are kept whole. `timelines` False
         packs the top-k memories alone (ablation).
 
+        Current first, history kept: a retrieved memory that a later one superseded (a Changed edge)
+        is replaced by the current one, with the superseded ones after it as its history
+        ("[2023-01-05 until 2023-04-03: lived in Porto]"). `as_of` retrieves over the memory as it
+        stood then: a date, or the sessions built by then (`as_of_sessions`).
+
         Returns the raw timelines ({"anchor", "nodes", "text", "covers"}) and fills trace.memories.
         """
-        with trace.timed("theanine_retrieve"):
-            hits = self._rank(user_id, context, options.theanine_retriever, options.k)
         with trace.timed("theanine_untangle"), self.lock(user_id):
             graph = self.graph(user_id)
+            sessions = as_of_sessions(graph, as_of)
+            if sessions is not None:
+                graph = graph.as_of(sessions)
+        with trace.timed("theanine_retrieve"):
+            hits = self._rank(user_id, context, options.theanine_retriever, options.k, sessions)
+        with trace.timed("theanine_untangle"):
             rng = random.Random(options.seed)
             units: list[Unit] = []
             shown: set[str] = set()
             for hid, score in hits:
                 if hid not in graph:
                     continue
-                m = graph.memory(hid)
-                trace.memories.append(
-                    {
-                        "id": m.id,
-                        "event": m.event,
-                        "time": m.time,
-                        "session_id": m.session_id,
-                        "score": round(score, 4),
-                        "built_by": BUILT_BY.get(m.built_by, ""),
-                    }
-                )
-                if hid in shown:
+                trace.memories.append(self._hit(graph, hid, score))
+                anchor = graph.current(hid)
+                if anchor in shown:
                     continue
                 paths = (
-                    timelines_mod.sample_timelines(graph, hid, options.n, rng, max_len=self.max_len)
+                    timelines_mod.sample_timelines(graph, anchor, options.n, rng, max_len=self.max_len)
                     if timelines
-                    else [[hid]]
+                    else [[anchor]]
                 )
                 for path in paths:
                     if timelines_mod.adds_memory(path, shown):
-                        shown.update(path)
-                        units.append(self._unit(graph, path, hid))
+                        history = [x for x in graph.replaced(anchor) if x not in path and x not in shown]
+                        shown.update(path + history)
+                        units.append(self._unit(graph, path, anchor, history))
             packed = pack(units, options.budget)
             out = []
             for unit, pieces in packed.chosen:
-                nodes = [p.meta for p in pieces]
                 out.append(
                     {
                         "anchor": unit.meta["anchor"],
-                        "nodes": nodes,
-                        "text": timelines_mod.render(graph, nodes),
+                        "nodes": list(dict.fromkeys(p.meta for p in pieces)),
+                        "text": _text(unit, pieces),
                         "covers": [t for p in pieces for t in p.covers],
                     }
                 )
         trace.timelines_raw = out
         return out
 
-    def _rank(self, user_id: str, query: str, retriever: str, k: int) -> list[tuple[str, float]]:
+    def _rank(
+        self, user_id: str, query: str, retriever: str, k: int, sessions: set[str] | None = None
+    ) -> list[tuple[str, float]]:
         """The k memories nearest `query`: by embedding similarity (the paper's way), by BM25 over the
-        memories' events, or by the reciprocal-rank fusion of both (`retriever`)."""
+        memories' events, or by the reciprocal-rank fusion of both (`retriever`); `sessions`, when
+        given, limits them to the memories of those sessions (recall as of a past session)."""
         dense: list[tuple[str, float]] = []
         if retriever != "bm25":
             vec = self.embedder.embed([query])[0]
             n = k if retriever == "dense" else max(k, FUSION_CANDIDATES)
-            dense = [(h.id, float(h.score)) for h in self.store.query(user_id, KIND, vec, n)]
+            where = None if sessions is None else {"session_id": {"$in": sorted(sessions) or [""]}}
+            dense = [(h.id, float(h.score)) for h in self.store.query(user_id, KIND, vec, n, where=where)]
             if retriever == "dense":
                 return dense
-        index, ids = self._lexical_index(user_id)
+        index, ids, session_of = self._lexical_index(user_id)
         n = k if retriever == "bm25" else max(k, FUSION_CANDIDATES)
-        lexical = [(ids[i], s) for i, s in index.top(query, n)] if ids else []
+        ranked = index.top(query, n if sessions is None else len(ids)) if ids else []
+        lexical = [(ids[i], s) for i, s in ranked if sessions is None or session_of[i] in sessions][:n]
         if retriever == "bm25":
             return lexical
         return rrf([[i for i, _ in dense], [i for i, _ in lexical]])[:k]
 
-    def _lexical_index(self, user_id: str) -> tuple[BM25Index, list[str]]:
-        """BM25 over the user's memories, rebuilt when the stored graph changed (its version)."""
+    def _lexical_index(self, user_id: str) -> tuple[BM25Index, list[str], list[str]]:
+        """BM25 over the user's memories (with their ids and sessions), rebuilt when the stored graph
+        changed (its version)."""
         with self.lock(user_id):
             graph = self.graph(user_id)
             key = (id(graph), self._graphs.get(user_id, (None, None))[1])
             cached = self._lexical.get(user_id)
             if cached is None or cached[0] != key:
                 ids = sorted(graph.g.nodes)
-                cached = self._lexical[user_id] = (key, BM25Index([graph.memory(i).event for i in ids]), ids)
-            return cached[1], cached[2]
+                mems = [graph.memory(i) for i in ids]
+                index = BM25Index([m.event for m in mems])
+                cached = self._lexical[user_id] = (key, index, ids, [m.session_id for m in mems])
+            return cached[1], cached[2], cached[3]
 
     @staticmethod
-    def _unit(graph: MemoryGraph, path: list[str], anchor: str) -> Unit:
-        """A timeline as packing pieces: one memory each, in `timelines.render`'s format."""
+    def _hit(graph: MemoryGraph, mid: str, score: float) -> dict:
+        """What See why lists for a retrieved memory, with the memory that superseded it, if any."""
+        m = graph.memory(mid)
+        d = {
+            "id": m.id,
+            "event": m.event,
+            "time": m.time,
+            "session_id": m.session_id,
+            "score": round(score, 4),
+            "built_by": BUILT_BY.get(m.built_by, ""),
+        }
+        cur = graph.current(mid)
+        if cur != mid:
+            c = graph.memory(cur)
+            d["superseded_by"] = {"id": c.id, "event": c.event, "time": c.time}
+        return d
+
+    @staticmethod
+    def _unit(graph: MemoryGraph, path: list[str], anchor: str, history: tuple[str, ...] | list[str] = ()) -> Unit:
+        """A timeline as packing pieces: one memory each, in `timelines.render`'s format; a superseded
+        memory says until when it held, and `history` (superseded memories off the path) follows the anchor."""
         pieces: list[Piece] = []
         for i, mid in enumerate(path):
-            m = graph.memory(mid)
             rel = f"-({graph.g.edges[path[i - 1], mid]['relation']})- " if i else ""
-            node = f"[{m.time}: {m.event}]" if m.time else f"[{m.event}]"
-            pieces.append(NodePiece(rel + node, tuple(m.turns), meta=mid))
-        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=path.index(anchor), meta={"anchor": anchor})
+            pieces.append(NodePiece(rel + node_text(graph, mid), tuple(graph.memory(mid).turns), meta=mid))
+        at = path.index(anchor)
+        for j, mid in enumerate(history):
+            text = ("history: " if j == 0 else "") + node_text(graph, mid)
+            pieces.insert(at + 1 + j, NodePiece(text, tuple(graph.memory(mid).turns), meta=mid))
+        head = None
+        if set(path[:at]) & set(graph.replaced(anchor)):  # the timeline reaches the current fact last: say it first
+            head = NodePiece(f"now: {node_text(graph, anchor)}", tuple(graph.memory(anchor).turns), meta=anchor)
+        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=at, meta={"anchor": anchor}, head=head)
 
     def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace, each: bool = False) -> list[str]:
         """Phase II-2 (memory.theanine.refining): batched calls sized to the context window, or with
@@ -278,6 +350,16 @@ class TheanineMemory:
             refined = refining.refine(llm, dialogue, [t["text"] for t in raw], each=each)
         trace.timelines_refined = refined
         return refined
+
+    def sessions_as_of(self, user_id: str, as_of: str) -> set[str]:
+        """The sessions whose memory existed as of `as_of`: a built session's id (it and every session
+        before it in time order, as time travel counts steps) or a date (sessions dated on or before it)."""
+        with self.lock(user_id):
+            graph = self.graph(user_id)
+            if as_of in graph.built_sessions:
+                return graph.sessions_through(as_of)
+            out = as_of_sessions(graph, as_of)
+            return out if out is not None else set(graph.built_sessions)
 
     # --- management ---------------------------------------------------------------
     def delete_memory(self, user_id: str, memory_id: str) -> bool:
@@ -309,8 +391,13 @@ class TheanineMemory:
                         "session_id": m.session_id,
                         "turns": list(m.turns),
                         "built_by": BUILT_BY.get(m.built_by, ""),
+                        "superseded_by": graph.superseded_by(m.id),  # None: current
                     }
                     for m in sorted(graph.memories(), key=lambda m: m.order)
                 ],
-                "edges": [{"source": a, "target": b, "relation": r} for a, b, r in graph.g.edges(data="relation")],
+                "edges": [
+                    {"source": a, "target": b, "relation": r}
+                    | ({"found_by": graph.found_by(a, b)} if r == "Changed" else {})
+                    for a, b, r in graph.g.edges(data="relation")
+                ],
             }

@@ -57,18 +57,22 @@ function tooltip(n) {
   if (n.fl & 1) marks.push("retrieved for this reply");
   if (n.fl & 2) marks.push(TT ? "added by this session" : "new");
   if (marks.length) box.appendChild(el("div", "(" + marks.join(", ") + ")"));
+  if (superseded(n)) box.appendChild(el("div", "superseded by: " + byId[n.sup].ev + " (" + byId[n.sup].tm + ")"));
   box.appendChild(el("div", "click: source turns"));
   return box;
 }
 // The marks on pyvis's base look (colour by session date): a star for a retrieved memory, a diamond for a
-// new one (with an amber outline in time travel), a square outline for a search's match.
+// new one (with an amber outline in time travel), a square outline for a search's match. A memory a later
+// one replaced (a Changed edge) is kept, drawn faded; in time travel once its successor exists.
+function superseded(n) { return !!(n.sup && byId[n.sup] && (!TT || stepOf[n.sup] <= ttStep)); }
 function look(n) {
   var c = typeof n.base === "string" ? n.base : "#888";
   var retrieved = n.fl & 1, fresh = n.fl & 2, found = n.fl & 4;
   var border = found ? FOUND : (retrieved ? RETRIEVED : (fresh && TT ? NEW_BORDER : c));
   return {shape: retrieved ? "star" : (fresh ? "diamond" : (found ? "square" : "dot")),
           size: retrieved ? 22 : (fresh || found ? 16 : 10),
-          borderWidth: found || retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border}};
+          borderWidth: found || retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border},
+          opacity: superseded(n) ? 0.3 : 1};
 }
 var nodes = new vis.DataSet(raw.map(function (n) {
   var v = look(n);
@@ -80,6 +84,7 @@ function edgeStep(e) { return Math.max(stepOf[e.from], stepOf[e.to]); }
 function edgeLook(e, i) {
   var v = {id: i};
   if (TT) { var k = edgeStep(e); v.hidden = k > ttStep; v.width = k === ttStep ? 3.5 : 1.2; }
+  if (e.title === "Changed") v.width = Math.max(v.width || 0, 3);  // a change stays visible beside its faded memory
   return v;
 }
 var edges = new vis.DataSet(rawEdges.map(function (e, i) {
@@ -276,6 +281,8 @@ network.on("click", function (p) {
   fresh.id = "legend-new";
   if (TT) { fresh.title = "Diamonds with an amber outline and thick edges: what this session added and linked"; fresh.style.borderBottom = "3px solid " + NEW_BORDER; }
   lg.appendChild(fresh);
+  var faded = raw.filter(superseded).length;
+  if (faded) { var f = el("span", "faded: superseded (" + faded + ")"); f.title = "Memories a later one replaced (Changed): kept as history"; lg.appendChild(f); }
   var present = {};
   rawEdges.forEach(function (e) { present[e.title] = e.color; });
   Object.keys(present).sort().forEach(function (r) {
