@@ -9,19 +9,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from memory.dates import iso_key
 from memory.errors import InvalidOptions, MemoryLibError
 from memory.settings import LLMConfig, Options, Settings
 from memory.text import clean_text, register_secret
+from memory.theanine.strategy import KIND as THEANINE_KIND
 from memory.url_guard import check_url
+from memory.userspace import user_key
 
 from . import prefs as _prefs
+from . import quarantine, repair
 from .chat import Chat, ChatUpdate
 from .errors import UserError
 from .graph_store import SqlGraphStore
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .jobs import BuildPool, ImportRate, JobGate, LimitReached, Limits
-from .lifecycle import EndResult, Lifecycle, Progress, check_date, plural
+from .lifecycle import EndResult, Lifecycle, Progress, check_date, human_date, plural
 from .store import MessageRow, SessionRow, Store, open_store
 from .versions import MemoryVersions
 
@@ -161,6 +165,29 @@ class SessionService:
             result.message += " " + result.errors[0]
         return result
 
+    def set_session_date(
+        self, user_id: str, session_id: str, date: str, progress: Progress | None = None, build: bool = True
+    ) -> str:
+        """Correct the date of a session (memory.dates' rule, as for new sessions). The open session keeps
+        the order rule; an ended one's memories take the new date (THEANINE at once, SeCom by a rebuild;
+        build=False leaves that to `build_pending`)."""
+        user_id = check_user_id(user_id)
+        new = check_date(date)
+        row = self.store.session(user_id, str(session_id or ""))
+        if row is None:
+            raise UserError("Choose a session whose date to correct.")
+        if row.status == "open":
+            self.lifecycle.check_order(user_id, new, row)
+            self.store.set_session_date(user_id, row.session_id, new)
+            return f"Session {row.seq} is now dated {human_date(new)}."
+        with self.jobs.hold(user_id, "close"), self.lifecycle.lock(user_id), self.store.close_claim(user_id):
+            self.store.correct_session_date(user_id, row.session_id, new)
+            graphs = getattr(getattr(self.agent, "theanine", None), "graphs", None)
+            if isinstance(graphs, SqlGraphStore):
+                graphs.set_session_time(user_id, row.session_id, new, iso_key(new))
+        done = f"Session {row.seq} is now dated {human_date(new)}."
+        return f"{done} {self.build_pending(user_id, progress).message}" if build else done
+
     def default_next_date(self, user_id: str) -> str:
         """The proposed date of the next session: the last session's date plus one day."""
         return self.lifecycle.default_next_date(check_user_id(user_id))
@@ -262,6 +289,40 @@ class SessionService:
         gone["message"] = forget_message(gone)
         return gone
 
+    # --- damaged stored values (sessions/quarantine.py) -------------------------------------------
+    def damage(self, user_id: str) -> list[dict]:
+        """The user's damaged stored values found so far: {"item", "kind", "session_id", "message"}."""
+        user_id = check_user_id(user_id)
+        nums = repair.session_numbers(self.store.engine, user_id)
+        return [
+            {
+                "item": d.item,
+                "kind": d.table,
+                "session_id": d.session_id,
+                "message": repair.describe(d, nums.get(d.session_id)),
+            }
+            for d in quarantine.items(self.store.engine, user_key(user_id))
+        ]
+
+    def repair(self, user_id: str, item: str, action: str, progress: Progress | None = None, build: bool = True) -> str:
+        """Rebuild or drop one damaged value (`item` as listed by `damage`); a rebuilt session's memory
+        is built at once (build=False: left to `build_pending`). Returns what was done, for people."""
+        user_id = check_user_id(user_id)
+        if action not in repair.ACTIONS:
+            raise UserError("Choose rebuild or drop.")
+        d = repair.find(self.store.engine, user_key(user_id), str(item or ""))
+        if d is None:
+            raise UserError("Nothing damaged by that name (already repaired?).")
+        with self.jobs.hold(user_id, "close"), self.lifecycle.lock(user_id), self.store.close_claim(user_id):
+            done = repair.repair(self.store.engine, user_id, user_key(user_id), d, action)
+            theanine = getattr(self.agent, "theanine", None)
+            if d.table == "graph_memories" and action == "drop" and theanine is not None:
+                theanine.store.delete(user_id, THEANINE_KIND, ids=[d.row_key])  # its vector, too
+        message = f"Repaired: {done}."
+        if build and self.store.sessions(user_id, status="closing"):
+            message += " " + self.build_pending(user_id, progress).message
+        return message
+
     def export(self, user_id: str) -> dict:
         """Everything kept about the user, as JSON: sessions (importable format) and both memories.
 
@@ -284,6 +345,7 @@ class SessionService:
             "sessions": [s for s in sessions if s["turns"]],
             "memory": self.agent.export_user(user_id),
             "settings": self.prefs(user_id),
+            "damaged": [{k: d[k] for k in ("item", "message")} for d in self.damage(user_id)],
         }
 
     def import_history(

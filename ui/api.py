@@ -133,12 +133,14 @@ def register_api(service: SessionService) -> None:
 
     @refused_for_people
     def history(user_id: str) -> dict:
-        """The user's sessions (oldest first), each with its messages."""
+        """The user's sessions (oldest first), each with its messages; "damaged" lists stored values that
+        could not be read (left out; /repair_damage rebuilds or drops them)."""
         sessions = service.sessions(user_id)
         return {
             "sessions": [
                 {**_session(s), "turns": [_turn(m) for m in service.messages(user_id, s.session_id)]} for s in sessions
-            ]
+            ],
+            "damaged": service.damage(user_id),
         }
 
     @refused_for_people
@@ -157,6 +159,12 @@ def register_api(service: SessionService) -> None:
         source turns, edges) and the SeCom segments, and the user's settings."""
         return service.export(user_id)
 
+    @refused_for_people
+    def repair_damage(user_id: str, item: str, action: str = "rebuild") -> str:
+        """Repair a damaged stored value listed under "damaged" by /history or /export_memory: "rebuild"
+        (a memory: its session's memory is built again from the stored turns) or "drop" it."""
+        return service.repair(user_id, item, action)
+
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)
     gr.api(reply_again, api_name="reply_again", **reply)
@@ -165,3 +173,4 @@ def register_api(service: SessionService) -> None:
     gr.api(history, api_name="history")
     gr.api(import_history, api_name="import_history", **build)
     gr.api(export_memory, api_name="export_memory")
+    gr.api(repair_damage, api_name="repair_damage", **build)
