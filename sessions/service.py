@@ -17,8 +17,8 @@ from memory.theanine.strategy import KIND as THEANINE_KIND
 from memory.url_guard import check_url
 from memory.userspace import user_key
 
+from . import db, quarantine, repair, scrub
 from . import prefs as _prefs
-from . import quarantine, repair
 from .chat import Chat, ChatUpdate
 from .errors import UserError
 from .graph_store import SqlGraphStore
@@ -276,6 +276,11 @@ class SessionService:
             gone = forget(user_id, memory_id.strip(), session_of)
         if gone is None:
             return None
+        rec = session_of(gone["session_id"])  # the transcript as it is before any redaction
+        source = {t.turn_id: (t.speaker, t.text) for t in (rec.turns if rec else []) if t.turn_id in set(gone["turns"])}
+        gone["copies_scrubbed"] = scrub.database(
+            self.store.engine, user_id, scrub.Forgotten.of(gone["memory"], gone["event"], source)
+        )
         redacted = 0
         if redact and gone["turns"]:
             session_of(gone["session_id"])
@@ -287,7 +292,15 @@ class SessionService:
             redacted = self.store.redact_messages(user_id, ids, REDACTED)
         gone["redacted"] = redacted
         gone["message"] = forget_message(gone)
+        self._purge_deleted()
         return gone
+
+    def _purge_deleted(self) -> None:
+        """No deleted text left in the files of the embedded stores (free pages, logs)."""
+        purge = getattr(getattr(self.agent, "store", None), "purge_deleted", None)
+        if purge is not None:
+            purge()
+        db.purge_deleted(self.store.engine)
 
     # --- damaged stored values (sessions/quarantine.py) -------------------------------------------
     def damage(self, user_id: str) -> list[dict]:
@@ -411,6 +424,7 @@ class SessionService:
         with self.jobs.hold(user_id, "forget"), self.lifecycle.lock(user_id), self.store.close_claim(user_id):
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
+            self._purge_deleted()
 
 
 def forget_message(gone: dict) -> str:
@@ -427,9 +441,10 @@ def forget_message(gone: dict) -> str:
     if gone.get("redacted"):
         parts.append(f"Transcript: {plural(gone['redacted'], 'turn')} redacted.")
     else:
+        parts.append("Kept: the session's transcript (tick “also redact” to blank those turns).")
+    if gone.get("copies_scrubbed"):
         parts.append(
-            "Kept: the session's transcript (tick “also redact” to blank those turns) "
-            "and the traces of earlier replies."
+            f"Also taken out of {plural(gone['copies_scrubbed'], 'stored copy', 'stored copies')} (traces, excerpts)."
         )
     return " ".join(parts)
 

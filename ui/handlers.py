@@ -15,17 +15,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-import tempfile
 import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 
 from memory.errors import InvalidOptions
 from memory.settings import STRATEGIES
 from sessions import SessionService, UserError, check_user_id, new_user_id
+from sessions.exports import ExportFiles
 from sessions.ids import is_user_id
 from sessions.importer import MAX_FILE_BYTES
 from sessions.lifecycle import date_positions, human_date
@@ -94,10 +95,12 @@ class Handlers:
         allow_llm_change: bool = True,
         jobs: Jobs | None = None,
         has_api_key: bool = False,
+        exports: ExportFiles | None = None,
     ):
         self.svc, self.c, self.allow_llm_change = service, c, allow_llm_change
         self.jobs = jobs or Jobs()
         self.has_api_key = has_api_key
+        self.exports = exports or ExportFiles(Path(get_upload_folder()) / "memory-chat-exports")
         self._replying: dict[str, float] = {}
         self._replying_lock = threading.Lock()
 
@@ -568,9 +571,8 @@ class Handlers:
         try:
             uid = check_user_id(uid)
             data = self.svc.export(uid)
-            # A fresh temporary folder per export; the file name never comes from user input.
-            path = Path(tempfile.mkdtemp(prefix="memory-export-")) / "memory-export.json"
-            path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+            # One private copy (sessions.exports): inside Gradio's cache, so Gradio serves it without copying.
+            path = self.exports.write(uid, json.dumps(data, ensure_ascii=False, indent=2))
             return {
                 c.export_file: gr.update(value=str(path), visible=True),
                 c.data_status: panels.status_html("Your export is ready to download.", "ok"),
@@ -612,6 +614,14 @@ class Handlers:
         out[self.c.data_status] = panels.status_html(msg, "ok")
         return out
 
+    def export_downloaded(self, uid):
+        """The export was downloaded: its file is deleted a minute later (sessions.exports)."""
+        try:
+            self.exports.downloaded(check_user_id(uid))
+        except UserError as e:
+            return self._fail(e, self.c.data_status)
+        return {self.c.data_status: panels.status_html("Downloaded. The server deletes its copy in a minute.", "ok")}
+
     def forget(self, uid, confirmed):
         """Delete everything, then continue as a brand-new user with a new id."""
         c = self.c
@@ -622,6 +632,7 @@ class Handlers:
             if self.jobs.running(uid):
                 raise UserError("Memory is being built; forget me when the progress bar finishes.")
             self.svc.forget(uid)
+            self.exports.forget(uid)
             fresh = new_user_id()
             self.svc.current_session(fresh)
             return {

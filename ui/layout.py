@@ -288,6 +288,7 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
         **fast,
     )
     c.export_btn.click(h.export, [c.uid], [c.export_file, c.data_status], **fast)
+    c.export_file.download(h.export_downloaded, [c.uid], [c.data_status], **fast)
     c.delete_btn.click(
         h.delete_memory, [c.uid, c.memory, c.redact], [c.graph, c.memory, c.data_status, c.chatbot, c.msg_ids], **fast
     )

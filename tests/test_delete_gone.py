@@ -1,0 +1,146 @@
+"""Delete means gone: a unique token planted in a memory is nowhere after the memory is deleted
+(every table, every file under the data dir); exports are private files that Forget me removes
+(nothing under the data dir, Gradio's temp folder or the system temp folder holds the token).
+
+Real parts: MiniLM, embedded Chroma, SQLite, the `openai` client on the scripted server.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sessions import new_user_id
+from sessions.exports import ExportFiles
+from tests.reliability_app import handlers, make_service
+
+TOKEN = "ZQX" + uuid.uuid4().hex[:10].upper()  # unique per run: no earlier run's file can hold it
+MAX_SCAN_BYTES = 64 * 1024 * 1024
+
+
+def files_with(root: Path, token: str = TOKEN, since: float = 0.0) -> list[str]:
+    """Files under `root` holding `token` (only those changed since `since`: the token is this run's)."""
+    hits = []
+    for p in Path(root).rglob("*"):
+        try:
+            st = p.stat()
+            if (
+                p.is_file()
+                and st.st_mtime >= since
+                and st.st_size <= MAX_SCAN_BYTES
+                and token.encode() in p.read_bytes()
+            ):
+                hits.append(str(p))
+        except OSError:
+            continue
+    return hits
+
+
+def rows_with(db: Path, token: str = TOKEN) -> list[str]:
+    con = sqlite3.connect(db)
+    try:
+        return [line[:200] for line in con.iterdump() if token in line]
+    finally:
+        con.close()
+
+
+def _history(svc, uid: str) -> None:
+    """A memory holding the token, retrieved by later replies of both strategies and a compare run."""
+    svc.new_session(uid, "2023-05-08")
+    for text in (f"My locker code at the gym is {TOKEN} and I never forget it.", "I also swim every morning."):
+        list(svc.send(uid, text, "theanine"))
+    svc.end_session(uid, "2023-05-09")
+    for strategy in ("theanine", "secom"):
+        list(svc.send(uid, "What is my locker code at the gym?", strategy))
+    list(svc.compare(uid, "What is my locker code?"))
+
+
+@pytest.mark.slow
+def test_a_deleted_memory_leaves_no_copy_in_any_table_or_file(tmp_path, llm_server):
+    data = tmp_path / "data"
+    svc = make_service(data, llm_server)
+    uid = new_user_id()
+    _history(svc, uid)
+    assert rows_with(data / "sessions.sqlite3") and files_with(data)  # planted where we look
+    mem = next(n for n in svc.graph(uid)["nodes"] if TOKEN in n["event"])
+    gone = svc.delete_memory(uid, mem["id"], redact=True)
+    assert "stored copies" in gone["message"]
+    assert rows_with(data / "sessions.sqlite3") == []
+    assert files_with(data) == []  # SQLite free pages and WAL, Chroma's log, index and free pages
+    # The rest still works: the other memory is there, and both strategies answer.
+    assert any("swim" in n["event"] for n in svc.graph(uid)["nodes"])
+    for strategy in ("theanine", "secom"):
+        assert not [u for u in svc.send(uid, "Do I swim?", strategy)][-1].error
+    assert TOKEN not in str(svc.export(uid))
+
+
+@pytest.mark.slow
+def test_without_redact_only_the_transcript_keeps_the_turn(tmp_path, llm_server):
+    data = tmp_path / "data"
+    svc = make_service(data, llm_server)
+    uid = new_user_id()
+    _history(svc, uid)
+    mem = next(n for n in svc.graph(uid)["nodes"] if TOKEN in n["event"])
+    svc.delete_memory(uid, mem["id"])
+    hits = rows_with(data / "sessions.sqlite3")
+    assert len(hits) == 1 and hits[0].startswith('INSERT INTO "messages"')  # the user's own message
+    assert [p for p in files_with(data) if "chroma" in p] == []
+    exp = svc.export(uid)
+    assert TOKEN not in str(exp["memory"])  # neither THEANINE nor SeCom holds it
+    assert sum(TOKEN in t["text"] for s in exp["sessions"] for t in s["turns"]) == 1
+
+
+def _temp_dirs() -> list[Path]:
+    from gradio.utils import get_upload_folder
+
+    return [Path(get_upload_folder()), Path(tempfile.gettempdir()) / "gradio", Path(tempfile.gettempdir())]
+
+
+@pytest.mark.slow
+def test_exports_are_private_and_forget_me_leaves_the_token_nowhere_on_disk(tmp_path, llm_server, monkeypatch):
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))  # this test's own Gradio cache
+    start = time.time() - 1
+    data = tmp_path / "data"
+    svc = make_service(data, llm_server)
+    h = handlers(svc)
+    uid = new_user_id()
+    _history(svc, uid)
+    out = h.export(uid)
+    path = Path(out[h.c.export_file]["value"])
+    assert TOKEN in path.read_text(encoding="utf-8")
+    assert path.is_relative_to(tmp_path / "gradio")  # inside Gradio's cache: served without a copy
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(h.exports.root.stat().st_mode) == 0o700
+    h.forget(uid, True)
+    assert not path.exists()
+    assert files_with(data) == []
+    for d in _temp_dirs():
+        assert files_with(d, since=start) == [], d
+
+
+def test_an_export_is_deleted_after_its_download_and_after_its_time(tmp_path):
+    ex = ExportFiles(tmp_path / "exports", ttl_s=3600, sweep_every_s=None)
+    a = ex.write("user-a" * 4, "A's export")
+    b = ex.write("user-b" * 4, "B's export")
+    ex.downloaded("user-a" * 4, grace_s=0)
+    assert not a.exists() and b.exists()  # only the downloader's file
+    ex.ttl_s = 0  # a file not downloaded goes when its time is up
+    c = ex.write("user-b" * 4, "B again")
+    ex.sweep()
+    assert not c.exists() and b.exists()
+    assert ex.forget("user-b" * 4) == 1 and not b.exists()  # Forget me
+    old = tmp_path / "exports" / "left-by-an-earlier-process"
+    old.mkdir()
+    os.utime(old, (time.time() - 10, time.time() - 10))
+    ex.sweep()
+    assert not old.exists()
+    ExportFiles(tmp_path / "exports", sweep_every_s=None)  # a start wipes what is left
+    assert list((tmp_path / "exports").iterdir()) == []
