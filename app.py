@@ -50,6 +50,7 @@ def build():
     from memory.agent import MemoryAgent
     from memory.settings import Settings
     from sessions import SessionService
+    from sessions.identity import IdentityConfig
     from sessions.jobs import Limits
     from ui import build_demo
 
@@ -61,7 +62,7 @@ def build():
             "so other replicas will not find this replica's memories (README: Scale out)"
         )
     agent = MemoryAgent.from_settings(settings)
-    service = SessionService(settings, agent, limits=Limits.from_env())
+    service = SessionService(settings, agent, limits=Limits.from_env(), identity=IdentityConfig.from_env())
     # Sessions whose memory build was cut short (crash, LLM outage) are built again in the background.
     threading.Thread(target=service.recover_pending_closes, name="recover-closes", daemon=True).start()
     if not settings.allow_llm_change:

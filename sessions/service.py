@@ -22,7 +22,7 @@ from . import prefs as _prefs
 from .chat import Chat, ChatUpdate
 from .errors import UserError
 from .graph_store import SqlGraphStore
-from .ids import check_user_id
+from .identity import Identity, IdentityConfig
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .jobs import BuildPool, ImportRate, JobGate, LimitReached, Limits
 from .lifecycle import EndResult, Lifecycle, Progress, check_date, human_date, plural
@@ -38,7 +38,13 @@ __all__ = ["ChatUpdate", "EndResult", "SessionService", "UserError"]
 
 class SessionService:
     def __init__(
-        self, settings: Settings, agent, store: Store | None = None, limits: Limits | None = None, url_check=check_url
+        self,
+        settings: Settings,
+        agent,
+        store: Store | None = None,
+        limits: Limits | None = None,
+        url_check=check_url,
+        identity: IdentityConfig | None = None,
     ):
         self.settings, self.agent = settings, agent
         register_secret(settings.llm.api_key)  # never stored or shown (memory.text)
@@ -47,6 +53,7 @@ class SessionService:
             graphs = SqlGraphStore(self.store.engine)
             graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
             agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
+        self.identity = Identity(self.store, identity)  # which ids are served (sessions/identity.py)
         self.limits = limits or Limits()
         self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)
         self.jobs = JobGate()  # one chat job and one memory job per user (sessions.jobs)
@@ -55,9 +62,22 @@ class SessionService:
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm, build_runner=self.builds.run)
         self.chat = Chat(self.store, agent, self.lifecycle)
 
+    # --- identity ----------------------------------------------------------------------------
+    def _user(self, user_id: object) -> str:
+        return self.identity.check(user_id)
+
+    def new_user(self, client: str = "") -> str:
+        """Issue a new user id (a secret: whoever holds it reads that user's memory), rate-limited per client."""
+        uid = self.identity.issue(client)
+        self.current_session(uid)
+        return uid
+
+    def is_known(self, user_id: object) -> bool:
+        return self.identity.known(user_id)
+
     # --- settings of a user ---------------------------------------------------------------
     def prefs(self, user_id: str) -> dict:
-        return self.store.get_prefs(check_user_id(user_id))
+        return self.store.get_prefs(self._user(user_id))
 
     def options(self, user_id: str, strategy: str | None = None) -> Options:
         return _prefs.options_for(self.settings.options, self.prefs(user_id), strategy)
@@ -90,42 +110,42 @@ class SessionService:
 
     # --- chat -------------------------------------------------------------------------------
     def current_session(self, user_id: str) -> SessionRow:
-        return self.lifecycle.current(check_user_id(user_id))
+        return self.lifecycle.current(self._user(user_id))
 
     def messages(self, user_id: str, session_id: str | None = None) -> list[MessageRow]:
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         sid = session_id or self.lifecycle.current(user_id).session_id
         return self.store.messages(user_id, sid)
 
     def send(self, user_id: str, message: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         opts, llm = self.options(user_id, strategy), self.llm(user_id)
         return self.jobs.stream(user_id, "reply", lambda: self.chat.send(user_id, message, opts, llm))
 
     def retry(self, user_id: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         opts, llm = self.options(user_id, strategy), self.llm(user_id)
         return self.jobs.stream(user_id, "reply", lambda: self.chat.retry(user_id, opts, llm))
 
     def stop_reply(self, user_id: str) -> None:
         """The user pressed Stop: the chat lane is free for Retry at once."""
-        self.jobs.release(check_user_id(user_id), "chat")
+        self.jobs.release(self._user(user_id), "chat")
 
     def compare(self, user_id: str, message: str) -> Iterator[dict]:
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         opts, llm = self.options(user_id), self.llm(user_id)
         return self.jobs.stream(user_id, "compare", lambda: self.chat.compare(user_id, message, opts, llm))
 
     def reply_for(self, user_id: str, message_id: int) -> MessageRow | None:
         """The reply a chat message stands for: itself if it is a reply, else the reply to it."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         m = self.store.message(user_id, int(message_id))
         if m is None or m.role == "assistant":
             return m
         return self.store.reply_to(user_id, m.id)
 
     def last_reply(self, user_id: str) -> MessageRow | None:
-        return self.store.last_reply(check_user_id(user_id))
+        return self.store.last_reply(self._user(user_id))
 
     # --- sessions -----------------------------------------------------------------------------
     def end_session(
@@ -133,11 +153,11 @@ class SessionService:
     ) -> EndResult:
         """End the open session; the next one is dated `next_date` (not before this one). With
         build=False the memory is left for `build_pending` (the page runs it in the background)."""
-        return self._end(check_user_id(user_id), next_date, progress, build)
+        return self._end(self._user(user_id), next_date, progress, build)
 
     def new_session(self, user_id: str, date: str, progress: Progress | None = None, build: bool = True) -> EndResult:
         """Start a session on `date`; the open one is ended first if it has messages."""
-        return self._end(check_user_id(user_id), check_date(date), progress, build)
+        return self._end(self._user(user_id), check_date(date), progress, build)
 
     def _end(self, user_id: str, next_date: str | None, progress: Progress | None, build: bool) -> EndResult:
         self._check_room(user_id, new_sessions=1)
@@ -148,7 +168,7 @@ class SessionService:
 
     def build_pending(self, user_id: str, progress: Progress | None = None) -> EndResult:
         """Build the memory of every ended session still waiting for it (after build=False)."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         with self.jobs.hold(user_id, "close"):
             result = EndResult(closed=self.lifecycle.close_pending(user_id, progress))
         result.session = self.lifecycle.current(user_id)
@@ -171,7 +191,7 @@ class SessionService:
         """Correct the date of a session (memory.dates' rule, as for new sessions). The open session keeps
         the order rule; an ended one's memories take the new date (THEANINE at once, SeCom by a rebuild;
         build=False leaves that to `build_pending`)."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         new = check_date(date)
         row = self.store.session(user_id, str(session_id or ""))
         if row is None:
@@ -190,7 +210,7 @@ class SessionService:
 
     def default_next_date(self, user_id: str) -> str:
         """The proposed date of the next session: the last session's date plus one day."""
-        return self.lifecycle.default_next_date(check_user_id(user_id))
+        return self.lifecycle.default_next_date(self._user(user_id))
 
     def _check_room(self, user_id: str, new_sessions: int) -> None:
         """Per-user bounds on stored sessions and memories (Limits); LimitReached says what to do."""
@@ -212,7 +232,7 @@ class SessionService:
 
     def sessions(self, user_id: str) -> list[SessionRow]:
         """The user's sessions in time order (by date, then number)."""
-        return self.lifecycle.sessions(check_user_id(user_id))
+        return self.lifecycle.sessions(self._user(user_id))
 
     def recover_pending_closes(self) -> int:
         return self.lifecycle.recover_all()
@@ -226,15 +246,15 @@ class SessionService:
 
     # --- memory views and management -------------------------------------------------------------
     def graph(self, user_id: str) -> dict:
-        return self.agent.graph_view(check_user_id(user_id))
+        return self.agent.graph_view(self._user(user_id))
 
     def segments(self, user_id: str) -> list[dict]:
         """The user's SeCom segments (text, key, session)."""
-        return list(self.agent.export_user(check_user_id(user_id)).get("secom_segments") or [])
+        return list(self.agent.export_user(self._user(user_id)).get("secom_segments") or [])
 
     def turn_texts(self, user_id: str, turn_ids) -> dict[str, tuple[str, str]]:
         """{turn id: (speaker, text)} for the given turn ids (a memory's provenance), from the transcript."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         wanted = {str(t) for t in turn_ids or ()}
         out: dict[str, tuple[str, str]] = {}
         if not wanted:
@@ -254,7 +274,7 @@ class SessionService:
         its source turns, rebuilt without them). With `redact`, those turns are also blanked in the
         transcript. Returns what was removed and kept ("message" says it for people), or None when
         the memory does not exist."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > MAX_MEMORY_ID_CHARS:
             raise UserError("Choose a memory to delete.")
         records: dict[str, tuple] = {}
@@ -305,7 +325,7 @@ class SessionService:
     # --- damaged stored values (sessions/quarantine.py) -------------------------------------------
     def damage(self, user_id: str) -> list[dict]:
         """The user's damaged stored values found so far: {"item", "kind", "session_id", "message"}."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         nums = repair.session_numbers(self.store.engine, user_id)
         return [
             {
@@ -320,7 +340,7 @@ class SessionService:
     def repair(self, user_id: str, item: str, action: str, progress: Progress | None = None, build: bool = True) -> str:
         """Rebuild or drop one damaged value (`item` as listed by `damage`); a rebuilt session's memory
         is built at once (build=False: left to `build_pending`). Returns what was done, for people."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         if action not in repair.ACTIONS:
             raise UserError("Choose rebuild or drop.")
         d = repair.find(self.store.engine, user_key(user_id), str(item or ""))
@@ -341,7 +361,7 @@ class SessionService:
 
         The user id itself is left out: it is the browser's credential and a shared file must not leak it.
         """
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         sessions = []
         for s in self.store.sessions(user_id):
             msgs = self.store.messages(user_id, s.session_id, include_errors=False)
@@ -366,7 +386,7 @@ class SessionService:
     ) -> EndResult:
         """Store a history (see sessions.importer) as closed sessions and build their memory at once
         (build=False: stored only; `build_pending` builds it, e.g. in the background)."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         with self.jobs.hold(user_id, "import"):
             self.import_rate.take(user_id)
             try:
@@ -419,7 +439,7 @@ class SessionService:
 
     def forget(self, user_id: str) -> None:
         """Delete everything about the user: memory in every store first, then sessions and messages."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         # The claim: no replica is building this user's memory while it is deleted.
         with self.jobs.hold(user_id, "forget"), self.lifecycle.lock(user_id), self.store.close_claim(user_id):
             self.agent.forget_user(user_id)

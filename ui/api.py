@@ -3,7 +3,7 @@
 An API client has no browser storage, so these endpoints take the user id as
 their first parameter. The id is a bearer secret: get one from /new_user and
 keep it private (the web page keeps its own id in the browser and never shows it).
-Every id is validated (20-64 characters of A-Z a-z 0-9 _ -) before use.
+Every id is validated before use: only ids this server issued (by /new_user or to a page) are served.
 
     from gradio_client import Client
     c = Client("http://127.0.0.1:7860/")
@@ -25,7 +25,8 @@ from typing import TypeVar
 import gradio as gr
 
 from memory.errors import InvalidOptions
-from sessions import SessionService, UserError, new_user_id
+from sessions import SessionService, UserError
+from sessions.identity import client_of
 from sessions.lifecycle import EndResult
 from sessions.service import user_message
 
@@ -95,11 +96,11 @@ def register_api(service: SessionService) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
     reply, build = fairness.reply_events(), fairness.build_events()  # shared pools (ui.fairness)
 
-    def new_user() -> str:
-        """Create a new user and return its id (a secret: whoever holds it reads that user's memory)."""
-        uid = new_user_id()
-        service.current_session(uid)
-        return uid
+    @refused_for_people
+    def new_user(request: gr.Request) -> str:
+        """Create a new user and return its id (a secret: whoever holds it reads that user's memory).
+        Only ids made here are accepted; on a public deployment each address may make a few per hour."""
+        return service.new_user(client_of(request))
 
     @refused_for_people
     def send_message(user_id: str, message: str, strategy: str = "") -> tuple[str, dict]:

@@ -25,9 +25,9 @@ from gradio.utils import get_upload_folder
 
 from memory.errors import InvalidOptions
 from memory.settings import STRATEGIES
-from sessions import SessionService, UserError, check_user_id, new_user_id
+from sessions import SessionService, UserError, check_user_id
 from sessions.exports import ExportFiles
-from sessions.ids import is_user_id
+from sessions.identity import client_of
 from sessions.importer import MAX_FILE_BYTES
 from sessions.lifecycle import date_positions, human_date
 from sessions.prefs import OPTION_FIELDS
@@ -56,6 +56,7 @@ FIELD_LABELS = {
     "base URL": "Base URL",
     "strategy": "Memory strategy",
 }
+LLM_KEYS = ("backend", "model", "base_url")
 REPAIR = "repair:"  # a Delete choice that repairs a damaged stored value: repair:<rebuild|drop>:<item>
 REPLY_STALE_S = 900  # a reply marker older than this is ignored (a cancelled stream never cleared it)
 BUSY_REPLY = (
@@ -230,12 +231,12 @@ class Handlers:
         return {where: panels.status_html(field_message(exc), "error")}
 
     # --- page load ------------------------------------------------------------------------------
-    def load(self, uid):
-        """A browser without a valid id gets a new random one, kept in its localStorage."""
+    def load(self, uid, request: gr.Request = None):  # type: ignore[assignment]  # Gradio passes the request
+        """A browser without an id this server issued gets a new one, kept in its localStorage."""
         c = self.c
-        if not is_user_id(uid):
-            uid = new_user_id()
         try:
+            if not self.svc.is_known(uid):
+                uid = self.svc.new_user(client_of(request))
             self.svc.current_session(uid)
             out = {c.uid: uid, **self._view(uid, use_last_trace=True), **self._settings_values(uid), c.status: ""}
             job = self.jobs.running(uid)
@@ -530,6 +531,9 @@ class Handlers:
             if empty:
                 raise UserError(f"{', '.join(empty)}: the field is empty; give a value (nothing was saved).")
             llm = {"backend": backend, "model": model, "base_url": base_url} if self.allow_llm_change else None
+            if llm is None and (backend, model, base_url) != tuple(self.svc.llm_public(uid)[k] for k in LLM_KEYS):
+                # A request the page cannot make (the fields are locked): refused, not half-saved.
+                raise UserError("This server does not let visitors change the LLM; nothing was saved.")
             self.svc.save_settings(uid, options, llm)
             note = self.backend_note(backend, base_url)[c.settings_status] if self.allow_llm_change else ""
             return {
@@ -622,7 +626,7 @@ class Handlers:
             return self._fail(e, self.c.data_status)
         return {self.c.data_status: panels.status_html("Downloaded. The server deletes its copy in a minute.", "ok")}
 
-    def forget(self, uid, confirmed):
+    def forget(self, uid, confirmed, request: gr.Request = None):  # type: ignore[assignment]
         """Delete everything, then continue as a brand-new user with a new id."""
         c = self.c
         try:
@@ -633,8 +637,7 @@ class Handlers:
                 raise UserError("Memory is being built; forget me when the progress bar finishes.")
             self.svc.forget(uid)
             self.exports.forget(uid)
-            fresh = new_user_id()
-            self.svc.current_session(fresh)
+            fresh = self.svc.new_user(client_of(request))
             return {
                 c.uid: fresh,
                 **self._view(fresh),
