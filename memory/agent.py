@@ -95,6 +95,12 @@ def recent_history(
     return out[::-1]
 
 
+def retrieval_query(history: list[Turn], message: str, opts: Options) -> str:
+    """What both memories are searched with: the new message, after the last `opts.query_turns` turns
+    (0 = the message alone). The message leads: earlier turns dilute it (chosen by measurement, README)."""
+    return dialogue_text(history, message, last=opts.query_turns) if opts.query_turns else message
+
+
 class MemoryAgent:
     """Both memories of every user, and the reply loop. Thread-safe; one per process."""
 
@@ -196,16 +202,16 @@ class MemoryAgent:
         if opts.strategy == "theanine":
             yield ReplyEvent("status", "Retrieving memory timelines...")
             raw = self.theanine.retrieve(
-                user_id, dialogue_text(history, message, last=4), opts, trace, timelines=timelines
+                user_id, retrieval_query(history, message, opts), opts, trace, timelines=timelines
             )
             texts = [t["text"] for t in raw]
             if raw and session is not None and timelines:
                 yield ReplyEvent("status", "Refining timelines for this conversation...")
-                texts = self.theanine.refine(session, dialogue_text(history, message), raw, trace)
+                texts = self.theanine.refine(session, dialogue_text(history, message), raw, trace, opts.refine_each)
             ctx.lines, ctx.covers = list(texts), [tuple(t.get("covers", ())) for t in raw]
         elif opts.strategy == "secom":
             yield ReplyEvent("status", "Retrieving segments of earlier sessions...")
-            segs = self.secom.retrieve(user_id, dialogue_text(history, message, last=2), opts, trace)
+            segs = self.secom.retrieve(user_id, retrieval_query(history, message, opts), opts, trace)
             ctx.lines = [s["context"] for s in segs]
             ctx.covers = [tuple(s["covers"]) for s in segs]
         return ctx

@@ -38,5 +38,5 @@ def reply_messages(
 
 
 def dialogue_text(history: list[Turn], message: str, last: int = 6) -> str:
-    lines = [f"{t.speaker}: {t.text}" for t in history[-last:]] + [f"user: {message}"]
+    lines = [f"{t.speaker}: {t.text}" for t in (history[-last:] if last > 0 else [])] + [f"user: {message}"]
     return "\n".join(lines)

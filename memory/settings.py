@@ -103,6 +103,8 @@ class Options:
     j: int = 3  # THEANINE: associative memories per new memory
     k: int = 3  # memories (THEANINE) / segments (SeCom) retrieved per reply
     n: int = 1  # THEANINE: timelines sampled per retrieved memory
+    query_turns: int = 4  # earlier turns in the retrieval query before the new message (0 = the message alone)
+    refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
     compression_rate: float = 0.75  # LLMLingua-2 `rate`: fraction of tokens KEPT
     retriever: str = "hybrid"  # SeCom: bm25 | dense | hybrid
     budget: int = 1000  # tokens of retrieved memory given to the reply
@@ -114,12 +116,15 @@ class Options:
         "j": (1, 20),
         "k": (1, 20),
         "n": (1, 10),
+        "query_turns": (0, 12),
         "compression_rate": (0.05, 1.0),
         "budget": (50, 32000),
         "max_reply_tokens": (16, 4096),
     }
 
     def __post_init__(self):
+        if not isinstance(self.refine_each, bool):
+            raise InvalidOptions(f"refine_each must be true or false, not {self.refine_each!r}")
         if self.strategy not in STRATEGIES:
             raise InvalidOptions(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
         if self.retriever not in RETRIEVERS:

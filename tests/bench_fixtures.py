@@ -98,3 +98,22 @@ def small_locomo(source: str | Path, sample_id: str = "conv-30", n_sessions: int
         if (ev := clean_evidence(q.get("evidence", []))) and all(e.split(":")[0] in keep for e in ev)
     ]
     return {"sample_id": sample_id, "conversation": conv, "qa": qa, "observation": obs}
+
+
+def long_locomo(source: str | Path, sample_id: str = "conv-41", n_sessions: int = 32) -> dict:
+    """A long history for the UI tests: the sample's sessions repeated in order until there are `n_sessions`,
+    a week apart, turn ids renumbered per session (D{session}:{turn}); no questions."""
+    from datetime import datetime, timedelta
+
+    sample = next(s for s in json.loads(Path(source).read_text(encoding="utf-8")) if s["sample_id"] == sample_id)
+    c = sample["conversation"]
+    base = [
+        c[k] for k in sorted((k for k in c if k.startswith("session_") and k[8:].isdigit()), key=lambda k: int(k[8:]))
+    ]
+    conv = {"speaker_a": c["speaker_a"], "speaker_b": c["speaker_b"]}
+    start = datetime(2023, 5, 8, 13, 56)
+    for n in range(1, n_sessions + 1):
+        when = start + timedelta(days=7 * (n - 1))
+        conv[f"session_{n}_date_time"] = f"{when:%-I:%M} {when:%p}".lower() + f" on {when.day} {when:%B}, {when.year}"
+        conv[f"session_{n}"] = [{**t, "dia_id": f"D{n}:{i + 1}"} for i, t in enumerate(base[(n - 1) % len(base)])]
+    return {"sample_id": sample_id, "conversation": conv, "qa": []}

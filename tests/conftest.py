@@ -12,7 +12,9 @@ from tests.fakes import HashEmbedder
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = ROOT.parent / "shared" / "data"  # benchmark data beside the clone: benchmarks only, never tests
+# The LoCoMo excerpt the tests use (tests/data/README.md): the first sessions of the three dev conversations.
+LOCOMO_SMALL = ROOT / "tests" / "data" / "locomo_small.json"
 
 # The browser and running-app fixtures live in ui_fixtures; registering it here shares them with every test.
 pytest_plugins = ["tests.ui_fixtures"]

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.conftest import SHARED_DATA
+from tests.conftest import LOCOMO_SMALL
 
 pytestmark = pytest.mark.slow
 
@@ -67,12 +67,8 @@ def test_send_end_and_new_session(client):
     assert hist["sessions"][0]["turns"][0]["text"] == "I adopted a puppy named Rex last week."
 
 
-LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
-
-
-@pytest.mark.skipif(not LOCOMO.exists(), reason="shared data not present")
 def test_import_locomo_keeps_dia_ids_and_export_names_them(client):
-    data = json.loads(LOCOMO.read_text())
+    data = json.loads(LOCOMO_SMALL.read_text())
     sample = next(s for s in data if s["sample_id"] == "conv-30")
     conv = {
         k: v for k, v in sample["conversation"].items() if not k.startswith("session_") or k.split("_")[1] in ("1", "2")

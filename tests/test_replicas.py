@@ -8,7 +8,7 @@ the Chroma server, as behind a load balancer. The LLM is the scripted OpenAI-com
 * both replicas end the same session at the same moment: it is built once (one summary call,
   graph ids == Chroma ids, no duplicate memory);
 * kill -9 of A in the middle of a close, while B waits for the same close: B completes it, once;
-* a LoCoMo conversation (3 sessions of locomo_dev.json) imported through the app's import path
+* a LoCoMo conversation (its first 3 sessions, from tests/data/locomo_small.json) imported through the app's import path
   is retrieved by replica B.
 """
 
@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import SHARED_DATA
+from tests.conftest import LOCOMO_SMALL
 from tests.llm_server import LLMServer, app_llm_env
 from tests.pg_server import postgres, unavailable_reason
 from tests.servers import chroma_cmd, free_port, running
@@ -182,7 +182,7 @@ def test_kill9_of_a_replica_mid_close_is_completed_once_by_the_other(cluster):
 
 
 def locomo_slice(n_sessions: int = 3) -> dict:
-    conv = json.loads((SHARED_DATA / "locomo" / "locomo_dev.json").read_text())[0]
+    conv = json.loads(LOCOMO_SMALL.read_text())[0]
     c = conv["conversation"]
     keep = {"speaker_a": c["speaker_a"], "speaker_b": c["speaker_b"]}
     for i in range(1, n_sessions + 1):

@@ -78,7 +78,7 @@ def test_shared_files_load():
 
     seg = SHARED_DATA / "segmentation"
     if not seg.exists():
-        pytest.skip("shared data not present")
+        pytest.skip("checks the segmentation benchmark's data files (../shared/data), which only the benchmark reads")
     d = M.load(seg / "dialseg711_dev.json", "dialseg711")
     t = M.load(seg / "tiage_dev.json", "tiage")
     assert len(d) == 200 and len(t) == 100

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,8 @@ from sessions.ids import InvalidUserId, check_user_id
 from sessions.importer import ImportFormatError
 from sessions.lifecycle import today
 from sessions.prefs import llm_for
+from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedAgent
-
-SHARED_LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 
 
 def make(tmp_path, agent=None, **settings):
@@ -296,11 +294,10 @@ def test_malformed_import_is_refused_and_changes_nothing(tmp_path, bad):
     assert not [c for c in agent.calls if c[0] == "close"]
 
 
-@pytest.mark.skipif(not SHARED_LOCOMO.exists(), reason="LoCoMo dev data not present")
 def test_import_locomo_needs_a_sample_id_when_several(tmp_path):
     svc, _agent = make(tmp_path)
     uid = new_user_id()
-    raw = SHARED_LOCOMO.read_bytes()
+    raw = LOCOMO_SMALL.read_bytes()
     with pytest.raises(ImportFormatError, match="conv-26"):
         svc.import_history(uid, raw)
     with pytest.raises(ImportFormatError, match="no conversation"):

@@ -100,3 +100,23 @@ def test_render_uses_relation_labels():
     g = diamond_chain(1)
     text = timelines.render(g, ["j0", "a1", "j1"])
     assert "-(Cause)-" in text and "-(React)-" in text
+
+
+def test_timelines_start_at_every_root_that_reaches_the_memory():
+    """A->C, B->C (Changed), C->D: both A-C-D and B-C-D are timelines through C (official get_all_path)."""
+    g = MemoryGraph()
+    for mid, ts in (("A", "2023-01-01"), ("B", "2023-01-02"), ("C", "2023-02-01"), ("D", "2023-03-01")):
+        g.add_memory(mem(mid, f"s-{mid}", ts))
+    g.link("A", "C", "SameTopic")
+    g.link("B", "C", "Changed")
+    g.link("C", "D", "Cause")
+    paths = timelines.sample_timelines(g, "C", n=5, rng=random.Random(0))
+    assert sorted(paths) == [["A", "C", "D"], ["B", "C", "D"]]
+    # Retrieving D finds both as well; from B alone there is one.
+    assert sorted(timelines.sample_timelines(g, "D", n=5, rng=random.Random(0))) == [["A", "C", "D"], ["B", "C", "D"]]
+    assert timelines.sample_timelines(g, "B", n=5, rng=random.Random(0)) == [["B", "C", "D"]]
+
+
+def test_a_timeline_keeps_its_history_when_an_earlier_one_shares_its_root():
+    assert timelines.adds_memory(["A", "C", "D"], {"A", "X"})
+    assert not timelines.adds_memory(["A", "C"], {"A", "C", "D"})  # nothing new: left out

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from tests.bench_fixtures import small_locomo
-from tests.conftest import SHARED_DATA
+from tests.conftest import LOCOMO_SMALL
 from tests.ui_fixtures import ROOT, RunningApp, app_env, chromium_browser, free_port
 
-LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
+LOCOMO = LOCOMO_SMALL
 BUDGETS = "250,1000"
 RETRIEVERS = ["bm25", "dense"]  # hybrid left out (unticked in the page)
 RUN_TIMEOUT = 900_000
@@ -38,8 +38,6 @@ browser = pytest.fixture(scope="module")(chromium_browser)
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
-    if not LOCOMO.exists():
-        pytest.skip(f"no {LOCOMO}")
     path = tmp_path_factory.mktemp("eval-data") / "conv30_small.json"
     path.write_text(json.dumps([small_locomo(LOCOMO, "conv-30", n_sessions=3)]), encoding="utf-8")
     return path

@@ -23,11 +23,11 @@ from memory.userspace import user_key
 from sessions import SessionService, UserError, new_user_id
 from sessions.lifecycle import parse_date
 from sessions.timetravel import memory_history
-from tests.conftest import SHARED_DATA
+from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedAgent
 from tests.ui_fixtures import RunningApp, chromium_browser
 
-LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
+LOCOMO = LOCOMO_SMALL
 XSS = "<img src=x onerror=alert(1)>"
 N_SESSIONS = 4  # of conv-30 in the browser test
 BUILD_TIMEOUT = 300_000
@@ -194,8 +194,6 @@ def set_step(page, frame, k: int, timeout=30_000) -> dict:
 
 @pytest.mark.slow
 def test_slider_shows_the_memory_after_sessions_1_2_n_and_marks_what_each_added(browser, offline_app, tmp_path):
-    if not LOCOMO.exists():
-        pytest.skip("LoCoMo dev data not found")
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = ctx.new_page()
     dialogs = []

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_DATA
+from tests.bench_fixtures import long_locomo
+from tests.conftest import LOCOMO_SMALL
 from tests.llm_server import LLMServer, app_llm_env
 from tests.ui_fixtures import RunningApp, chromium_browser
 
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
-LOCOMO = SHARED_DATA / "locomo" / "locomo_dev.json"
 BUILD_TIMEOUT = 900_000
 LONG = "x" * 600  # one unbroken string
 
@@ -241,17 +241,15 @@ def test_date_rules_and_the_sidebar(ann, server):
 
 
 def _locomo_file(tmp_path, sample):
-    data = [x for x in json.loads(LOCOMO.read_text()) if x["sample_id"] == sample]
     path = tmp_path / f"{sample}.json"
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps([long_locomo(LOCOMO_SMALL, sample, n_sessions=32)]))
     return path
 
 
 @pytest.fixture(scope="module")
 def imported(browser, app, server, tmp_path_factory):
-    """A user who imports LoCoMo conv-41 (32 sessions, 384 memories with the scripted summaries)."""
-    if not LOCOMO.exists():
-        pytest.skip("LoCoMo dev data not found")
+    """A user who imports a long LoCoMo-format history (conv-41's first sessions repeated to 32 sessions,
+    384 memories with the scripted summaries)."""
     p = Page(browser, app.url)
     p.start_next("2022-12-01")
     p.status("now dated")

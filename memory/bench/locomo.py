@@ -283,9 +283,8 @@ class TheanineUnits:
 
     def timelines(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
         """Timelines through the ranked memories, most relevant anchor first (`timelines.sample_timelines`,
-        seeded). A memory already in the context is not repeated: an anchor shown inside an earlier
-        timeline is skipped, and a timeline is cut to the run of memories around its anchor that are
-        not in the context yet."""
+        seeded). An anchor shown inside an earlier timeline is skipped; a timeline is kept whole, unless
+        all its memories are in the context already."""
         from ..theanine import timelines as tl
 
         rng = random.Random(self.seed)
@@ -294,9 +293,9 @@ class TheanineUnits:
             if mid in shown:
                 continue
             for path in tl.sample_timelines(self.graph, mid, self.options.n, rng, max_len=self.max_len):
-                path = tl.unshown_run(path, mid, shown)
-                shown.update(path)
-                yield self.timeline_unit(path, mid)
+                if tl.adds_memory(path, shown):
+                    shown.update(path)
+                    yield self.timeline_unit(path, mid)
 
 
 class SecomUnits:

@@ -11,7 +11,9 @@ the designed path instead, and also what a failed summary falls back to:
 * each kept sentence becomes one memory "Speaker: sentence", with its speaker
   and the index of the turn it came from (provenance);
 * near-duplicates within the session (same content words, Jaccard >= DEDUP)
-  are merged, keeping every source turn.
+  are merged, keeping every source turn;
+* in a user-assistant chat the memory is the user's: the assistant's sentences
+  are left out, except what it promised to do.
 
 Deterministic and fast (no model): a 20-turn session takes well under a millisecond.
 """
@@ -315,17 +317,38 @@ def is_statement(sentence: str) -> bool:
     )
 
 
+# In a user-assistant chat the app's agent speaks as ASSISTANT (sessions.store.Message.speaker). Its
+# small talk and claims are not memories of the user (they stay in the transcript and in SeCom's
+# segments); what it promised to do is: "I'll remind you on Friday to call the vet."
+ASSISTANT = "assistant"
+_PROMISE = re.compile(
+    r"\b(?:i'll|will|promised? to|agreed to|i'm going to|i am going to|i've noted|i have noted|noted)\b.{0,60}?"
+    r"\b(?:remind|remember|note|keep|save|follow up|check|send|call|book|schedule|bring|tell)",
+    re.IGNORECASE,
+)
+
+
+def is_promise(sentence: str) -> bool:
+    """An undertaking of the assistant's, worth remembering like a fact about the user."""
+    return bool(_PROMISE.search(sentence.replace("’", "'")))
+
+
+def is_assistant(speaker: str) -> bool:
+    return speaker.strip().lower() == ASSISTANT
+
+
 def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
 def extract_memories(turns: Sequence[Turn]) -> list[dict]:
-    """[{"speaker", "event", "turns": [turn indexes]}] in the order they were said."""
+    """[{"speaker", "event", "turns": [turn indexes]}] in the order they were said. The app's assistant
+    contributes only its promises; two named speakers (LoCoMo) both count."""
     out: list[dict] = []
     keys: list[set[str]] = []
     for i, t in enumerate(turns):
         for s in sentences(t.text):
-            if not is_statement(s):
+            if not is_statement(s) or (is_assistant(t.speaker) and not is_promise(s)):
                 continue
             key = content_words(s)
             dup = next(

@@ -18,7 +18,7 @@ from ..llm import LLMSession
 from ..records import SessionRecord
 from ..tokens import count_tokens
 from . import prompts
-from .extract import extract_memories
+from .extract import extract_memories, is_assistant, is_promise
 from .graph import Memory, MemoryGraph
 
 # Offline rule: SameTopic when the cosine similarity (MiniLM) is at least this. Chosen on LoCoMo conv-26
@@ -86,6 +86,15 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
                 functools.partial(extracted, lo, hi, "extracted-fallback"),
                 max_tokens=min(8192, ANSWER_TOKENS_PER_TURN * (hi - lo) + 64),
             )
+    # The assistant's own words are not memories of the user, whatever the summary says (extract.py).
+    items = [
+        it
+        for it in items
+        if is_promise(it["event"])
+        or not (
+            is_assistant(it["speaker"]) or (it["turns"] and all(is_assistant(turns[t].speaker) for t in it["turns"]))
+        )
+    ]
     ts = iso_key(session.date)
     return [
         Memory(

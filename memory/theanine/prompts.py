@@ -36,6 +36,13 @@ def summarise_messages(
     dialogue = "\n".join(numbered_turns)
     who = f" between {', '.join(speakers)}" if speakers else ""
     where = f" (part {part[0]} of {part[1]}; the other parts are summarised separately)" if part and part[1] > 1 else ""
+    # A user-assistant chat: the memory is the user's (the assistant's small talk is not about them).
+    whose = (
+        "The assistant's own words are not memories: list facts about the user, and of the assistant only "
+        "what it promised to do. "
+        if speakers and "assistant" in (s.lower() for s in speakers)
+        else ""
+    )
     return [
         {"role": "system", "content": "You write long-term memories of a conversation. Answer in JSON only."},
         {
@@ -44,7 +51,7 @@ def summarise_messages(
             "List every fact about each speaker worth remembering in later conversations "
             "(events, plans, preferences, feelings, changes, people and things they mention), one short "
             "third-person sentence each that names the speaker, with the numbers of the turns it comes from. "
-            "Leave none out. Answer as "
+            f"{whose}Leave none out. Answer as "
             '{"memories": [{"speaker": "...", "event": "...", "turns": [0]}]}',
         },
     ]

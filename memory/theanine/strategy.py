@@ -171,8 +171,9 @@ class TheanineMemory:
     ) -> list[dict]:
         """Top-k memories for the dialogue context, n sampled timelines through each, packed into
         `options.budget` tokens by the shared rule (memory.packing: whole timelines in anchor order,
-        the first that does not fit cut to the memories around its anchor). A memory already shown
-        is not repeated. `timelines` False packs the top-k memories alone (ablation).
+        the first that does not fit cut to the memories around its anchor). A timeline whose
+        memories were all shown already is left out; the others are kept whole. `timelines` False
+        packs the top-k memories alone (ablation).
 
         Returns the raw timelines ({"anchor", "nodes", "text", "covers"}) and fills trace.memories.
         """
@@ -206,9 +207,9 @@ class TheanineMemory:
                     else [[h.id]]
                 )
                 for path in paths:
-                    path = timelines_mod.unshown_run(path, h.id, shown)
-                    shown.update(path)
-                    units.append(self._unit(graph, path, h.id))
+                    if timelines_mod.adds_memory(path, shown):
+                        shown.update(path)
+                        units.append(self._unit(graph, path, h.id))
             packed = pack(units, options.budget)
             out = []
             for unit, pieces in packed.chosen:
@@ -235,20 +236,25 @@ class TheanineMemory:
             pieces.append(NodePiece(rel + node, tuple(m.turns), meta=mid))
         return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=path.index(anchor), meta={"anchor": anchor})
 
-    def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace) -> list[str]:
-        """Phase II-2 in one batched call; a timeline the LLM did not rewrite keeps its raw text."""
+    def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace, each: bool = False) -> list[str]:
+        """Phase II-2: one batched call, or with `each` one call per timeline (the official code's way);
+        a timeline the LLM did not rewrite keeps its raw text."""
         if not raw:
             return []
         texts = [t["text"] for t in raw]
-        with trace.timed("theanine_refine"):
-            refined = llm.json(
+
+        def ask(batch: list[str]) -> list[str]:
+            return llm.json(
                 "refine",
-                prompts.refine_messages(dialogue, texts),
+                prompts.refine_messages(dialogue, batch),
                 prompts.REFINE_SCHEMA,
-                lambda r: prompts.validate_refined(r, len(texts)),
-                lambda: list(texts),
-                max_tokens=120 * len(texts) + 32,
+                lambda r: prompts.validate_refined(r, len(batch)),
+                lambda: list(batch),
+                max_tokens=120 * len(batch) + 32,
             )
+
+        with trace.timed("theanine_refine"):
+            refined = [r for t in texts for r in ask([t])] if each else ask(texts)
         refined = [r or texts[i] for i, r in enumerate(refined)] + texts[len(refined) :]
         trace.timelines_refined = refined
         return refined

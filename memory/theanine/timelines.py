@@ -1,11 +1,12 @@
 """Phase II-1: untangle timelines through a retrieved memory.
 
-A timeline starts at the earliest memory of the retrieved memory's component
-(or, when that one does not lead to it, at its earliest ancestor), passes
-through the retrieved memory and runs forward in time to a memory with no
-successor. The number of such paths grows exponentially, so instead of listing
-them we count them (one linear pass over the ancestors and one over the
-descendants) and sample paths uniformly from the counts with a seeded RNG.
+A timeline starts at a root (a memory with no predecessor) among the retrieved
+memory's ancestors, passes through the retrieved memory and runs forward in time
+to a memory with no successor. Every root counts, as in the official code's
+`get_all_path`: with A->C, B->C, C->D both A-C-D and B-C-D are timelines. The
+number of such paths grows exponentially, so instead of listing them we count
+them (one linear pass over the ancestors and one over the descendants) and
+sample paths uniformly from the counts with a seeded RNG.
 """
 
 from __future__ import annotations
@@ -35,11 +36,10 @@ def sample_timelines(graph: MemoryGraph, mid: str, n: int, rng: random.Random, m
     """
     g = graph.g
     anc = _ancestors_in_order(graph, mid)  # time order, so edges go left to right
-    start = anc[0]  # the earliest memory that leads to mid
-    paths_from_start = {start: 1}
-    anc_set = set(anc)
-    for v in anc[1:]:
-        paths_from_start[v] = sum(paths_from_start.get(p, 0) for p in g.predecessors(v) if p in anc_set)
+    paths_from_start: dict[str, int] = {}  # paths from any root to each ancestor
+    for v in anc:
+        preds = list(g.predecessors(v))
+        paths_from_start[v] = 1 if not preds else sum(paths_from_start[p] for p in preds)
     desc = _descendants_in_order(graph, mid)
     paths_to_end: dict[str, int] = {}
     for v in reversed(desc):
@@ -48,8 +48,7 @@ def sample_timelines(graph: MemoryGraph, mid: str, n: int, rng: random.Random, m
 
     def walk_back() -> list[str]:
         path, v = [mid], mid
-        while v != start:
-            preds = [p for p in g.predecessors(v) if paths_from_start.get(p, 0) > 0]
+        while preds := list(g.predecessors(v)):
             v = _pick(rng, preds, [paths_from_start[p] for p in preds])
             path.append(v)
         return path[::-1]
@@ -102,13 +101,7 @@ def render(graph: MemoryGraph, path: list[str]) -> str:
     return "".join(parts)
 
 
-def unshown_run(path: list[str], anchor: str, shown: set[str]) -> list[str]:
-    """The part of `path` around `anchor` whose memories are not in `shown` yet (a memory already
-    given to the reply is not repeated)."""
-    a = path.index(anchor)
-    lo, hi = a, a
-    while hi + 1 < len(path) and path[hi + 1] not in shown:
-        hi += 1
-    while lo > 0 and path[lo - 1] not in shown:
-        lo -= 1
-    return path[lo : hi + 1]
+def adds_memory(path: list[str], shown: set[str]) -> bool:
+    """Whether `path` tells the reply something new. A timeline is kept whole, with its own history,
+    even where an earlier one shares its root; one whose memories were all shown is left out."""
+    return not set(path) <= shown
