@@ -35,6 +35,7 @@ from sessions.service import user_message
 
 from . import panels
 from .chat_view import PENDING, as_text, chat_messages
+from .data_actions import REPAIR, DataActions
 from .graph_view import busy_html, graph_html
 from .jobs import Jobs
 
@@ -57,7 +58,6 @@ FIELD_LABELS = {
     "strategy": "Memory strategy",
 }
 LLM_KEYS = ("backend", "model", "base_url")
-REPAIR = "repair:"  # a Delete choice that repairs a damaged stored value: repair:<rebuild|drop>:<item>
 REPLY_STALE_S = 900  # a reply marker older than this is ignored (a cancelled stream never cleared it)
 BUSY_REPLY = (
     "Still answering your previous message: this one stays in the box. Send it when the reply is done, or press Stop."
@@ -88,7 +88,7 @@ def field_message(exc: BaseException) -> str:
     )
 
 
-class Handlers:
+class Handlers(DataActions):
     def __init__(
         self,
         service: SessionService,
@@ -153,34 +153,6 @@ class Handlers:
             (f"{' '.join(str(n.get('event', '')).split())[:80]} ({n['id']})", str(n["id"])) for n in reversed(nodes)
         ]
         return gr.update(choices=self._repair_choices(uid) + choices, value=None)
-
-    def _repair_choices(self, uid: str) -> list[tuple[str, str]]:
-        """Damaged stored values (sessions/repair.py) as Delete choices: rebuild or drop each."""
-        try:
-            damaged = self.svc.damage(uid)
-        except Exception:
-            return []
-        out = []
-        for d in damaged:
-            what = f"memory {d['item'].split('/')[1]}" if d["kind"] == "graph_memories" else d["kind"]
-            if d["kind"] in ("graph_memories", "sessions"):
-                out.append(
-                    (f"⚠ Rebuild session {d['session_id']}'s memory (damaged {what})", REPAIR + "rebuild:" + d["item"])
-                )
-            out.append((f"⚠ Drop the damaged {what} ({d['session_id'] or 'settings'})", REPAIR + "drop:" + d["item"]))
-        return out
-
-    def _damage_note(self, uid: str) -> str:
-        try:
-            damaged = self.svc.damage(uid)
-        except Exception:
-            return ""
-        if not damaged:
-            return ""
-        text = " ".join(d["message"] for d in damaged[:3]) + (
-            f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else ""
-        )
-        return panels.status_html(text + " Choose “Rebuild” or “Drop” in Memory → Delete.", "info")
 
     def _header(self, uid: str, strategy: str | None = None) -> str:
         s = self.svc.current_session(uid)
@@ -493,21 +465,6 @@ class Handlers:
         return self._end(uid, date, "new")
 
     # --- settings -------------------------------------------------------------------------------------
-    def set_session_date(self, uid, session_id, date):
-        """Correct the date of the session chosen in the list (an ended one's memory is rebuilt in the background)."""
-        c = self.c
-        try:
-            uid = check_user_id(uid)
-            if self.jobs.running(uid):
-                raise UserError("Memory is being built; correct the date when the progress bar finishes.")
-            msg = self.svc.set_session_date(uid, session_id, date, build=False)
-            out = {}
-            if any(s.status == "closing" for s in self.svc.sessions(uid)):
-                out = self._start_build(uid, "Rebuilding memory", lambda p: self.svc.build_pending(uid, p))
-            return {**self._view(uid), **out, c.status: panels.status_html(msg, "ok")}
-        except Exception as e:
-            return self._fail(e, c.status)
-
     def backend_note(self, backend, base_url):
         """Before the first failed call: the OpenAI backend without a key and without a base URL."""
         c = self.c
@@ -606,25 +563,6 @@ class Handlers:
             return out
         except Exception as e:
             return self._fail(e, c.data_status)
-
-    def _repair(self, uid: str, choice: str) -> dict:
-        """A damaged value rebuilt (its session's memory built again in the background) or dropped."""
-        action, _, item = choice.partition(":")
-        msg = self.svc.repair(uid, item, action, build=False)
-        out = {}
-        if any(s.status == "closing" for s in self.svc.sessions(uid)):
-            out = self._start_build(uid, "Rebuilding memory", lambda p: self.svc.build_pending(uid, p))
-        out.update({c: v for c, v in self._view(uid).items() if c in (self.c.graph, self.c.memory, self.c.sessions)})
-        out[self.c.data_status] = panels.status_html(msg, "ok")
-        return out
-
-    def export_downloaded(self, uid):
-        """The export was downloaded: its file is deleted a minute later (sessions.exports)."""
-        try:
-            self.exports.downloaded(check_user_id(uid))
-        except UserError as e:
-            return self._fail(e, self.c.data_status)
-        return {self.c.data_status: panels.status_html("Downloaded. The server deletes its copy in a minute.", "ok")}
 
     def forget(self, uid, confirmed, request: gr.Request = None):  # type: ignore[assignment]
         """Delete everything, then continue as a brand-new user with a new id."""
