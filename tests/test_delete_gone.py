@@ -21,11 +21,16 @@ from sessions import new_user_id
 from sessions.exports import ExportFiles
 from tests.reliability_app import handlers, make_service
 
-TOKEN = "ZQX" + uuid.uuid4().hex[:10].upper()  # unique per run: no earlier run's file can hold it
+
+def new_token() -> str:
+    """Unique per test: no file of an earlier run or test can hold it."""
+    return "ZQX" + uuid.uuid4().hex[:10].upper()
+
+
 MAX_SCAN_BYTES = 64 * 1024 * 1024
 
 
-def files_with(root: Path, token: str = TOKEN, since: float = 0.0) -> list[str]:
+def files_with(root: Path, token: str, since: float = 0.0) -> list[str]:
     """Files under `root` holding `token` (only those changed since `since`: the token is this run's)."""
     hits = []
     for p in Path(root).rglob("*"):
@@ -43,7 +48,7 @@ def files_with(root: Path, token: str = TOKEN, since: float = 0.0) -> list[str]:
     return hits
 
 
-def rows_with(db: Path, token: str = TOKEN) -> list[str]:
+def rows_with(db: Path, token: str) -> list[str]:
     con = sqlite3.connect(db)
     try:
         return [line[:200] for line in con.iterdump() if token in line]
@@ -51,10 +56,10 @@ def rows_with(db: Path, token: str = TOKEN) -> list[str]:
         con.close()
 
 
-def _history(svc, uid: str) -> None:
+def _history(svc, uid: str, token: str) -> None:
     """A memory holding the token, retrieved by later replies of both strategies and a compare run."""
     svc.new_session(uid, "2023-05-08")
-    for text in (f"My locker code at the gym is {TOKEN} and I never forget it.", "I also swim every morning."):
+    for text in (f"My locker code at the gym is {token} and I never forget it.", "I also swim every morning."):
         list(svc.send(uid, text, "theanine"))
     svc.end_session(uid, "2023-05-09")
     for strategy in ("theanine", "secom"):
@@ -66,35 +71,35 @@ def _history(svc, uid: str) -> None:
 def test_a_deleted_memory_leaves_no_copy_in_any_table_or_file(tmp_path, llm_server):
     data = tmp_path / "data"
     svc = make_service(data, llm_server)
-    uid = new_user_id()
-    _history(svc, uid)
-    assert rows_with(data / "sessions.sqlite3") and files_with(data)  # planted where we look
-    mem = next(n for n in svc.graph(uid)["nodes"] if TOKEN in n["event"])
+    uid, token = new_user_id(), new_token()
+    _history(svc, uid, token)
+    assert rows_with(data / "sessions.sqlite3", token) and files_with(data, token)  # planted where we look
+    mem = next(n for n in svc.graph(uid)["nodes"] if token in n["event"])
     gone = svc.delete_memory(uid, mem["id"], redact=True)
     assert "stored copies" in gone["message"]
-    assert rows_with(data / "sessions.sqlite3") == []
-    assert files_with(data) == []  # SQLite free pages and WAL, Chroma's log, index and free pages
+    assert rows_with(data / "sessions.sqlite3", token) == []
+    assert files_with(data, token) == []  # SQLite free pages and WAL, Chroma's log, index and free pages
     # The rest still works: the other memory is there, and both strategies answer.
     assert any("swim" in n["event"] for n in svc.graph(uid)["nodes"])
     for strategy in ("theanine", "secom"):
         assert not [u for u in svc.send(uid, "Do I swim?", strategy)][-1].error
-    assert TOKEN not in str(svc.export(uid))
+    assert token not in str(svc.export(uid))
 
 
 @pytest.mark.slow
 def test_without_redact_only_the_transcript_keeps_the_turn(tmp_path, llm_server):
     data = tmp_path / "data"
     svc = make_service(data, llm_server)
-    uid = new_user_id()
-    _history(svc, uid)
-    mem = next(n for n in svc.graph(uid)["nodes"] if TOKEN in n["event"])
+    uid, token = new_user_id(), new_token()
+    _history(svc, uid, token)
+    mem = next(n for n in svc.graph(uid)["nodes"] if token in n["event"])
     svc.delete_memory(uid, mem["id"])
-    hits = rows_with(data / "sessions.sqlite3")
+    hits = rows_with(data / "sessions.sqlite3", token)
     assert len(hits) == 1 and hits[0].startswith('INSERT INTO "messages"')  # the user's own message
-    assert [p for p in files_with(data) if "chroma" in p] == []
+    assert [p for p in files_with(data, token) if "chroma" in p] == []
     exp = svc.export(uid)
-    assert TOKEN not in str(exp["memory"])  # neither THEANINE nor SeCom holds it
-    assert sum(TOKEN in t["text"] for s in exp["sessions"] for t in s["turns"]) == 1
+    assert token not in str(exp["memory"])  # neither THEANINE nor SeCom holds it
+    assert sum(token in t["text"] for s in exp["sessions"] for t in s["turns"]) == 1
 
 
 def _temp_dirs() -> list[Path]:
@@ -110,20 +115,20 @@ def test_exports_are_private_and_forget_me_leaves_the_token_nowhere_on_disk(tmp_
     data = tmp_path / "data"
     svc = make_service(data, llm_server)
     h = handlers(svc)
-    uid = new_user_id()
-    _history(svc, uid)
+    uid, token = new_user_id(), new_token()
+    _history(svc, uid, token)
     out = h.export(uid)
     path = Path(out[h.c.export_file]["value"])
-    assert TOKEN in path.read_text(encoding="utf-8")
+    assert token in path.read_text(encoding="utf-8")
     assert path.is_relative_to(tmp_path / "gradio")  # inside Gradio's cache: served without a copy
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(h.exports.root.stat().st_mode) == 0o700
     h.forget(uid, True)
     assert not path.exists()
-    assert files_with(data) == []
+    assert files_with(data, token) == []
     for d in _temp_dirs():
-        assert files_with(d, since=start) == [], d
+        assert files_with(d, token, since=start) == [], d
 
 
 def test_an_export_is_deleted_after_its_download_and_after_its_time(tmp_path):
