@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 from pathlib import Path
@@ -38,3 +39,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
     """`atomic_write_bytes` for text."""
     return atomic_write_bytes(path, text.encode(encoding))
+
+
+def atomic_write_json(path: str | Path, obj) -> Path:
+    """`obj` as indented UTF-8 JSON, written atomically (benchmark and evaluation results)."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")

@@ -1,14 +1,14 @@
 """Evaluate memory designs on a LoCoMo-format file or on the user's own history and questions.
 
-A run is the app-path evidence-recall benchmark itself (`memory.bench.locomo_agent.run`, the code
-of `python -m memory.bench locomo --path agent`), not a copy: every choice the page offers is a
+A run is the evaluation API's run (`memory.evaluation.agent_run.run`, which
+`python -m memory.bench locomo --path agent` calls too), not a copy: every choice the page offers is a
 `RunSpec` field, and the result is the JSON the command writes (with `--contexts`).
 
 * Scratch data only: the benchmark closes the sessions into memory in a temporary folder of its
   own; the user's memory, sessions and settings are read (their transcript, for "my history") and
   never written.
-* In the background: one run per user (its own lane of the job gate, so the chat and memory
-  builds go on), on a worker pool of its own at a lower CPU priority, like memory builds. The
+* In the background: one run per user (its own lane of the user's work, sessions/work.py, so the
+  chat and memory builds go on), on a worker pool of its own at a lower CPU priority, like memory builds. The
   last run of each user is kept (in this process), so a reload shows it running or finished.
 * Bad input (not LoCoMo, no question with evidence, bad budgets or turn ids) is refused with a
   message before anything starts.
@@ -26,15 +26,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory.bench import common
-from memory.bench import locomo as bench
-from memory.bench import locomo_agent as la
-from memory.settings import Settings
+from memory.evaluation import agent_run
+from memory.evaluation.conversations import Conversation, load_samples
+from memory.evaluation.spec import AGENT_METHODS, DEFAULT_RETRIEVERS, MIN_BUDGET, SUMMARISERS, RunSpec
+from memory.files import atomic_write_json
+from memory.settings import Limits, Settings
 
 from .errors import UserError
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES
-from .jobs import BuildPool, Busy, Limits, Progress
+from .jobs import BuildPool, Progress
+from .work import Progressing
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +50,12 @@ MY_HISTORY = "my-history"
 _TURN_ID = re.compile(r"D(\d+):(\d+)")
 
 
-@dataclass
-class EvalRun:
+@dataclass(kw_only=True)
+class EvalRun(Progressing):
     """One user's run: its progress while it runs, then the benchmark's JSON (or what went wrong)."""
 
     source: str  # what was evaluated, for people
-    spec: la.RunSpec
-    started: float = field(default_factory=time.time)
-    fraction: float = 0.0
+    spec: RunSpec
     text: str = "Waiting to start…"
     done: bool = False
     result: dict | None = None
@@ -64,23 +64,13 @@ class EvalRun:
     turns: dict = field(default_factory=dict)  # (conversation, turn id) -> (speaker, text), to show evidence
     forgotten: bool = False  # the user chose Forget me: keep nothing of this run
 
-    def progress(self, fraction: float, text: str) -> None:
-        self.fraction = max(self.fraction, min(1.0, max(0.0, float(fraction))))
-        self.text = text or self.text
-
-    def eta(self) -> float | None:
-        elapsed = time.time() - self.started
-        if self.fraction < 0.02 or elapsed < 2:
-            return None
-        return elapsed * (1 - self.fraction) / self.fraction
-
 
 @dataclass
 class EvalRequest:
     """A checked request: the conversations to evaluate and the run's choices."""
 
-    convs: list
-    spec: la.RunSpec
+    convs: list[Conversation]
+    spec: RunSpec
     source: str
 
 
@@ -96,10 +86,10 @@ def parse_budgets(text) -> list[int]:
         budgets = [int(p) for p in parts]
     except ValueError:
         raise UserError(f"Token budgets must be whole numbers separated by commas, not {text!r}.") from None
-    bad = [b for b in budgets if not la.MIN_BUDGET <= b <= MAX_BUDGET]
+    bad = [b for b in budgets if not MIN_BUDGET <= b <= MAX_BUDGET]
     if bad:
         raise UserError(
-            f"Token budgets must lie between {la.MIN_BUDGET} and {MAX_BUDGET} tokens (not {', '.join(map(str, bad))})."
+            f"Token budgets must lie between {MIN_BUDGET} and {MAX_BUDGET} tokens (not {', '.join(map(str, bad))})."
         )
     budgets = sorted(set(budgets))
     if len(budgets) > MAX_BUDGETS:
@@ -107,13 +97,13 @@ def parse_budgets(text) -> list[int]:
     return budgets
 
 
-def make_spec(methods, retrievers, budgets_text, summarisers, llm_configured: bool | None = None) -> la.RunSpec:
+def make_spec(methods, retrievers, budgets_text, summarisers, llm_configured: bool | None = None) -> RunSpec:
     """The run the page asks for, as the benchmark's RunSpec (with contexts: the page shows them)."""
-    spec = la.RunSpec(
-        methods=[m for m in la.AGENT_METHODS if m in (methods or [])],
-        retrievers=[r for r in la.DEFAULT_RETRIEVERS if r in (retrievers or [])],
+    spec = RunSpec(
+        methods=[m for m in AGENT_METHODS if m in (methods or [])],
+        retrievers=[r for r in DEFAULT_RETRIEVERS if r in (retrievers or [])],
         budgets=parse_budgets(budgets_text),
-        summarisers=[s for s in la.SUMMARISERS if s in (summarisers or [])],
+        summarisers=[s for s in SUMMARISERS if s in (summarisers or [])],
         contexts=True,
     )
     if not spec.methods:
@@ -128,7 +118,7 @@ def make_spec(methods, retrievers, budgets_text, summarisers, llm_configured: bo
     return spec
 
 
-def conversations_from_file(data: bytes | str, only: str = "") -> list:
+def conversations_from_file(data: bytes | str, only: str = "") -> list[Conversation]:
     """The conversations of an uploaded LoCoMo-format file (`only`: comma-separated sample ids)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
@@ -138,9 +128,9 @@ def conversations_from_file(data: bytes | str, only: str = "") -> list:
         obj = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise UserError(f"The file is not valid JSON ({type(e).__name__}); nothing was run.") from None
-    wanted = common.str_list(only or "")
+    wanted = [x.strip() for x in (only or "").split(",") if x.strip()]
     try:
-        convs = bench.load_samples(obj, wanted or None)
+        convs = load_samples(obj, wanted or None)
     except LookupError as e:
         raise UserError(f"The file holds {e.args[0]}; check the conversation ids.") from None
     except (ValueError, TypeError, KeyError, AttributeError) as e:
@@ -266,7 +256,7 @@ class Evaluations:
         self.settings = settings or service.settings
         lim = limits or getattr(service, "limits", None) or Limits()
         self.pool = BuildPool(1, lim.build_nice)  # its own worker: memory builds never wait behind a run
-        self.gate = service.jobs
+        self.work = service.work  # the run holds the user's "evaluate" lane
         self._runs: dict[str, EvalRun] = {}  # the latest run of each user
         self._done: dict[str, EvalRun] = {}  # the latest run of each user that has results
         self._lock = threading.Lock()
@@ -281,7 +271,7 @@ class Evaluations:
         if "reference" in spec.summarisers:
             raise UserError("The reference summariser needs LoCoMo's observation facts; use offline (or llm).")
         sample = my_history_sample(self.svc, user_id, rows)
-        return EvalRequest(bench.load_samples([sample]), spec, "your history and questions")
+        return EvalRequest(load_samples([sample]), spec, "your history and questions")
 
     def get(self, user_id: str) -> EvalRun | None:
         with self._lock:
@@ -295,15 +285,13 @@ class Evaluations:
     def start(self, user_id: str, req: EvalRequest) -> EvalRun:
         """Start a run in the background; Busy when this user's previous run is still going."""
         user_id = check_user_id(user_id)
-        with self._lock:
-            old = self._runs.get(user_id)
-            if old is not None and not old.done:
-                raise Busy("evaluate")
-            run = self._runs[user_id] = EvalRun(req.source, req.spec)
+        run = EvalRun(source=req.source, spec=req.spec)
         run.turns = {
             (c.sample_id, t.turn_id): (t.speaker, t.text) for c in req.convs for s in c.sessions for t in s.turns
         }
-        threading.Thread(target=self._run, args=(user_id, run, req), name="evaluate", daemon=True).start()
+        self.work.start(user_id, "evaluate", lambda w: self._run(user_id, run, req))
+        with self._lock:
+            self._runs[user_id] = run
         return run
 
     def forget(self, user_id: str) -> None:
@@ -317,10 +305,9 @@ class Evaluations:
 
     def _run(self, user_id: str, run: EvalRun, req: EvalRequest) -> None:
         try:
-            with self.gate.hold(user_id, "evaluate"):
-                result = self.pool.run(lambda p: self._bench(req, p), run.progress)
+            result = self.pool.run(lambda p: self._bench(req, p), run.progress)
             folder = Path(tempfile.mkdtemp(prefix="run-", dir=self._dir))  # never named from user input
-            run.path = common.write_json(folder / "locomo_evaluation.json", result)
+            run.path = atomic_write_json(folder / "locomo_evaluation.json", result)
             run.result = result
             run.progress(1.0, f"Done in {round(time.time() - run.started)} s.")
             with self._lock:
@@ -338,7 +325,7 @@ class Evaluations:
             run.done = True
 
     def _bench(self, req: EvalRequest, progress: Progress) -> dict:
-        return la.run(req.convs, req.spec, settings=self.settings, data=req.source, report=progress, log=False)
+        return agent_run.run(req.convs, req.spec, settings=self.settings, data=req.source, report=progress)
 
     def shutdown(self) -> None:
         self.pool.shutdown()

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from memory.dates import MAX_DATE_CHARS, DateError
 from memory.dates import check as check_date
+from memory.locomo_format import load_sessions
 from memory.text import clean_text
 
 from .errors import UserError
@@ -110,8 +111,6 @@ def _parse_own(obj: dict) -> list[ImportedSession]:
 
 
 def _parse_locomo(obj, sample_id: str = "") -> list[ImportedSession]:
-    from memory.locomo import load_sessions
-
     try:
         samples = load_sessions(obj)
     except (ValueError, KeyError, TypeError, AttributeError) as e:

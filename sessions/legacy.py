@@ -21,14 +21,13 @@ COPY_LOCK = 7303
 MIGRATED_SUFFIX = ".migrated"
 
 
-def copy_sqlite_into(sqlite_path: Path, target) -> dict[str, int] | None:
-    """Copy every table of the SQLite file into `target` (a Store on another database).
+def copy_sqlite_into(src, target) -> dict[str, int] | None:
+    """Copy every table of `src` (the Store of a data dir's SQLite file: opening it upgraded the file to
+    the current schema) into `target` (a Store on another database); `src` is closed after.
 
     Returns {table: rows} when copied, None when skipped (the target already has users).
     """
-    from .store import Store
-
-    src = Store(sqlite_path)  # upgrades an old file to the current schema first
+    sqlite_path = Path(src.path)
     counts: dict[str, int] = {}
     try:
         with db.write(target.engine) as out:

@@ -23,7 +23,13 @@ class SessionRow:
     close_error: str | None
     report: dict | None
     n_messages: int = 0
+    number: int = 0  # the session's place in time order, 1.. (set by Lifecycle.sessions; 0 = not computed)
     damaged: str = ""  # the JSON column that could not be read (quarantined), else ""
+
+    @property
+    def label(self) -> str:
+        """The number people see: by date, whatever the source (a stored row not yet placed falls back to seq)."""
+        return str(self.number or self.seq)
 
 
 @dataclass

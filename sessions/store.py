@@ -23,12 +23,13 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from memory.text import clean_obj, clean_text
+from memory.text import clean_obj, clean_text, register_secret
 from memory.userspace import user_key
 
 from . import db, migrations, quarantine, stored_json
 from .claims import close_claim
 from .ids import check_user_id
+from .legacy import copy_sqlite_into
 from .quarantine import Damage
 from .rows import MessageRow, R, SessionRow, row_of
 from .schema import compares as C
@@ -403,11 +404,15 @@ class Store:
                 ).scalar_one()
             )
 
-    def compares(self, user_id: str) -> list[dict]:
-        """The user's compare runs; a run whose stored results cannot be read is left out (quarantined)."""
+    def compares(self, user_id: str, last: int | None = None) -> list[dict]:
+        """The user's compare runs, oldest first (`last`: only the latest n); a run whose stored results
+        cannot be read is left out (quarantined)."""
+        q = sa.select(C).where(C.c.user_id == user_id).order_by(C.c.id.desc())
+        if last is not None:
+            q = q.limit(last)
         out, damaged = [], []
         with self._connect() as c:
-            for r in c.execute(sa.select(C).where(C.c.user_id == user_id).order_by(C.c.id)):
+            for r in c.execute(q):
                 results, bad = stored_json.read("compares", "results", r.results)
                 if bad:
                     damaged.append(Damage("compares", str(r.id), "results", r.session_id, r.results))
@@ -423,7 +428,7 @@ class Store:
                 )
         if damaged:
             quarantine.flag(self.engine, user_key(user_id), damaged)
-        return out
+        return out[::-1]
 
     # --- activity (sessions.idle) ----------------------------------------------------------
     def last_activity(self) -> list[tuple[str, float]]:
@@ -444,15 +449,11 @@ class Store:
 
 def open_store(data_dir: Path | str, env: dict | None = None) -> Store:
     """The app's store: DATABASE_URL (e.g. postgresql://user:pw@host/db) when set, else the data dir's SQLite."""
-    from memory.text import register_secret
-
     url = (os.environ if env is None else env).get("DATABASE_URL", "").strip()
     if url:
         register_secret(sa.engine.make_url(db.normalise_url(url)).password or "")  # never in logs or pages
     store = Store.for_data_dir(data_dir, url)
     old = Path(data_dir) / "sessions.sqlite3"
     if url and old.exists():  # first start of a single-process data dir on the shared database
-        from .legacy import copy_sqlite_into
-
-        copy_sqlite_into(old, store)
+        copy_sqlite_into(Store(old), store)
     return store

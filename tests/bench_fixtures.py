@@ -56,7 +56,7 @@ QA = [
 
 
 def tiny_locomo(sample_id: str = "conv-t") -> dict:
-    conv = {"speaker_a": "Alice", "speaker_b": "Bob"}
+    conv: dict[str, object] = {"speaker_a": "Alice", "speaker_b": "Bob"}
     for n, turns in TURNS.items():
         conv[f"session_{n}_date_time"] = f"1:00 pm on {n} May, 2023"
         conv[f"session_{n}"] = [
@@ -90,7 +90,7 @@ def small_locomo(source: str | Path, sample_id: str = "conv-30", n_sessions: int
         conv[f"session_{n}_date_time"] = sample["conversation"][f"session_{n}_date_time"]
         if f"session_{n}_observation" in sample.get("observation", {}):
             obs[f"session_{n}_observation"] = sample["observation"][f"session_{n}_observation"]
-    from memory.locomo import clean_evidence
+    from memory.locomo_format import clean_evidence
 
     qa = [
         q

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory.locomo import observations
+from memory.locomo_format import observations
 from tests.ui_fixtures import RunningApp
 
 

@@ -108,7 +108,7 @@ def test_qa_and_teafarm_plumbing_with_the_embedded_model(tmp_path, monkeypatch):
 def test_locomo_agent_path_with_the_configured_llm_summariser(tmp_path, fake_endpoint, monkeypatch):
     """Issue 10: `--summariser llm` closes the sessions with the configured endpoint (injected into
     MemoryAgent through llm_factory) and scores the memory text the reply would receive."""
-    from memory.bench import locomo
+    from memory.bench import locomo_recall as locomo
 
     monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
     data = write_tiny(tmp_path / "tiny.json")

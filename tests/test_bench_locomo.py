@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from memory.bench import common, locomo
+from memory.bench import locomo_recall, recall_units
+from memory.evaluation.scoring import evidence_recall
 from memory.packing import Piece, Unit, pack
 from memory.settings import Options
 from memory.tokens import count_tokens
@@ -35,13 +36,13 @@ def test_pack_takes_whole_units_then_cuts_the_next_around_its_anchor():
 
 
 def test_evidence_recall_counts_whole_turns():
-    assert common.evidence_recall(["D1:1", "D1:2"], {"D1:2", "D9:9"}) == 0.5
-    assert common.evidence_recall(["D1:1"], set()) == 0.0
+    assert evidence_recall(["D1:1", "D1:2"], {"D1:2", "D9:9"}) == 0.5
+    assert evidence_recall(["D1:1"], set()) == 0.0
 
 
 def test_recall_on_known_answers(tmp_path, fake_embedder, chroma_store):
     path = write_tiny(tmp_path / "tiny.json")
-    convs = locomo.load(path)
+    convs = locomo_recall.load(path)
     assert [len(c.questions) for c in convs] == [2]  # category 5 and no-evidence questions skipped
     q2 = convs[0].questions[1]
     assert q2.evidence == ["D1:3", "D2:3"]  # malformed "D1:3; D2:3" cleaned
@@ -49,7 +50,7 @@ def test_recall_on_known_answers(tmp_path, fake_embedder, chroma_store):
     d13 = "(1:00 pm on 1 May, 2023) Alice: Lovely. I started pottery lessons at the community studio downtown."
     one = max(count_tokens(d12), count_tokens(d13)) + 1  # room for exactly one turn
     assert one < count_tokens(d12) + count_tokens(d13)
-    out = locomo.evaluate(
+    out = recall_units.evaluate(
         convs,
         ["turn", "session", "theanine-topk", "theanine-timeline"],
         ["bm25"],
@@ -76,12 +77,14 @@ def test_command_writes_results_config_and_plot(tmp_path):
     path = write_tiny(tmp_path / "tiny.json")
     out = tmp_path / "res" / "locomo.json"
     assert (
-        locomo.main(["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3", "--path", "units"])
+        locomo_recall.main(
+            ["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3", "--path", "units"]
+        )
         == 0
     )
     d = json.loads(out.read_text())
     methods = {r["method"] for r in d["results"]}
-    assert methods == set(locomo.METHODS)
+    assert methods == set(recall_units.METHODS)
     assert {r["retriever"] for r in d["results"]} == {"bm25", "dense", "hybrid"}
     for r in d["results"]:
         assert set(r) >= {"method", "retriever", "budget", "recall", "by_category", "n_questions"}
@@ -96,8 +99,8 @@ def test_command_writes_results_config_and_plot(tmp_path):
 def test_timeline_units_read_as_the_engine_renders_them(tmp_path, fake_embedder, chroma_store):
     from memory.theanine import timelines
 
-    conv = locomo.load(write_tiny(tmp_path / "tiny.json"))[0]
-    tu = locomo.TheanineUnits(conv, chroma_store, fake_embedder, tmp_path, None, Options(), True, 3, 0)
+    conv = locomo_recall.load(write_tiny(tmp_path / "tiny.json"))[0]
+    tu = recall_units.TheanineUnits(conv, chroma_store, fake_embedder, tmp_path, None, Options(), True, 3, 0)
     assert tu.stats()["memories"] == 4
     if not tu.graph.g.number_of_edges():  # the hashed embedder may link nothing
         tu.graph.link("D1:o0", "D2:o0", "Cause")
@@ -116,7 +119,7 @@ def test_agent_path_closes_sessions_through_the_agent_with_each_summariser(tmp_p
     path = write_tiny(tmp_path / "tiny.json")
     out = tmp_path / "agent.json"
     assert (
-        locomo.main(
+        locomo_recall.main(
             [
                 "--data",
                 str(path),

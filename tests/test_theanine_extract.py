@@ -58,7 +58,7 @@ def test_sentences_split_on_ends_and_line_breaks():
 
 
 def test_locomo_observations_are_covered_and_no_question_is_kept():
-    from memory.locomo import load_sessions, observations
+    from memory.locomo_format import load_sessions, observations
 
     sample = next(s for s in json.loads(LOCOMO_SMALL.read_text()) if s["sample_id"] == "conv-30")
     covered, events = set(), []

@@ -14,7 +14,7 @@ REPAIR = "repair:"  # a Delete choice that repairs a damaged stored value: repai
 
 
 class DataActions:
-    """Mixed into Handlers: uses its svc, c, jobs, exports, _view, _fail and _start_build."""
+    """Mixed into Handlers: uses its svc, c, exports, building, _view, _fail and _start_build."""
 
     def _repair_choices(self, uid: str) -> list[tuple[str, str]]:
         """Damaged stored values (sessions/repair.py) as Delete choices: rebuild or drop each."""
@@ -49,12 +49,12 @@ class DataActions:
         c = self.c
         try:
             uid = check_user_id(uid)
-            if self.jobs.running(uid):
+            if self.building(uid):
                 raise UserError("Memory is being built; correct the date when the progress bar finishes.")
             msg = self.svc.set_session_date(uid, session_id, date, build=False)
             out = {}
             if any(s.status == "closing" for s in self.svc.sessions(uid)):
-                out = self._start_build(uid, "Rebuilding memory", lambda p: self.svc.build_pending(uid, p))
+                out = self._start_build(uid)
             return {**self._view(uid), **out, c.status: panels.status_html(msg, "ok")}
         except Exception as e:
             return self._fail(e, c.status)
@@ -63,10 +63,9 @@ class DataActions:
         """A damaged value rebuilt (its session's memory built again in the background) or dropped."""
         action, _, item = choice.partition(":")
         msg = self.svc.repair(uid, item, action, build=False)
-        out = {}
         if any(s.status == "closing" for s in self.svc.sessions(uid)):
-            out = self._start_build(uid, "Rebuilding memory", lambda p: self.svc.build_pending(uid, p))
-        out.update({c: v for c, v in self._view(uid).items() if c in (self.c.graph, self.c.memory, self.c.sessions)})
+            self._start_build(uid)  # its progress shows at the next poll of the page's timer
+        out = {c: v for c, v in self._view(uid).items() if c in (self.c.graph, self.c.memory)}
         out[self.c.data_status] = panels.status_html(msg, "ok")
         return out
 

@@ -15,9 +15,8 @@ import logging
 
 import gradio as gr
 
-from memory.bench import common
-from memory.bench import locomo_agent as la
-from memory.bench.plots import bars_figure, strategy_figure
+from memory.evaluation.figures import bars_figure, strategy_figure
+from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, SUMMARISERS, llm_configured
 from sessions import UserError, check_user_id
 from sessions.evaluation import CATEGORY_NAMES, EvalRun, Evaluations, my_turn_rows
 from sessions.service import user_message
@@ -89,24 +88,24 @@ class EvalTab:
                 wrap=True,
                 elem_id="eval-my-turns",
             )
-        methods = list(la.AGENT_METHODS)
+        methods = list(AGENT_METHODS)
         self.methods = gr.CheckboxGroup(
             [(METHOD_NAMES[m], m) for m in methods], value=methods, label="Strategies", elem_id="eval-methods"
         )
         with gr.Row():
             self.retrievers = gr.CheckboxGroup(
-                list(la.DEFAULT_RETRIEVERS),
-                value=list(la.DEFAULT_RETRIEVERS),
+                list(DEFAULT_RETRIEVERS),
+                value=list(DEFAULT_RETRIEVERS),
                 label="Retrievers (SeCom and the baselines; THEANINE retrieves densely, as the app does)",
                 elem_id="eval-retrievers",
             )
             self.budgets = gr.Textbox(
-                value=",".join(map(str, la.DEFAULT_BUDGETS)),
+                value=",".join(map(str, DEFAULT_BUDGETS)),
                 label="Token budgets (comma-separated, 50-32000)",
                 max_length=200,
                 elem_id="eval-budgets",
             )
-        summ = [s for s in la.SUMMARISERS if s != "llm" or self.llm_available]
+        summ = [s for s in SUMMARISERS if s != "llm" or self.llm_available]
         self.summarisers = gr.CheckboxGroup(
             [(SUMMARISER_NAMES[s], s) for s in summ], value=["offline"], label="Memory built by", elem_id="eval-summ"
         )
@@ -414,7 +413,7 @@ def context_html(res: dict, i: int, budget: int, turns: dict) -> str:
 
 def build_tab(service, evaluations: Evaluations | None = None) -> EvalTab:
     """The "Evaluate memory designs" tab (call inside the page's gr.Tabs); `wire` adds its events."""
-    tab = EvalTab(evaluations or Evaluations(service), llm_available=common.llm_configured())
+    tab = EvalTab(evaluations or Evaluations(service), llm_available=llm_configured())
     with gr.Tab("Evaluate memory designs", elem_id="eval-tab"):
         tab.layout()
     return tab

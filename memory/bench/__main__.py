@@ -1,16 +1,20 @@
-"""Dispatch `python -m memory.bench <command> ...` to memory.bench.<command>.main(argv)."""
+"""Dispatch `python -m memory.bench <command> ...` to the command's module's main(argv)."""
 
 import importlib
 import sys
 
-COMMANDS = ("locomo", "segmentation", "scale", "cost", "qa", "teafarm", "graph", "replyprobe", "bm25")
+# command -> module of memory.bench
+COMMANDS = {
+    "locomo": "locomo_recall",
+    **{c: c for c in ("segmentation", "scale", "cost", "qa", "teafarm", "graph", "replyprobe", "bm25")},
+}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
         print(f"usage: python -m memory.bench {{{','.join(COMMANDS)}}} [options]  (each takes --help)")
         return 2
-    mod = importlib.import_module(f"memory.bench.{argv[0]}")
+    mod = importlib.import_module(f"memory.bench.{COMMANDS[argv[0]]}")
     return mod.main(argv[1:]) or 0
 
 

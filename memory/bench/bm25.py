@@ -36,8 +36,10 @@ from typing import Any
 import numpy as np
 
 from ..bm25 import BM25Index, tokenize
-from ..locomo import load_sessions, questions
-from .common import int_list, machine, parser, percentile, progress, write_json
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
+from ..locomo_format import load_sessions, questions
+from .common import int_list, parser, percentile, progress
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo_dev.json"
 K = 10
@@ -318,6 +320,6 @@ def main(argv: list[str]) -> int:
         progress(f"n={n:,}: {sum(1 for t in corpus.turns if t):,} LoCoMo segments, {len(corpus.queries)} questions")
         sizes.append(run_size(corpus, engs, max(1, a.runs)))
     result = {"command": "bm25", "args": vars(a), "machine": machine(), "sizes": sizes}
-    write_json(a.out, result)
+    atomic_write_json(a.out, result)
     print(table(sizes))
     return 0

@@ -1,21 +1,16 @@
-"""Parts shared by the benchmark commands: arguments, progress, JSON output, machine facts,
-percentiles, the LLM a benchmark may use, and packing ranked units into a token budget."""
+"""Parts shared by the benchmark commands: arguments, progress, plot paths, percentiles, peak memory.
+(Machine facts, evidence recall and the LLM check live in memory.evaluation, which the commands share
+with the app.)"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
-from ..files import atomic_write_text
 
 _T0 = time.perf_counter()
 
@@ -46,42 +41,10 @@ def str_list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-def write_json(path: str | Path, obj) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
 def plot_path(out: str | Path, suffix: str) -> Path:
     """`bench_out/locomo.json` + "recall" -> `bench_out/locomo_recall.png`."""
     out = Path(out)
     return out.with_name(f"{out.stem}_{suffix}.png")
-
-
-def machine() -> dict:
-    """What a reader needs to compare figures: CPU, cores, memory, Python, OS."""
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem_gb = None
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        mem_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except (OSError, AttributeError):
-        load = None
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gb": mem_gb,
-        "python": platform.python_version(),
-        "os": f"{platform.system()} {platform.release()}",
-        "load_average_1_5_15min": load,
-    }
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
@@ -94,26 +57,3 @@ def peak_rss_mb() -> float:
 
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(r / 1024 if sys.platform != "darwin" else r / 2**20, 1)
-
-
-def llm_configured(env: dict | None = None) -> bool:
-    """True when the environment names an LLM endpoint (or explicitly asks for a backend).
-
-    Without it the benchmarks that only *can* use an LLM (linking in `locomo`) use
-    the offline rules, rather than the tiny embedded base model.
-    """
-    e = os.environ if env is None else env
-    return bool(e.get("OPENAI_BASE_URL") or e.get("OPENAI_API_KEY") or e.get("LLM_BACKEND") or e.get("LLM_GGUF_PATH"))
-
-
-def evidence_recall(evidence: Sequence[str], covered: set[str]) -> float:
-    return sum(1 for e in evidence if e in covered) / len(evidence) if evidence else 0.0
-
-
-def matplotlib_pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt

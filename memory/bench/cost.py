@@ -31,6 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import locomo_format as lf
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
 from ..llm import Completion
 from ..records import SessionRecord, Turn
 from ..settings import Options, Settings
@@ -330,12 +333,10 @@ def main(argv: list[str]) -> int:
         args.embedder, api_key=settings.llm.api_key, base_url=settings.llm.base_url, model=settings.embed_model
     )
     if args.data:
-        from .. import locomo as lc
-
         data = json.loads(Path(args.data).read_text(encoding="utf-8"))
         sample = data[0] if isinstance(data, list) else data
-        sessions = lc.load_sessions(sample)[0][1][: args.sessions]
-        questions = [q.question for q in lc.questions(sample)][: args.questions]
+        sessions = lf.load_sessions(sample)[0][1][: args.sessions]
+        questions = [q.question for q in lf.questions(sample)][: args.questions]
     else:
         sessions = synthetic_sessions(args.sessions, seed=args.seed)
         questions = [
@@ -368,10 +369,10 @@ def main(argv: list[str]) -> int:
             "segmenter": "llm",
             "data": args.data or "synthetic",
             "seconds": round(time.perf_counter() - t0, 1),
-            "machine": common.machine(),
+            "machine": machine(),
         },
     }
-    common.write_json(args.out, out)
+    atomic_write_json(args.out, out)
     from .plots import plot_bars
 
     png = plot_bars(

@@ -20,14 +20,17 @@ import networkx as nx
 
 from ..dates import iso_key
 from ..embeddings import make_embedder
+from ..evaluation.machine import machine
+from ..evaluation.spec import llm_configured
+from ..files import atomic_write_json
 from ..llm import LLMSession, make_llm
-from ..locomo import observations, questions
+from ..locomo_format import observations, questions
 from ..settings import Options, Settings
 from ..store import VectorStore
 from ..theanine.graph import Memory
 from ..theanine.strategy import TheanineMemory
 from ..trace import Trace
-from .common import llm_configured, machine, parser, percentile, progress, write_json
+from .common import parser, percentile, progress
 
 
 def build_from_observations(tm: TheanineMemory, user: str, sample: dict, opts: Options, use_llm: bool) -> Trace:
@@ -114,7 +117,7 @@ def main(argv: list[str]) -> int:
             "machine": machine(),
         },
     }
-    write_json(a.out, result)
+    atomic_write_json(a.out, result)
     for r in rows:
         rel = ", ".join(f"{k} {v}" for k, v in r["edges_per_relation"].items() if v)
         print(

@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import locomo as lc
+from .. import locomo_format as lf
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
 from ..llm import LLMSession, make_llm
 from ..records import SessionRecord
 from ..settings import LLMConfig, Options, Settings
@@ -96,7 +98,7 @@ def load_users(path: str, only: list[str] | None, max_sessions: int) -> list[Use
         samples = samples[:1]
     out = []
     for s in samples:
-        sid, sessions = lc.load_sessions(s)[0]
+        sid, sessions = lf.load_sessions(s)[0]
         if max_sessions:
             sessions = sessions[:max_sessions]
         out.append(User(f"bench-{sid}", s, sessions, _after(sessions[-1].date) if sessions else ""))
@@ -260,7 +262,7 @@ def run_config(args, run: JudgedRun, **extra) -> dict:
         "judge_tokens": run.judge.tokens,
         "max_reply_tokens": args.max_reply_tokens,
         "seconds": round(time.perf_counter() - run.started, 1),
-        "machine": common.machine(),
+        "machine": machine(),
     }
 
 
@@ -293,7 +295,7 @@ def options_for(settings: Settings, strategy: str, seed: int, max_reply_tokens: 
 
 def finish(args, out: dict, metric: str, label: str, plot_suffix: str, title: str) -> int:
     """Write OUT.json, the per-strategy bar plot and the table (shared by `qa` and `teafarm`)."""
-    common.write_json(args.out, out)
+    atomic_write_json(args.out, out)
     from .plots import plot_bars
 
     strategies = list(out["strategies"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from .. import locomo as lc
+from .. import locomo_format as lf
 from . import common, llm_eval
 from .common import progress
 
@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
         closes = {}
         for user in users:
             loaded = {t.turn_id for s in user.sessions for t in s.turns}
-            qs = [q for q in lc.questions(user.sample) if all(e in loaded for e in q.evidence)]
+            qs = [q for q in lf.questions(user.sample) if all(e in loaded for e in q.evidence)]
             qs = llm_eval.sample(qs, args.limit, args.seed)
             progress(f"{user.user_id}: {len(user.sessions)} sessions, {len(qs)} questions")
             closes[user.user_id] = llm_eval.close_all(agent, user, settings.options.with_(seed=args.seed))

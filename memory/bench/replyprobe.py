@@ -15,12 +15,15 @@ import re
 import statistics
 import time
 
+from ..evaluation.figures import matplotlib_pyplot
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
 from ..llm import LLMSession, make_llm
 from ..records import Turn
 from ..reply_prompts import reply_messages
 from ..settings import BUNDLED_MODELS, LLMConfig
 from ..trace import Trace
-from .common import machine, matplotlib_pyplot, parser, plot_path, progress, str_list, write_json
+from .common import parser, plot_path, progress, str_list
 from .plots import save_figure
 
 # (remembered fact, what the user says now, words of which any shows the fact was used)
@@ -139,6 +142,6 @@ def main(argv: list[str]) -> int:
             f"{r['name']:32} {r['empty']:6.2f} {r['empty_first_try']:9.2f} {r['not_prose']:9.2f} "
             f"{r['mentions_fact']:8.2f} {r['seconds_median']:7.2f}"
         )
-    write_json(a.out, {"config": vars(a) | {"probes": len(PROBES)}, "machine": machine(), "results": results})
+    atomic_write_json(a.out, {"config": vars(a) | {"probes": len(PROBES)}, "machine": machine(), "results": results})
     plot(results, a.out)
     return 0

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
 from . import common
 from .common import progress
 
@@ -67,7 +69,7 @@ class SyntheticUser:
         self.topics = rng.choices(range(self.n_topics), weights=weights, k=n)
         self.texts = [self._text(rng, t) for t in self.topics]
         self.noise = noise
-        self.vectors = self._vectors(nrng, self.topics)
+        self.vectors = self.topic_vectors(nrng, self.topics)
         self.rng = rng
 
     def _text(self, rng: random.Random, topic: int) -> str:
@@ -75,7 +77,7 @@ class SyntheticUser:
         rng.shuffle(words)
         return "The user " + " ".join(words) + "."
 
-    def _vectors(self, nrng, topics) -> np.ndarray:
+    def topic_vectors(self, nrng, topics) -> np.ndarray:
         v = self.centroids[np.asarray(topics)] + nrng.standard_normal((len(topics), self.dim)).astype(np.float32) * (
             self.noise / math.sqrt(self.dim)
         )
@@ -286,7 +288,7 @@ def _time_linking(tm, user: str, u: SyntheticUser, emb, opts, rng: random.Random
         for r in range(max(10, reps // 2) + 3):
             topic = u.topics[rng.randrange(u.n)]
             text = f"New {r}: " + " ".join(rng.sample(u.topic_words[topic], 3) + rng.sample(u.common_words, 6))
-            emb.known[text] = u._vectors(np.random.default_rng(seed + r), [topic])[0]
+            emb.known[text] = u.topic_vectors(np.random.default_rng(seed + r), [topic])[0]
             sid = f"n{r:05d}"
             day = f"{1 + r % 28:02d}"
             m = Memory(
@@ -447,10 +449,10 @@ def main(argv: list[str]) -> int:
             "secom_retriever": args.retriever,
             "embeddings": f"synthetic unit vectors, {DIM} dims",
             "session_size": SESSION_SIZE,
-            "machine": common.machine(),
+            "machine": machine(),
         },
     }
-    common.write_json(args.out, out)
+    atomic_write_json(args.out, out)
     from .plots import plot_scale
 
     png = plot_scale(sizes, common.plot_path(args.out, "scale"))

@@ -20,8 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
 from ..secom import seg_metrics as M
-from ..secom.segmentation import utterance_exchanges
+from ..secom.exchanges import utterance_exchanges
 from . import common
 from .common import progress
 
@@ -101,7 +103,7 @@ def main(argv: list[str]) -> int:
         "n_dialogues": res["n_dialogues"],
         "seconds": round(seconds, 2),
         "baselines": base,
-        "machine": common.machine(),
+        "machine": machine(),
         "metric": "means over dialogues; nltk pk/windowdiff, k = max(2, round(n / (2 * reference segments))); "
         "Score = 0.5 F1 + 0.25 (1 - Pk) + 0.25 (1 - WD)",
     }
@@ -110,7 +112,7 @@ def main(argv: list[str]) -> int:
         out["llm_calls"] = len(calls)
         out["llm_fallbacks"] = sum(c.status == "fallback" for c in calls)
         out["llm_repaired"] = sum(c.status == "repaired" for c in calls)
-    common.write_json(args.out, out)
+    atomic_write_json(args.out, out)
     png = _plot(out, common.plot_path(args.out, "scores"), Path(args.data).stem)
     progress(
         f"Score {res['score']:.4f}  Pk {res['pk']:.4f}  WD {res['windowdiff']:.4f}  F1 {res['f1']:.4f}; "

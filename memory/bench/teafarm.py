@@ -25,6 +25,7 @@ import math
 import re
 from typing import Any
 
+from .. import locomo_format as lf
 from ..reply_prompts import FALSE_PREMISE_HINT
 from . import common, llm_eval
 from .common import progress
@@ -118,12 +119,11 @@ def judge_messages(item: dict, reply: str) -> list[dict]:
 
 def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
     """(date, summary) per closed session in time order: LoCoMo's session_summary, else its observation facts."""
-    from .. import locomo as lc
     from ..dates import iso_key, order_key
 
     s_sum = sample.get("session_summary") or {}
     obs: dict[str, list[str]] = {}
-    for o in lc.observations(sample):
+    for o in lf.observations(sample):
         obs.setdefault(o.session, []).append(o.text)
     out = []
     for s in sessions:

@@ -19,7 +19,7 @@ from typing import Protocol
 from ..hub import configure_hub_access
 
 # SeCom's official list is ["\n", ".", "[human]", "[bot]"]: its lines start with role tags. This project's
-# lines start with "Speaker: " (see secom.segmentation.exchange_lines), so the markers forced here are the
+# lines start with "Speaker: " (see secom.exchanges.exchange_lines), so the markers forced here are the
 # speakers' own names with their colon, found in each text: compression never drops who said what.
 FORCE_TOKENS = ["\n", "."]
 _SPEAKER = re.compile(r"^([^:\n]{1,40}):\s", re.M)

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from ..bm25 import tokenize
+from .exchanges import Exchange
 from .segment_answers import Segment
-from .segmentation import Exchange
 
 
 def extractive_summary(texts: Sequence[str], embeddings: np.ndarray | None = None, max_words: int = 16) -> str:

@@ -27,8 +27,8 @@ from ..settings import Settings
 from ..trace import Trace
 from . import rubric_prompts, seg_metrics
 from .embedding_segmenter import EmbeddingSegmenter
+from .exchanges import utterance_exchanges
 from .llm_segmenter import LLMSegmenter
-from .segmentation import utterance_exchanges
 from .segmenter_fit import fit
 
 

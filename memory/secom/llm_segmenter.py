@@ -7,9 +7,9 @@ from typing import Any
 
 from ..llm import LLMSession, Repaired
 from .embedding_segmenter import EmbeddingSegmenter, SegParams, extractive_summary
+from .exchanges import Exchange, exchange_lines
 from .prompts import SEGMENTATION_SCHEMA, segmentation_messages
 from .segment_answers import Segment, parse_segmentation, repair_segments
-from .segmentation import Exchange, exchange_lines
 
 
 class LLMSegmenter:

@@ -1,4 +1,4 @@
-"""Topic segmentation of a session into runs of exchanges: the protocol, and the one assembly.
+"""Topic segmentation of a session into runs of exchanges (exchanges.py): the protocol, and the one assembly.
 
 Implementations: `EmbeddingSegmenter` (offline default and fallback, `embedding_segmenter.py`) and
 `LLMSegmenter` (SeCom's zero-shot LLM segmentation, `llm_segmenter.py`); answers are read and repaired
@@ -12,40 +12,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from .embedding_segmenter import EmbeddingSegmenter, SegParams
+from .exchanges import Exchange
+from .llm_segmenter import LLMSegmenter
 from .segment_answers import Segment, is_valid_cover, parse_and_repair, repair_segments
 
 if TYPE_CHECKING:
     from ..llm import LLMSession
-    from ..records import Turn
     from ..settings import Settings
-    from .embedding_segmenter import SegParams
-
-Exchange = Sequence["Turn"]  # the turns of one exchange (a user turn and the reply), or one utterance
 
 __all__ = [
-    "Exchange",
     "Segment",
     "Segmenter",
-    "exchange_lines",
     "is_valid_cover",
     "make_segmenter",
     "parse_and_repair",
     "repair_segments",
     "segmenter_for",
-    "utterance_exchanges",
 ]
-
-
-def exchange_lines(ex: Exchange) -> str:
-    """One line per turn, "Speaker: text" (a turn without a speaker is its text alone)."""
-    return "\n".join(f"{t.speaker}: {t.text}" if t.speaker else t.text for t in ex)
-
-
-def utterance_exchanges(utterances: Sequence[str]) -> list[list[Turn]]:
-    """Utterances as one-turn exchanges without speakers (DialSeg711, TIAGE: the utterance is the unit)."""
-    from ..records import Turn
-
-    return [[Turn("", u)] for u in utterances]
 
 
 class Segmenter(Protocol):
@@ -69,9 +53,6 @@ class Segmenter(Protocol):
 def make_segmenter(kind: str, embedder, params: SegParams | None = None, rubric: str = "", **overrides) -> Segmenter:
     """The one place a segmenter is assembled: "embedding", or "llm" (with the embedding one as its fallback).
     `overrides` set embedding-segmenter parameters (e.g. max_len)."""
-    from .embedding_segmenter import EmbeddingSegmenter
-    from .llm_segmenter import LLMSegmenter
-
     offline = EmbeddingSegmenter(embedder, params, **overrides)
     if kind == "embedding":
         return offline
@@ -82,8 +63,6 @@ def make_segmenter(kind: str, embedder, params: SegParams | None = None, rubric:
 
 def segmenter_for(settings: Settings, embedder, kind: str | None = None, **overrides) -> Segmenter:
     """The segmenter the settings name (fitted parameters and learned rubric included)."""
-    from .embedding_segmenter import SegParams
-
     params = None
     if settings.segmenter_params:
         params = SegParams.from_dict(json.loads(Path(settings.segmenter_params).read_text())["params"])

@@ -1,14 +1,4 @@
-"""LoCoMo evidence recall: how much of each question's evidence a memory method puts in a context
-of a given token budget.
-
-    python -m memory.bench locomo --data locomo10.json --out bench_out/locomo.json [--budgets 250,500,1000,2000]
-        [--path agent|units] [--summariser offline,reference,llm]
-
-`--path agent` (the default) measures the app's own path: sessions closed by
-`MemoryAgent.close_session`, the memory text from `MemoryAgent.memory_context`
-(what `reply` puts in its prompt); see memory/bench/locomo_agent.py. The rest of
-this docstring describes `--path units`, the packer-only path kept for the
-turn / session baselines and for comparison with earlier figures.
+"""The packer-only path of the LoCoMo evidence-recall command (`memory.bench locomo --path units`).
 
 For every question (category 5 and questions without evidence skipped; evidence
 ids cleaned) and every (method, retriever), the method's memory units are
@@ -36,7 +26,6 @@ Methods and the code they run:
 
 from __future__ import annotations
 
-import json
 import random
 import tempfile
 import time
@@ -47,140 +36,34 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import locomo as lc
+from .. import locomo_format as lf
 from ..bm25 import BM25Index
+from ..dates import iso_key
+from ..embeddings import make_embedder
+from ..evaluation.baselines import DialogueUnits, turn_line
+from ..evaluation.conversations import Conversation
+from ..evaluation.machine import machine
+from ..evaluation.ranking import fuse, order_by
+from ..evaluation.scoring import Replayable, evidence_recall, mean, recall_fields
+from ..evaluation.spec import llm_configured
+from ..llm import LLMSession, make_llm
 from ..packing import Piece, Unit, pack
-from ..records import SessionRecord
-from ..settings import Options
+from ..secom.compression import load_compressor
+from ..secom.segmentation import segmenter_for
+from ..secom.strategy import KIND as SECOM_KIND
+from ..secom.strategy import SecomMemory
+from ..settings import Options, Settings
+from ..store import VectorStore
+from ..theanine import linking
+from ..theanine import timelines as tl
+from ..theanine.graph import Memory
+from ..theanine.strategy import KIND as THEANINE_KIND
+from ..theanine.strategy import TheanineMemory
 from ..trace import Trace
-from . import common
 from .common import progress
 
 METHODS = ("turn", "session", "secom", "secom-raw", "theanine-topk", "theanine-timeline")
-RETRIEVERS = ("bm25", "dense", "hybrid")
-DEFAULT_BUDGETS = (250, 500, 1000, 2000)
 DEFAULT_TIMELINE_LEN = 3  # tuned on conv-26 (2, 3, 5, 12 tried; see docs/benchmarks.md)
-CATEGORIES = ("1", "2", "3", "4")
-
-
-# --- ranking ------------------------------------------------------------------
-
-
-def fuse(bm25: np.ndarray, dense: np.ndarray) -> np.ndarray:
-    """Hybrid score: reciprocal-rank fusion with SeCom's constant, as `SecomMemory.rank` fuses."""
-    from ..secom.strategy import RRF_K
-
-    return rrf(bm25, dense, k=RRF_K)
-
-
-def rrf(*scores: np.ndarray, k: float = 60.0) -> np.ndarray:
-    out = np.zeros(len(scores[0]), dtype=np.float64)
-    for s in scores:
-        order = np.argsort(-np.asarray(s, dtype=np.float64), kind="stable")
-        ranks = np.empty(len(order), dtype=np.float64)
-        ranks[order] = np.arange(1, len(order) + 1)
-        out += 1.0 / (k + ranks)
-    return out
-
-
-def order_by(scores: np.ndarray) -> list[int]:
-    """Indices best first; ties keep the earlier unit first (deterministic)."""
-    s = np.asarray(scores, dtype=np.float64)
-    return [int(i) for i in np.lexsort((np.arange(len(s)), -s))]
-
-
-class Ranker:
-    """bm25 / dense / hybrid ranking of a fixed list of retrieval keys (the baselines' units)."""
-
-    def __init__(self, keys: list[str], embedder, vectors: np.ndarray | None = None):
-        self.bm25 = BM25Index(keys)
-        self.vectors = vectors if vectors is not None else embedder.embed(keys)
-
-    def scores(self, retriever: str, question: str, qvec: np.ndarray) -> np.ndarray:
-        if retriever == "bm25":
-            return self.bm25.score(question)
-        dense = self.vectors @ qvec
-        if retriever == "dense":
-            return dense
-        return fuse(self.bm25.score(question), dense)
-
-    def rank(self, retriever: str, question: str, qvec: np.ndarray) -> list[int]:
-        return order_by(self.scores(retriever, question, qvec))
-
-
-# --- conversations --------------------------------------------------------------
-
-
-@dataclass
-class Conversation:
-    sample_id: str
-    sessions: list[SessionRecord]
-    questions: list[lc.Question]
-    observations: list[lc.Observation]
-    qvecs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32), repr=False)  # set by evaluate
-
-
-def load(path: str | Path, only: list[str] | None = None) -> list[Conversation]:
-    """The conversations of a LoCoMo file (the CLI: a missing conversation ends the command)."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    try:
-        return load_samples(data, only)
-    except LookupError as e:
-        raise SystemExit(f"{e.args[0]} in {path}") from None
-
-
-def load_samples(data, only: list[str] | None = None) -> list[Conversation]:
-    """Conversations from a LoCoMo file's content (a list of samples or one). ValueError when it is not
-    LoCoMo's format; LookupError naming the conversations of `only` that it does not hold."""
-    samples = data if isinstance(data, list) else [data]
-    by_id = dict(lc.load_sessions(samples))
-    out: list[Conversation] = []
-    for s in samples:
-        sid = str(s.get("sample_id", f"sample-{len(out)}"))
-        if only and sid not in only:
-            continue
-        out.append(Conversation(sid, by_id[sid], lc.questions(s), lc.observations(s)))
-    if only:
-        missing = sorted(set(only) - {c.sample_id for c in out})
-        if missing:
-            raise LookupError(f"no conversation {', '.join(missing)}")
-    return out
-
-
-def _dated(date: str, text: str, dates: bool) -> str:
-    return f"({date}) {text}" if dates and date else text
-
-
-def _turn_line(t) -> str:
-    return f"{t.speaker}: {' '.join(t.text.split())}"
-
-
-# --- methods ----------------------------------------------------------------------
-# Each method object is built once per conversation and yields, per question and
-# retriever, the ranked units (a generator is fine: pack() stops at the budget).
-
-
-class DialogueUnits:
-    """Baselines: one unit per turn, or per session."""
-
-    def __init__(self, conv: Conversation, embedder, level: str, dates: bool):
-        self.units: list[Unit] = []
-        keys: list[str] = []
-        for s in conv.sessions:
-            if level == "turn":
-                for t in s.turns:
-                    self.units.append(Unit(t.turn_id, [Piece(_dated(s.date, _turn_line(t), dates), (t.turn_id,))]))
-                    keys.append(_turn_line(t))
-            else:
-                head = [Piece(f"({s.date})")] if dates and s.date else []
-                pieces = head + [Piece(_turn_line(t), (t.turn_id,)) for t in s.turns]
-                self.units.append(Unit(s.session_id, pieces))
-                keys.append("\n".join(_turn_line(t) for t in s.turns))
-        self.ranker = Ranker(keys, embedder)
-
-    def ranked(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
-        for i in self.ranker.rank(retriever, q.question, qvec):
-            yield self.units[i]
 
 
 class TheanineUnits:
@@ -198,11 +81,7 @@ class TheanineUnits:
         max_len: int,
         seed: int,
     ):
-        from ..dates import iso_key
-        from ..theanine.graph import Memory
-        from ..theanine.strategy import KIND, TheanineMemory
-
-        self.kind, self.options, self.dates, self.max_len, self.seed = KIND, options, dates, max_len, seed
+        self.kind, self.options, self.dates, self.max_len, self.seed = THEANINE_KIND, options, dates, max_len, seed
         self.user = f"locomo-{conv.sample_id}"
         self.store = store
         self.tm = TheanineMemory(store, embedder, data_dir)
@@ -256,7 +135,7 @@ class TheanineUnits:
                 s[self._pos[h.id]] = h.score
         return s
 
-    def rank(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> list[str]:
+    def rank(self, retriever: str, q: lf.Question, qvec: np.ndarray) -> list[str]:
         if retriever == "bm25":
             s = self.bm25.score(q.question)
         elif retriever == "dense":
@@ -270,7 +149,7 @@ class TheanineUnits:
         # The same format as timelines.render, so top-k and timelines pay the same per memory.
         return f"[{m.time}: {m.event}]" if (m.time and self.dates) else f"[{m.event}]"
 
-    def topk(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
+    def topk(self, retriever: str, q: lf.Question, qvec: np.ndarray) -> Iterator[Unit]:
         for mid in self.rank(retriever, q, qvec):
             yield Unit(mid, [Piece(self._node_text(mid), tuple(self.graph.memory(mid).turns))])
 
@@ -281,12 +160,10 @@ class TheanineUnits:
             pieces.append(Piece(rel + self._node_text(mid), tuple(self.graph.memory(mid).turns)))
         return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=path.index(anchor), meta={"nodes": path})
 
-    def timelines(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
+    def timelines(self, retriever: str, q: lf.Question, qvec: np.ndarray) -> Iterator[Unit]:
         """Timelines through the ranked memories, most relevant anchor first (`timelines.sample_timelines`,
         seeded). An anchor shown inside an earlier timeline is skipped; a timeline is kept whole, unless
         all its memories are in the context already."""
-        from ..theanine import timelines as tl
-
         rng = random.Random(self.seed)
         shown: set[str] = set()
         for mid in self.rank(retriever, q, qvec):
@@ -303,8 +180,6 @@ class SecomUnits:
     (`SecomMemory.rank`: BM25 over the keys, dense over the keys, or their fusion)."""
 
     def __init__(self, conv: Conversation, secom, llm_session, options: Options, dates: bool, tag: str):
-        from ..secom.strategy import KIND
-
         self.secom, self.options, self.dates = secom, options, dates
         self.user = f"locomo-{conv.sample_id}-{tag}"
         self.turns = {t.turn_id: t for s in conv.sessions for t in s.turns}
@@ -315,7 +190,7 @@ class SecomUnits:
         self.build_seconds = time.perf_counter() - t0
         self.llm_calls = len(trace.llm_calls)
         self.notices = list(trace.notices)
-        hits = secom.store.get(self.user, KIND)
+        hits = secom.store.get(self.user, SECOM_KIND)
         self._units = {h.id: self._unit(h) for h in hits}
         self._keys = {h.id: h.document for h in hits}
 
@@ -324,7 +199,7 @@ class SecomUnits:
         head = [Piece(f"({m['date']})")] if self.dates and m.get("date") else []
         tids = [x for x in str(m.get("turn_ids", "")).split(",") if x]
         # The segment's own lines (speaker: text, one per turn) as the reply reads them.
-        return Unit(h.id, head + [Piece(_turn_line(self.turns[t]), (t,)) for t in tids])
+        return Unit(h.id, head + [Piece(turn_line(self.turns[t]), (t,)) for t in tids])
 
     def stats(self) -> dict:
         sizes = [len(u.pieces) - (1 if self.dates else 0) for u in self._units.values()]
@@ -338,37 +213,9 @@ class SecomUnits:
             "notices": self.notices,
         }
 
-    def ranked(self, retriever: str, q: lc.Question, qvec: np.ndarray) -> Iterator[Unit]:
+    def ranked(self, retriever: str, q: lf.Question, qvec: np.ndarray) -> Iterator[Unit]:
         for h, _ in self.secom.rank(self.user, q.question, retriever):
             yield self._units[h.id]
-
-
-# --- evaluation ----------------------------------------------------------------------
-
-
-class _Cached:
-    """Re-iterable view of a generator: pack() for several budgets shares one ranking."""
-
-    def __init__(self, it):
-        self._it, self._items = iter(it), []
-
-    def __iter__(self):
-        i = 0
-        while True:
-            if i < len(self._items):
-                yield self._items[i]
-            else:
-                try:
-                    item = next(self._it)
-                except StopIteration:
-                    return
-                self._items.append(item)
-                yield item
-            i += 1
-
-
-def _mean(xs):
-    return round(float(np.mean(xs)), 4) if xs else None
 
 
 @dataclass
@@ -413,18 +260,18 @@ def _method_units(run: _UnitsRun, conv: Conversation, method: str):
 def _score_method(run: _UnitsRun, conv: Conversation, method: str, make, retrievers, budgets) -> None:
     for retriever in retrievers:
         for q, qvec in zip(conv.questions, conv.qvecs, strict=False):
-            ranked = _Cached(make(retriever, q, qvec))
+            ranked = Replayable(make(retriever, q, qvec))
             for b in budgets:
                 packed = pack(ranked, b)
                 run.per_q[(method, retriever, b)].append(
-                    (conv.sample_id, q.category, common.evidence_recall(q.evidence, packed.covered))
+                    (conv.sample_id, q.category, evidence_recall(q.evidence, packed.covered))
                 )
 
 
 def _log_best(run: _UnitsRun, conv: Conversation, method: str, retrievers, budgets, t0: float) -> None:
     at = 1000 if 1000 in budgets else budgets[-1]
     best = max(
-        (_mean([x[2] for x in run.per_q[(method, r, at)] if x[0] == conv.sample_id]) or 0.0, r) for r in retrievers
+        (mean([x[2] for x in run.per_q[(method, r, at)] if x[0] == conv.sample_id]) or 0.0, r) for r in retrievers
     )
     progress(f"  {method:18s} recall@{at} best {best[0]:.3f} ({best[1]})  [{time.perf_counter() - t0:.1f}s]")
 
@@ -437,20 +284,7 @@ def _units_results(per_q: dict, methods, retrievers, budgets) -> list[dict]:
                 rows = per_q.get((method, retriever, b))
                 if not rows:
                     continue
-                results.append(
-                    {
-                        "method": method,
-                        "retriever": retriever,
-                        "budget": b,
-                        "recall": _mean([r for _, _, r in rows]),
-                        "by_category": {c: _mean([r for _, cat, r in rows if str(cat) == c]) for c in CATEGORIES},
-                        "n_questions": len(rows),
-                        "by_conversation": {
-                            cid: _mean([r for c2, _, r in rows if c2 == cid])
-                            for cid in dict.fromkeys(c for c, _, _ in rows)
-                        },
-                    }
-                )
+                results.append({"method": method, "retriever": retriever, "budget": b, **recall_fields(rows)})
     return results
 
 
@@ -459,8 +293,8 @@ def _observation_ceiling(convs: list[Conversation]) -> float | None:
     ceiling = []
     for conv in convs:
         carried = {d for o in conv.observations for d in o.dia_ids}
-        ceiling += [common.evidence_recall(q.evidence, carried) for q in conv.questions]
-    return _mean(ceiling)
+        ceiling += [evidence_recall(q.evidence, carried) for q in conv.questions]
+    return mean(ceiling)
 
 
 def evaluate(
@@ -507,61 +341,9 @@ def evaluate(
     }
 
 
-def best_by_method(results: list[dict], budget: int) -> dict[str, dict]:
-    """For each method, the row of its best retriever at `budget`."""
-    out: dict[str, dict] = {}
-    for r in results:
-        if r["budget"] == budget and (r["method"] not in out or (r["recall"] or 0) > (out[r["method"]]["recall"] or 0)):
-            out[r["method"]] = r
-    return out
-
-
-def table(results: list[dict], budgets: list[int]) -> str:
-    """Markdown: one row per (method, retriever), one column per budget."""
-    rows: dict[tuple[str, str], dict] = defaultdict(dict)
-    for r in results:
-        rows[(r["method"], r["retriever"])][r["budget"]] = r["recall"]
-    lines = [
-        "| method | retriever | " + " | ".join(str(b) for b in budgets) + " |",
-        "| --- | --- | " + " | ".join("---:" for _ in budgets) + " |",
-    ]
-    for (m, ret), vals in rows.items():
-        lines.append(
-            f"| {m} | {ret} | "
-            + " | ".join(f"{vals[b]:.3f}" if vals.get(b) is not None else "-" for b in budgets)
-            + " |"
-        )
-    return "\n".join(lines)
-
-
-def best_table(results: list[dict], budgets: list[int]) -> str:
-    """Markdown: each method's best retriever at each budget."""
-    methods = list(dict.fromkeys(r["method"] for r in results))
-    lines = [
-        "| method (best retriever) | " + " | ".join(str(b) for b in budgets) + " |",
-        "| --- | " + " | ".join("---:" for _ in budgets) + " |",
-    ]
-    for m in methods:
-        cells = []
-        for b in budgets:
-            row = best_by_method(results, b).get(m)
-            cells.append(f"{row['recall']:.3f} ({row['retriever']})" if row and row["recall"] is not None else "-")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-# --- command ---------------------------------------------------------------------
-
-
 def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: int | None = None):
     """The engine's SecomMemory twice: with the configured compressor (`secom`) and without (`secom-raw`),
-    and a note on compression; ({}, reason) when SeCom cannot be made."""
-    try:
-        from ..secom.compression import load_compressor
-        from ..secom.segmentation import segmenter_for
-        from ..secom.strategy import SecomMemory
-    except ImportError as e:
-        return {}, f"SeCom unavailable: {e}"
+    and a note on compression."""
     overrides = {"max_len": segment_max_len} if segment_max_len else {}
     segmenter = segmenter_for(settings, embedder, settings.segmenter if use_llm else "embedding", **overrides)
     compressor, note = load_compressor(settings.compressor_model)
@@ -572,108 +354,24 @@ def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: i
     }, f"{note}; segmenter: {segmenter.name}"
 
 
-def _parser():
-    p = common.parser("locomo", __doc__.split("\n\n")[0], "bench_out/locomo.json")
-    p.add_argument("--data", required=True, help="a file in LoCoMo's format (a list of samples)")
-    p.add_argument(
-        "--budgets",
-        type=common.int_list,
-        default=list(DEFAULT_BUDGETS),
-        help="token budgets, comma-separated (default 250,500,1000,2000)",
-    )
-    p.add_argument("--methods", type=common.str_list, default=list(METHODS), help=f"subset of {','.join(METHODS)}")
-    p.add_argument(
-        "--retrievers", type=common.str_list, default=list(RETRIEVERS), help=f"subset of {','.join(RETRIEVERS)}"
-    )
-    p.add_argument(
-        "--conversations",
-        type=common.str_list,
-        default=None,
-        help="sample ids to evaluate (default: all in the file), e.g. conv-30,conv-41",
-    )
-    p.add_argument(
-        "--linking",
-        choices=("auto", "offline", "llm"),
-        default="auto",
-        help="THEANINE linking: the configured LLM, or the offline rule (auto: LLM only when an "
-        "endpoint is configured)",
-    )
-    p.add_argument("--no-dates", action="store_true", help="do not prefix units with their session date")
-    p.add_argument(
-        "--max-len",
-        type=int,
-        default=DEFAULT_TIMELINE_LEN,
-        help=f"longest timeline, in memories (default {DEFAULT_TIMELINE_LEN}: the anchor and its neighbours)",
-    )
-    p.add_argument(
-        "--segment-max-len",
-        type=int,
-        default=None,
-        help="offline segmenter: split segments longer than this many exchanges (default: the segmenter's own setting)",
-    )
-    p.add_argument(
-        "--path",
-        choices=("agent", "units"),
-        default="agent",
-        help="agent: the app's path (MemoryAgent.close_session + memory_context); units: the "
-        "packer-only path over LoCoMo's observation facts (default agent)",
-    )
-    p.add_argument(
-        "--summariser",
-        type=common.str_list,
-        default=["offline"],
-        help="--path agent: offline, reference, llm, comma-separated (default offline)",
-    )
-    p.add_argument(
-        "--embedder",
-        choices=("minilm", "openai"),
-        default=None,
-        help="default: the configured embedder (MiniLM offline)",
-    )
-    p.add_argument(
-        "--contexts",
-        action="store_true",
-        help="--path agent: keep each strategy's packed context in the per-question rows (large files)",
-    )
-    return p
-
-
-def main(argv: list[str]) -> int:
-    p = _parser()
-    args = p.parse_args(argv)
-    bad = [m for m in args.methods if m not in METHODS] + [r for r in args.retrievers if r not in RETRIEVERS]
-    if bad:
-        p.error(f"unknown method or retriever: {', '.join(bad)}")
-    if args.path == "agent":
-        return _main_agent(p, args)
-    return _main_units(args)
-
-
 def _units_setup(args):
     """The packer-only path's providers: settings, options, embedder, and the LLM session for linking."""
-    from ..embeddings import make_embedder
-    from ..settings import Settings
-
     settings = Settings.from_env()
     options = settings.options.with_(seed=args.seed)
     embedder_kind = args.embedder or settings.embedder
     embedder = make_embedder(
         embedder_kind, api_key=settings.llm.api_key, base_url=settings.llm.base_url, model=settings.embed_model
     )
-    use_llm = args.linking == "llm" or (args.linking == "auto" and common.llm_configured())
+    use_llm = args.linking == "llm" or (args.linking == "auto" and llm_configured())
     llm_session = None
     if use_llm:
-        from ..llm import LLMSession, make_llm
-
         llm_session = LLMSession(make_llm(settings.llm), Trace("close"), options.temperature, settings.llm.max_retries)
     return settings, options, embedder, embedder_kind, use_llm, llm_session
 
 
-def _main_units(args) -> int:
-    from ..store import VectorStore
-
+def run(args, convs: list[Conversation]) -> dict:
+    """The `--path units` command on loaded conversations: the JSON it writes."""
     settings, options, embedder, embedder_kind, use_llm, llm_session = _units_setup(args)
-    convs = load(args.data, args.conversations)
     with tempfile.TemporaryDirectory(prefix="bench-locomo-") as tmp:
         store = VectorStore(path=Path(tmp) / "chroma")
         secom, secom_note, seg_params = {}, "not requested", None
@@ -699,13 +397,11 @@ def _main_units(args) -> int:
         )
     out["config"] = _units_config(args, convs, settings, options, use_llm, embedder, embedder_kind)
     out["config"].update(secom=secom_note, segmenter_params=seg_params, seconds=round(time.perf_counter() - t0, 1))
-    out["config"]["machine"] = common.machine()
-    return _report(args, out, f"LoCoMo evidence recall ({', '.join(out['config']['conversations'])})", out["results"])
+    out["config"]["machine"] = machine()
+    return out
 
 
 def _units_config(args, convs, settings, options, use_llm: bool, embedder, embedder_kind: str) -> dict:
-    from ..theanine import linking
-
     return {
         "data": str(args.data),
         "conversations": [c.sample_id for c in convs],
@@ -728,66 +424,3 @@ def _units_config(args, convs, settings, options, use_llm: bool, embedder, embed
         "packing": "units in rank order while they fit; the first that does not fit is cut to the pieces "
         "around its anchor that fit; then stop",
     }
-
-
-def _report(args, out: dict, title: str, rows: list[dict]) -> int:
-    """Write the JSON and the plot next to it; print the tables."""
-    from .plots import plot_recall
-
-    common.write_json(args.out, out)
-    png = plot_recall(rows, common.plot_path(args.out, "recall"), title=title)
-    print(table(rows, args.budgets))
-    print()
-    print(best_table(rows, args.budgets))
-    if out.get("observation_ceiling") is not None:
-        print(f"\nobservation facts can carry at most {out['observation_ceiling']:.3f} of the evidence (theanine-*)")
-    if args.path == "agent":
-        print()
-        print(category_table(rows, 1000 if 1000 in args.budgets else args.budgets[-1]))
-    progress(f"wrote {args.out} and {png}")
-    return 0
-
-
-def agent_spec(args):
-    """The `--path agent` flags as the run they ask for (the evaluation tab builds the same object)."""
-    from . import locomo_agent as la
-
-    return la.RunSpec(
-        methods=[m for m in args.methods if m in la.AGENT_METHODS],
-        retrievers=args.retrievers,
-        budgets=args.budgets,
-        summarisers=args.summariser,
-        dates=not args.no_dates,
-        segment_max_len=args.segment_max_len,
-        seed=args.seed,
-        contexts=args.contexts,
-        embedder=args.embedder,
-    )
-
-
-def _main_agent(p, args) -> int:
-    from . import locomo_agent as la
-
-    spec = agent_spec(args)
-    problems = spec.problems()
-    if problems:
-        p.error("; ".join(problems))
-    convs = load(args.data, args.conversations)
-    out = la.run(convs, spec, data=str(args.data))
-    rows = [{**r, "method": la.method_label(r)} for r in out["results"]]
-    title = f"LoCoMo evidence recall, agent path ({', '.join(out['config']['conversations'])})"
-    return _report(args, out, title, rows)
-
-
-def category_table(results: list[dict], budget: int) -> str:
-    """Markdown: each method's best retriever at `budget`, per LoCoMo category."""
-    best = best_by_method(results, budget)
-    names = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
-    lines = [
-        f"| method @{budget} | all | " + " | ".join(f"{c} {names[c]}" for c in CATEGORIES) + " |",
-        "| --- | ---: | " + " | ".join("---:" for _ in CATEGORIES) + " |",
-    ]
-    for m, r in best.items():
-        cells = [f"{r['by_category'][c]:.3f}" if r["by_category"].get(c) is not None else "-" for c in CATEGORIES]
-        lines.append(f"| {m} ({r['retriever']}) | {r['recall']:.3f} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)

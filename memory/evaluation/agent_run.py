@@ -22,79 +22,32 @@ Summarisers (`--summariser`, comma-separated for several):
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..llm import LLM, Completion, LLMSession
+import numpy as np
+
+from ..agent import MemoryAgent
+from ..embeddings import make_embedder
+from ..llm import LLM, LLMSession, make_llm
 from ..packing import pack
+from ..secom.segmentation import segmenter_for
+from ..settings import Settings
+from ..theanine import strategy as ts
 from ..trace import Trace
-from . import common
-from .common import progress
+from .baselines import DialogueUnits
+from .machine import machine
+from .reference_llm import ReferenceLLM
+from .scoring import Replayable, evidence_recall, mean, recall_fields
+from .spec import RunSpec
 
-if TYPE_CHECKING:
-    from ..agent import MemoryAgent
-
-SUMMARISERS = ("offline", "reference", "llm")
-AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline")
 BENCH_K = 20  # the most Options allows: memories / segments retrieved, so that the budget decides
-
-
-def _norm(text: str) -> str:
-    return " ".join(str(text).split())[:200]
-
-
-class ReferenceLLM:
-    """A scripted LLM for one LoCoMo conversation (see the module docstring). Not a model."""
-
-    name = "reference (LoCoMo observation facts; scripted)"
-    json_attempts = 1
-
-    def __init__(self, conv):
-        self.dia_by_text = {(_norm(t.speaker), _norm(t.text)): t.turn_id for s in conv.sessions for t in s.turns}
-        self.obs = defaultdict(list)
-        for o in conv.observations:
-            self.obs[o.session].append(o)
-        self.calls: Counter[str] = Counter()
-
-    def _memories(self, prompt: str) -> str:
-        index: dict[str, int] = {}  # dia_id -> the number the prompt gives that turn
-        for i, sp, body in re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", prompt, re.M):
-            d = self.dia_by_text.get((_norm(sp), _norm(body)))
-            if d:
-                index[d] = int(i)
-        sessions = {d.split(":")[0] for d in index}
-        mems = []
-        for s in sorted(sessions):
-            for o in self.obs.get(s, []):
-                # A fact belongs to the part of a long session that holds its first evidence turn.
-                if o.dia_ids and o.dia_ids[0] in index:
-                    mems.append(
-                        {"speaker": o.speaker, "event": o.text, "turns": [index[d] for d in o.dia_ids if d in index]}
-                    )
-        return json.dumps({"memories": mems})
-
-    def _answer(self, purpose: str, messages: list[dict]) -> str:
-        prompt = str(messages[-1].get("content", ""))
-        if purpose == "summarise":
-            self.calls["summarise"] += 1
-            return self._memories(prompt)
-        if purpose == "refine":
-            self.calls["refine"] += 1
-            return json.dumps({"timelines": re.findall(r"^Timeline \d+: (.*)$", prompt, re.M)})
-        self.calls["other"] += 1
-        return "{}"  # relations, segmentation: the engine falls back
-
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose="") -> Completion:
-        return Completion(self._answer(purpose, messages))
-
-    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose="") -> Iterator[str]:
-        yield ""
+Progress = Callable[[float, str], None]
+Log = Callable[[str], None]
 
 
 class CachedEmbedder:
@@ -106,8 +59,6 @@ class CachedEmbedder:
         self._memo: dict[str, Any] = {}
 
     def embed(self, texts):
-        import numpy as np
-
         todo = [t for t in dict.fromkeys(texts) if t not in self._memo]
         if todo:
             for t, v in zip(todo, self.inner.embed(todo), strict=False):
@@ -134,9 +85,6 @@ def build(
     on_session: Callable[[], None] | None = None,
 ) -> Built:
     """A MemoryAgent on the app's providers (settings) with the conversation's sessions closed."""
-    from ..agent import MemoryAgent
-    from ..llm import make_llm
-
     llm = ReferenceLLM(conv) if summariser == "reference" else (make_llm(settings.llm) if summariser == "llm" else None)
     # Always a scratch store of its own: never a configured Chroma server (other users' data).
     s = dataclasses.replace(settings, data_dir=Path(data_dir), chroma_host="")
@@ -144,8 +92,6 @@ def build(
     cached = CachedEmbedder(agent.embedder)
     agent.embedder = agent.theanine.embedder = agent.secom.embedder = cached
     if segment_max_len:  # the offline segmenter with its longest segment capped
-        from ..secom.segmentation import segmenter_for
-
         agent.secom.segmenter = segmenter_for(s, cached, max_len=segment_max_len)
     user = f"locomo-{conv.sample_id}-{summariser}"
     t0 = time.perf_counter()
@@ -179,45 +125,6 @@ def build(
 
 # --- one run: the CLI (`memory.bench locomo --path agent`) and the app's evaluation tab call `run` ---
 
-Progress = Callable[[float, str], None]
-DEFAULT_RETRIEVERS = ("bm25", "dense", "hybrid")
-DEFAULT_BUDGETS = (250, 500, 1000, 2000)
-MIN_BUDGET = 50  # the app's lowest setting
-
-
-@dataclasses.dataclass
-class RunSpec:
-    """What one agent-path run measures: the CLI's flags, or the choices made in the evaluation tab."""
-
-    methods: list[str] = dataclasses.field(default_factory=lambda: list(AGENT_METHODS))
-    retrievers: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_RETRIEVERS))
-    budgets: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_BUDGETS))
-    summarisers: list[str] = dataclasses.field(default_factory=lambda: ["offline"])
-    dates: bool = True
-    segment_max_len: int | None = None
-    seed: int = 0
-    contexts: bool = False  # keep each strategy's packed context in the per-question rows
-    embedder: str | None = None  # None: the configured one
-
-    def problems(self, llm_configured: bool | None = None) -> list[str]:
-        """What makes this run impossible, in words for people (empty: it can run)."""
-        out = []
-        bad = [m for m in self.methods if m not in AGENT_METHODS]
-        if bad or not self.methods:
-            out.append(f"strategies must be some of {', '.join(AGENT_METHODS)} (got {', '.join(bad) or 'none'})")
-        bad = [r for r in self.retrievers if r not in DEFAULT_RETRIEVERS]
-        if bad or not self.retrievers:
-            out.append(f"retrievers must be some of {', '.join(DEFAULT_RETRIEVERS)} (got {', '.join(bad) or 'none'})")
-        bad = [s for s in self.summarisers if s not in SUMMARISERS]
-        if bad or not self.summarisers:
-            out.append(f"unknown summariser: {', '.join(bad) or 'none'} (choose from {', '.join(SUMMARISERS)})")
-        if not self.budgets or any(not isinstance(b, int) or b < MIN_BUDGET for b in self.budgets):
-            out.append(f"budgets start at {MIN_BUDGET} tokens (the app's lowest setting)")
-        configured = common.llm_configured() if llm_configured is None else llm_configured
-        if "llm" in self.summarisers and not configured:
-            out.append("summariser llm needs a configured endpoint (OPENAI_BASE_URL / OPENAI_API_KEY / LLM_BACKEND)")
-        return out
-
 
 def strategy_label(summariser: str, method: str, retriever: str) -> str:
     """How a strategy is named in the per-question rows and the app: `secom [offline] (bm25)`."""
@@ -225,16 +132,16 @@ def strategy_label(summariser: str, method: str, retriever: str) -> str:
 
 
 class _Steps:
-    """Progress of a run as a fraction of its steps (closed sessions, scored questions); lines to stderr
-    when `log` (the CLI), and every step to `report` (the app's progress bar)."""
+    """Progress of a run as a fraction of its steps (closed sessions, scored questions); each line to
+    `log` (the CLI's stderr), and every step to `report` (the app's progress bar)."""
 
-    def __init__(self, total: int, report: Progress | None, log: bool):
+    def __init__(self, total: int, report: Progress | None, log: Log | None):
         self.total, self.done, self.report, self.log, self.text = max(1, total), 0, report, log, ""
 
     def say(self, text: str) -> None:
         self.text = text
         if self.log:
-            progress(text)
+            self.log(text)
         if self.report:
             self.report(self.done / self.total, text)
 
@@ -294,7 +201,7 @@ class _Rows:
     def add(self, conv, i: int, key: tuple, covered: set[str], pairs=None) -> None:
         summ, method, retriever, budget = key
         q = conv.questions[i]
-        rec = common.evidence_recall(q.evidence, covered)
+        rec = evidence_recall(q.evidence, covered)
         self.per[key].append((conv.sample_id, q.category, rec))
         cell = {"recall": round(rec, 4), "held": _held(q, covered)}
         if self.contexts and pairs is not None:
@@ -304,13 +211,11 @@ class _Rows:
 
 
 def _score_baselines(conv, spec: RunSpec, embedder, rows: _Rows, steps: _Steps) -> None:
-    from .locomo import DialogueUnits, _Cached
-
     for method in [m for m in spec.methods if m in ("turn", "session")]:
         units = DialogueUnits(conv, embedder, method, spec.dates)
         for r in spec.retrievers:
             for i, (q, v) in enumerate(zip(conv.questions, conv.qvecs, strict=False)):
-                ranked = _Cached(units.ranked(r, q, v))
+                ranked = Replayable(units.ranked(r, q, v))
                 for bud in spec.budgets:
                     packed = pack(ranked, bud)
                     pairs = [(p.text, p.covers) for _, kept in packed.chosen for p in kept]
@@ -336,8 +241,6 @@ def _score_agent(b: Built, conv, method: str, retriever: str, spec: RunSpec, opt
 
 def _score_summariser(conv, summ: str, spec: RunSpec, settings, options, tmp: Path, rows: _Rows, steps) -> dict:
     """Close the conversation's sessions into memory with one summariser, then score its strategies."""
-    from .locomo import _mean
-
     t0 = time.perf_counter()
     steps.say(f"  {summ}: closing {len(conv.sessions)} sessions into memory")
     b = build(conv, summ, settings, tmp / f"{conv.sample_id}-{summ}", options, spec.segment_max_len, steps.step)
@@ -352,36 +255,27 @@ def _score_summariser(conv, summ: str, spec: RunSpec, settings, options, tmp: Pa
             t0 = time.perf_counter()
             _score_agent(b, conv, method, r, spec, options, rows, steps)
             mine = [x[2] for x in rows.per[(summ, method, r, at)] if x[0] == conv.sample_id]
-            steps.say(f"    {method:18s} {r:6s} recall@{at} {_mean(mine)}  [{time.perf_counter() - t0:.1f}s]")
+            steps.say(f"    {method:18s} {r:6s} recall@{at} {mean(mine)}  [{time.perf_counter() - t0:.1f}s]")
     return b.close
 
 
 def _summary(per: dict[tuple, list]) -> list[dict]:
     """One results row per (summariser, method, retriever, budget): mean recall, per category and conversation."""
-    from .locomo import CATEGORIES, _mean
-
-    results = []
-    for (summ, method, r, bud), rows in per.items():
-        results.append(
-            {
-                "summariser": summ,
-                "method": method,
-                "retriever": r,
-                "budget": bud,
-                "strategy": strategy_label(summ, method, r),
-                "recall": _mean([x[2] for x in rows]),
-                "by_category": {c: _mean([x[2] for x in rows if str(x[1]) == c]) for c in CATEGORIES},
-                "n_questions": len(rows),
-                "by_conversation": {
-                    cid: _mean([x[2] for x in rows if x[0] == cid]) for cid in dict.fromkeys(x[0] for x in rows)
-                },
-            }
-        )
-    return results
+    return [
+        {
+            "summariser": summ,
+            "method": method,
+            "retriever": r,
+            "budget": bud,
+            "strategy": strategy_label(summ, method, r),
+            **recall_fields(rows),
+        }
+        for (summ, method, r, bud), rows in per.items()
+    ]
 
 
 def evaluate(
-    convs, spec: RunSpec, *, settings, embedder, options, report: Progress | None = None, log: bool = True
+    convs, spec: RunSpec, *, settings, embedder, options, report: Progress | None = None, log: Log | None = None
 ) -> dict:
     """Results rows, the close reports and the per-question rows of one run (see `run`)."""
     rows = _Rows(spec.contexts)
@@ -405,15 +299,19 @@ def evaluate(
 
 
 def run(
-    convs, spec: RunSpec, *, settings=None, data: str = "", report: Progress | None = None, log: bool = True
+    convs,
+    spec: RunSpec,
+    *,
+    settings: Settings | None = None,
+    data: str = "",
+    report: Progress | None = None,
+    log: Log | None = None,
 ) -> dict:
-    """The agent-path benchmark on loaded conversations: the JSON `memory.bench locomo` writes.
+    """The agent-path evaluation on loaded conversations: the JSON `memory.bench locomo` writes.
 
-    `report(fraction, text)` follows the run (the app's progress bar); `log` prints progress lines.
+    `report(fraction, text)` follows the run (the app's progress bar); `log(line)` takes its progress
+    lines (the CLI prints them).
     """
-    from ..embeddings import make_embedder
-    from ..settings import Settings
-
     problems = spec.problems()
     if problems:
         raise ValueError("; ".join(problems))
@@ -433,8 +331,6 @@ def run(
 
 
 def config(convs, spec: RunSpec, settings, options, data: str, seconds: float) -> dict:
-    from ..theanine import strategy as ts
-
     return {
         "path": "agent",
         "summarisers": spec.summarisers,
@@ -460,7 +356,7 @@ def config(convs, spec: RunSpec, settings, options, data: str, seconds: float) -
         "packing": "memory.packing.pack (shared by reply and benchmark)",
         "contexts": spec.contexts,
         "seconds": round(seconds, 1),
-        "machine": common.machine(),
+        "machine": machine(),
     }
 
 

@@ -1,0 +1,56 @@
+"""What one evaluation run measures (`RunSpec`): the CLI's flags, or the choices made in the tab."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+SUMMARISERS = ("offline", "reference", "llm")
+AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline")
+DEFAULT_RETRIEVERS = ("bm25", "dense", "hybrid")
+DEFAULT_BUDGETS = (250, 500, 1000, 2000)
+MIN_BUDGET = 50  # the app's lowest setting
+
+
+def llm_configured(env: dict | None = None) -> bool:
+    """True when the environment names an LLM endpoint (or explicitly asks for a backend).
+
+    Without it, what only *can* use an LLM (the benchmark's linking, the tab's llm summariser) uses
+    the offline rules, rather than the tiny embedded base model.
+    """
+    e = os.environ if env is None else env
+    return bool(e.get("OPENAI_BASE_URL") or e.get("OPENAI_API_KEY") or e.get("LLM_BACKEND") or e.get("LLM_GGUF_PATH"))
+
+
+@dataclasses.dataclass
+class RunSpec:
+    """What one agent-path run measures: the CLI's flags, or the choices made in the evaluation tab."""
+
+    methods: list[str] = dataclasses.field(default_factory=lambda: list(AGENT_METHODS))
+    retrievers: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_RETRIEVERS))
+    budgets: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_BUDGETS))
+    summarisers: list[str] = dataclasses.field(default_factory=lambda: ["offline"])
+    dates: bool = True
+    segment_max_len: int | None = None
+    seed: int = 0
+    contexts: bool = False  # keep each strategy's packed context in the per-question rows
+    embedder: str | None = None  # None: the configured one
+
+    def problems(self, has_llm: bool | None = None) -> list[str]:
+        """What makes this run impossible, in words for people (empty: it can run)."""
+        out = []
+        bad = [m for m in self.methods if m not in AGENT_METHODS]
+        if bad or not self.methods:
+            out.append(f"strategies must be some of {', '.join(AGENT_METHODS)} (got {', '.join(bad) or 'none'})")
+        bad = [r for r in self.retrievers if r not in DEFAULT_RETRIEVERS]
+        if bad or not self.retrievers:
+            out.append(f"retrievers must be some of {', '.join(DEFAULT_RETRIEVERS)} (got {', '.join(bad) or 'none'})")
+        bad = [s for s in self.summarisers if s not in SUMMARISERS]
+        if bad or not self.summarisers:
+            out.append(f"unknown summariser: {', '.join(bad) or 'none'} (choose from {', '.join(SUMMARISERS)})")
+        if not self.budgets or any(not isinstance(b, int) or b < MIN_BUDGET for b in self.budgets):
+            out.append(f"budgets start at {MIN_BUDGET} tokens (the app's lowest setting)")
+        configured = llm_configured() if has_llm is None else has_llm
+        if "llm" in self.summarisers and not configured:
+            out.append("summariser llm needs a configured endpoint (OPENAI_BASE_URL / OPENAI_API_KEY / LLM_BACKEND)")
+        return out
