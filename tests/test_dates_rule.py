@@ -62,7 +62,8 @@ def test_a_far_future_date_stored_before_the_rule_no_longer_blocks_later_session
     imported = svc.sessions(uid)[0]
     with svc.store.engine.begin() as c:  # what an older version let in
         c.exec_driver_sql(f"UPDATE sessions SET date='9999-12-31' WHERE session_id='{imported.session_id}'")
-    assert svc.new_session(uid, "2023-05-10").session.date == "2023-05-10"  # not "would come before"
+    opened = svc.new_session(uid, "2023-05-10").session
+    assert opened is not None and opened.date == "2023-05-10"  # not "would come before"
 
 
 def test_a_session_date_can_be_corrected(tmp_path):
@@ -71,9 +72,11 @@ def test_a_session_date_can_be_corrected(tmp_path):
     first = svc.sessions(uid)[0]
     msg = svc.set_session_date(uid, first.session_id, "3 May 2023")
     assert "now dated Wed 3 May 2023" in msg
-    assert svc.store.session(uid, first.session_id).date == "2023-05-03"
+    row = svc.store.session(uid, first.session_id)
+    assert row is not None and row.date == "2023-05-03"
     assert [s.session_id for s in svc.sessions(uid) if s.source == "import"][-1] == first.session_id  # re-ordered
-    assert svc.store.session(uid, first.session_id).status == "closed"  # its memory built again
+    row = svc.store.session(uid, first.session_id)
+    assert row is not None and row.status == "closed"  # its memory built again
     with pytest.raises(UserError, match="out of range"):
         svc.set_session_date(uid, first.session_id, "9999-12-31")
     with pytest.raises(UserError):

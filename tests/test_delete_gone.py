@@ -76,7 +76,7 @@ def test_a_deleted_memory_leaves_no_copy_in_any_table_or_file(tmp_path, llm_serv
     assert rows_with(data / "sessions.sqlite3", token) and files_with(data, token)  # planted where we look
     mem = next(n for n in svc.graph(uid)["nodes"] if token in n["event"])
     gone = svc.delete_memory(uid, mem["id"], redact=True)
-    assert "stored copies" in gone["message"]
+    assert gone is not None and "stored copies" in gone["message"]
     assert rows_with(data / "sessions.sqlite3", token) == []
     assert files_with(data, token) == []  # SQLite free pages and WAL, Chroma's log, index and free pages
     # The rest still works: the other memory is there, and both strategies answer.

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from memory.settings import Settings
+from memory.settings import Limits, Settings
 from sessions import SessionService, UserError
 from sessions.identity import IdentityConfig
 from sessions.ids import InvalidUserId
-from sessions.jobs import LimitReached, Limits
+from sessions.jobs import LimitReached
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import handlers
 

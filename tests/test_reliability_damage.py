@@ -65,6 +65,7 @@ def _chat(store: Store, uid: str) -> list[int]:
     ids = []
     for i in range(3):
         m = store.add_user_message(uid, s.session_id, f"message {i}")
+        assert m is not None
         ids.append(store.add_reply(uid, s.session_id, m, f"reply {i}", "theanine", {"n": i}))
     return ids
 

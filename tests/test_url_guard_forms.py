@@ -83,10 +83,13 @@ def test_refused_when_saved(host, kind):
 
 @pytest.mark.parametrize("host,kind", FORMS)
 def test_refused_on_the_first_request(host, kind):
-    reached = []
-    t = GuardedTransport(
-        resolver=resolver, inner=httpx.MockTransport(lambda r: reached.append(r) or httpx.Response(200))
-    )
+    reached: list[httpx.Request] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        reached.append(request)
+        return httpx.Response(200)
+
+    t = GuardedTransport(resolver=resolver, inner=httpx.MockTransport(upstream))
     with httpx.Client(transport=t) as client, pytest.raises(UnsafeURL) as e:
         client.get(f"http://{host}:8080/v1/models")
     assert kind in str(e.value) and reached == []
