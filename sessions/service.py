@@ -9,25 +9,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from memory.dates import iso_key
 from memory.errors import InvalidOptions, MemoryLibError
 from memory.protocols import Agent
 from memory.settings import Limits, LLMConfig, Options, Settings
 from memory.text import clean_text, register_secret
-from memory.theanine.strategy import KIND as THEANINE_KIND
 from memory.url_guard import check_url
-from memory.userspace import user_key
 
-from . import db, quarantine, repair, scrub
 from . import prefs as _prefs
+from . import scrub
 from .chat import Chat, ChatUpdate
 from .errors import UserError
 from .graph_store import SqlGraphStore
 from .identity import Identity, IdentityConfig
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .jobs import BuildPool, ImportRate, LimitReached
-from .lifecycle import EndResult, Lifecycle, Progress, check_date, human_date, iso_date, parse_date, plural
+from .lifecycle import EndResult, Lifecycle, Progress, check_date, iso_date, parse_date, plural
 from .store import MessageRow, SessionRow, Store, open_store
+from .upkeep import Upkeep
 from .versions import MemoryVersions
 from .work import Busy, UserWork, Work
 
@@ -39,7 +37,7 @@ STOP_WAIT_S = 2.0  # Stop waits this long for the cancelled reply to record its 
 __all__ = ["ChatUpdate", "EndResult", "SessionService", "UserError"]
 
 
-class SessionService:
+class SessionService(Upkeep):
     def __init__(
         self,
         settings: Settings,
@@ -208,29 +206,6 @@ class SessionService:
             result.message += " " + result.errors[0]
         return result
 
-    def set_session_date(
-        self, user_id: str, session_id: str, date: str, progress: Progress | None = None, build: bool = True
-    ) -> str:
-        """Correct the date of a session (memory.dates' rule, as for new sessions). The open session keeps
-        the order rule; an ended one's memories take the new date (THEANINE at once, SeCom by a rebuild;
-        build=False leaves that to `build_pending`)."""
-        user_id = self._user(user_id)
-        new = check_date(date)
-        row = self.store.session(user_id, str(session_id or ""))
-        if row is None:
-            raise UserError("Choose a session whose date to correct.")
-        if row.status == "open":
-            self.lifecycle.check_order(user_id, new, row)
-            self.store.set_session_date(user_id, row.session_id, new)
-            return f"Session {row.seq} is now dated {human_date(new)}."
-        with self.work.hold(user_id, "close"), self.store.close_claim(user_id):
-            self.store.correct_session_date(user_id, row.session_id, new)
-            graphs = getattr(getattr(self.agent, "theanine", None), "graphs", None)
-            if isinstance(graphs, SqlGraphStore):
-                graphs.set_session_time(user_id, row.session_id, new, iso_key(new))
-        done = f"Session {row.seq} is now dated {human_date(new)}."
-        return f"{done} {self.build_pending(user_id, progress).message}" if build else done
-
     def default_next_date(self, user_id: str) -> str:
         """The proposed date of the next session: the last session's date plus one day."""
         return self.lifecycle.default_next_date(self._user(user_id))
@@ -342,47 +317,6 @@ class SessionService:
         gone["message"] = forget_message(gone)
         self._purge_deleted()
         return gone
-
-    def _purge_deleted(self) -> None:
-        """No deleted text left in the files of the embedded stores (free pages, logs)."""
-        purge = getattr(getattr(self.agent, "store", None), "purge_deleted", None)
-        if purge is not None:
-            purge()
-        db.purge_deleted(self.store.engine)
-
-    # --- damaged stored values (sessions/quarantine.py) -------------------------------------------
-    def damage(self, user_id: str) -> list[dict]:
-        """The user's damaged stored values found so far: {"item", "kind", "session_id", "message"}."""
-        user_id = self._user(user_id)
-        nums = repair.session_numbers(self.store.engine, user_id)
-        return [
-            {
-                "item": d.item,
-                "kind": d.table,
-                "session_id": d.session_id,
-                "message": repair.describe(d, nums.get(d.session_id)),
-            }
-            for d in quarantine.items(self.store.engine, user_key(user_id))
-        ]
-
-    def repair(self, user_id: str, item: str, action: str, progress: Progress | None = None, build: bool = True) -> str:
-        """Rebuild or drop one damaged value (`item` as listed by `damage`); a rebuilt session's memory
-        is built at once (build=False: left to `build_pending`). Returns what was done, for people."""
-        user_id = self._user(user_id)
-        if action not in repair.ACTIONS:
-            raise UserError("Choose rebuild or drop.")
-        d = repair.find(self.store.engine, user_key(user_id), str(item or ""))
-        if d is None:
-            raise UserError("Nothing damaged by that name (already repaired?).")
-        with self.work.hold(user_id, "close"), self.store.close_claim(user_id):
-            done = repair.repair(self.store.engine, user_id, user_key(user_id), d, action)
-            theanine = getattr(self.agent, "theanine", None)
-            if d.table == "graph_memories" and action == "drop" and theanine is not None:
-                theanine.store.delete(user_id, THEANINE_KIND, ids=[d.row_key])  # its vector, too
-        message = f"Repaired: {done}."
-        if build and self.store.sessions(user_id, status="closing"):
-            message += " " + self.build_pending(user_id, progress).message
-        return message
 
     def export(self, user_id: str) -> dict:
         """Everything kept about the user, as JSON: sessions (importable format) and both memories.
