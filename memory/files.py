@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -13,13 +14,20 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write `data` to `path` atomically: a temporary file in the same folder, fsync, then os.replace
     (and fsync the folder so the rename itself survives a crash). Readers see the old file or the new
     one, never a part. The folder is created when missing; the file gets the usual permissions (umask)."""
+    return atomic_write_chunks(path, (data,))
+
+
+def atomic_write_chunks(path: str | Path, chunks: Iterable[bytes]) -> Path:
+    """`atomic_write_bytes` for data too large to hold in memory (e.g. a model assembled from parts).
+    An exception raised by `chunks` (a failed check) leaves no file behind and the old one in place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

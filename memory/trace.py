@@ -18,6 +18,7 @@ class LLMCall:
     seconds: float = 0.0
     status: str = "ok"  # ok | repaired | retried | fallback | error
     detail: str = ""  # what went wrong, never a secret
+    reasoning: str = ""  # a reasoning model's thinking, kept out of the answer (See why shows it folded)
 
 
 @dataclass

@@ -10,6 +10,8 @@ segment over the whole session, the timelines as they are, a judge that says "co
 not resist", a short reply). Actions:
 
   ok(text)                    answer `text` (streamed when the request streams); ok() is the default
+  think(text, reasoning)      answer `text` with `reasoning` in the `reasoning_content` field (streamed
+                              first as reasoning deltas), as servers of reasoning models do
   status(code, retry_after=, body=)  an error status, with a Retry-After header when given;
                               401 echoes the request's key in its message, like a careless server
   hang(secs)                  sleep `secs` (past the client's timeout), then answer "late"
@@ -21,7 +23,10 @@ not resist", a short reply). Actions:
                               outputs do (500: llama-cpp-python's server; 400: OpenAI style; 422: validation)
 
 `LLMServer(refuse_json_schema=500)` refuses every `json_schema` request that way (a server without
-structured outputs). Every request is recorded (`requests`: purpose, body, headers).
+structured outputs). `max_prompt_tokens = N` makes it a model with an N-token context window: a request
+whose prompt (cl100k tokens of its messages) plus its `max_tokens` exceeds N is refused with a 400
+`context_length_exceeded`, as OpenAI does, and recorded in `over_window`. Every request is recorded
+(`requests`: purpose, body, headers).
 
 The server lives in the test process; an app under test in a subprocess is pointed at it with
 `app_llm_env(server)` (OPENAI_BASE_URL=server.url).
@@ -52,6 +57,10 @@ class Action(NamedTuple):
 
 def ok(text: str | None = None) -> Action:
     return Action("ok", text)
+
+
+def think(text: str | None, reasoning: str) -> Action:
+    return Action("ok", text, body={"reasoning_content": reasoning})
 
 
 def status(code: int, retry_after: float | None = None, body: Any = None) -> Action:
@@ -148,8 +157,8 @@ def default_answer(purpose: str, body: dict) -> str:
             {"memories": mems or [{"speaker": "user", "event": "The user said nothing much today", "turns": [0]}]}
         )
     if purpose in ("relation", "relation_missing"):
-        n = len(re.findall(r"^Pair \d+:", prompt, re.M))
-        return json.dumps({"relations": [{"pair": i, "relation": "SameTopic"} for i in range(n)]})
+        shown = [int(n) for n in re.findall(r"^Pair (\d+):", prompt, re.M)]  # a batch shows its own numbers
+        return json.dumps({"relations": [{"pair": i, "relation": "SameTopic"} for i in shown]})
     if purpose == "segment":
         n = len(re.findall(r"^\[Exchange \d+\]:", prompt, re.M))
         seg = {
@@ -177,18 +186,27 @@ def default_answer(purpose: str, body: dict) -> str:
     return "ok"
 
 
-def _completion(text: str, body: dict) -> dict:
-    prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": count_tokens(text)}
+def prompt_tokens(body: dict) -> int:
+    return sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
+
+
+def _completion(text: str, body: dict, reasoning: str = "") -> dict:
+    prompt_tokens_ = prompt_tokens(body)
+    usage = {"prompt_tokens": prompt_tokens_, "completion_tokens": count_tokens(text)}
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     return {
         "id": "x",
         "object": "chat.completion",
         "created": 0,
         "model": body.get("model", "m"),
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "choices": [{"index": 0, "finish_reason": "stop", "message": _message(text, reasoning)}],
         "usage": usage,
     }
+
+
+def _message(text: str, reasoning: str) -> dict:
+    m = {"role": "assistant", "content": text}
+    return {**m, "reasoning_content": reasoning} if reasoning else m
 
 
 def _chunk(delta: dict, finish: str | None = None) -> bytes:
@@ -203,8 +221,10 @@ def _chunk(delta: dict, finish: str | None = None) -> bytes:
 
 
 class LLMServer:
-    def __init__(self, refuse_json_schema: int | None = None):
+    def __init__(self, refuse_json_schema: int | None = None, max_prompt_tokens: int | None = None):
         self.refuse_json_schema = refuse_json_schema
+        self.max_prompt_tokens = max_prompt_tokens
+        self.over_window: list[tuple[str, int]] = []  # (purpose, prompt + max_tokens) of each refused request
         self.queues: dict[str, list[Action]] = defaultdict(list)
         self.requests: list[Request] = []
         self.arrived: dict[str, threading.Event] = defaultdict(threading.Event)
@@ -224,6 +244,8 @@ class LLMServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 action, purpose = server._take(self.headers, body)
+                if (over := server._over_window(purpose, body)) is not None:
+                    return self._json(400, over)
                 kind, arg = action.kind, action.arg
                 if kind == "hold":
                     server._release.wait(300)
@@ -238,9 +260,10 @@ class LLMServer:
                 if kind == "empty":
                     return self._json(200, {**_completion("", body), "choices": []})
                 text = default_answer(purpose, body) if arg is None else arg
+                reasoning = (action.body or {}).get("reasoning_content", "") if kind == "ok" else ""
                 if body.get("stream"):
-                    return self._stream(text, cut=(kind == "cut"))
-                self._json(200, _completion(text, body))
+                    return self._stream(text, cut=(kind == "cut"), reasoning=reasoning)
+                self._json(200, _completion(text, body, reasoning))
 
             def _status(self, action: Action):
                 code = action.arg
@@ -267,12 +290,14 @@ class LLMServer:
                 except OSError:
                     pass  # the client gave up (timeout): nothing to answer
 
-            def _stream(self, text, cut):
+            def _stream(self, text, cut, reasoning=""):
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.send_header("Connection", "close")
                     self.end_headers()
+                    for i in range(0, len(reasoning), 5):
+                        self.wfile.write(_chunk({"reasoning_content": reasoning[i : i + 5]}))
                     pieces = [text[i : i + 5] for i in range(0, len(text), 5)] or [""]
                     if cut:
                         pieces = pieces[: max(1, len(pieces) // 2)]
@@ -307,6 +332,18 @@ class LLMServer:
             action = ok()  # only a json_schema request is refused
         return action, purpose
 
+    def _over_window(self, purpose: str, body: dict) -> dict | None:
+        """The error a model with a `max_prompt_tokens` window answers to a request too long for it."""
+        if self.max_prompt_tokens is None:
+            return None
+        need = prompt_tokens(body) + int(body.get("max_tokens") or 0)
+        if need <= self.max_prompt_tokens:
+            return None
+        with self._lock:
+            self.over_window.append((purpose, need))
+        msg = f"This model's maximum context length is {self.max_prompt_tokens} tokens; the request needs {need}."
+        return {"error": {"message": msg, "type": "invalid_request_error", "code": "context_length_exceeded"}}
+
     # --- scripting -----------------------------------------------------------------------------
     def script(self, purpose: str, *actions) -> None:
         """Replace the queue of `purpose` (or the global queue, ANY) with `actions` (then the defaults).
@@ -319,6 +356,8 @@ class LLMServer:
         with self._lock:
             self.queues.clear()
             self.requests.clear()
+            self.over_window.clear()
+            self.max_prompt_tokens = None
             for e in self.arrived.values():
                 e.clear()
         self._release.clear()

@@ -108,6 +108,9 @@ def app_env(data_dir: Path, port: int, **extra) -> dict:
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",
             "MEMORY_DOTENV": "0",
+            # The plumbing tests reply with the fastest bundled model; the default (Qwen 0.5B) has its own
+            # tests (test_agent_e2e, test_real_qwen).
+            "LLM_EMBEDDED_MODEL": env.get("LLM_EMBEDDED_MODEL", "smollm2"),
         }
     )
     env.update({k: str(v) for k, v in extra.items()})

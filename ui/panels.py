@@ -296,6 +296,12 @@ def _cost_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
     headers = ["purpose", "prompt tok", "completion tok", "time", "status", "detail"]
     out = [f"<section{at('why-cost')}><h5>LLM calls</h5>"]
     out.append(_table(headers, rows, "mc-calls") if calls else '<p class="mc-muted">No LLM call.</p>')
+    out += [  # a reasoning model's thinking: never in the reply, here folded
+        f'<details class="mc-reasoning"><summary>the model\'s reasoning ({esc(c.get("purpose"))})</summary>'
+        f'<div class="mc-text">{esc(c["reasoning"])}</div></details>'
+        for c in calls
+        if c.get("reasoning")
+    ]
     timings = trace.get("timings") or {}
     if timings:
         parts = " · ".join(f"{esc(k)} {_seconds(v)}" for k, v in timings.items())

@@ -6,7 +6,7 @@ import sys
 # command -> module of memory.bench
 COMMANDS = {
     "locomo": "locomo_recall",
-    **{c: c for c in ("segmentation", "scale", "cost", "qa", "teafarm", "graph", "replyprobe", "bm25")},
+    **{c: c for c in ("segmentation", "scale", "cost", "qa", "teafarm", "graph", "replyprobe", "closeprobe", "bm25")},
 }
 
 

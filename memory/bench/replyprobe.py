@@ -1,28 +1,40 @@
-"""Which bundled model chats better: a fixed probe of short conversations, each with one remembered fact.
+"""Which bundled model replies best from memory: the app's reply path on two probes.
 
-    python -m memory.bench replyprobe --models smollm2,gemma3 --out bench_out/replyprobe.json
+    python -m memory.bench replyprobe --models smollm2,qwen0.5b,qwen1.5b \
+        --probe locomo --data ../shared/data/locomo/locomo_dev.json --n 30 --out bench_out/replyprobe.json
+    python -m memory.bench replyprobe --probe facts          # one remembered fact per probe
 
-Each probe goes through the app's own reply path: the remembered fact is given as
-a THEANINE memory line to `reply_messages` (the prompt every reply uses) and the
-answer is streamed by `LLMSession.stream` (with its retry of an empty answer).
-Per model it reports the share of replies that are empty, that continue the
-transcript or are not prose, and that mention the remembered fact.
+`locomo` (the one the default model is chosen by): LoCoMo questions (multi-hop, temporal, single-hop, in
+turn), each given its evidence turns and `--distractors` other turns of the same conversation as dated
+memory lines, in time order; today is the last session's date, so a question like "When did ...?" needs
+the date of a memory. Scored as LoCoMo scores QA: token F1 against the gold answer, and the share of
+replies that hold every word of the gold answer. `facts`: 30 short conversations, each with one fact to
+use. Both go through `reply_messages` (the prompt every reply uses) and `LLMSession.stream` (with its
+retry of an empty answer); both also report empty replies, replies that are not prose (continue the
+transcript), replies that loop (a sentence three times) and seconds per reply.
 """
 
 from __future__ import annotations
 
+import json
+import random
 import re
 import statistics
 import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from .. import locomo_format as lc
 from ..evaluation.figures import matplotlib_pyplot
 from ..evaluation.machine import machine
 from ..files import atomic_write_json
-from ..llm import LLMSession, make_llm
+from ..llm import LLM, LLMSession, make_llm
 from ..records import Turn
 from ..reply_prompts import reply_messages
 from ..settings import BUNDLED_MODELS, LLMConfig
 from ..trace import Trace
+from .answer_score import has_all_words, token_f1
 from .common import parser, plot_path, progress, str_list
 from .plots import save_figure
 
@@ -60,12 +72,55 @@ PROBES: list[tuple[str, str, tuple[str, ...]]] = [
     ("(2023-05-30) user: I collect old stamps from Italy.", "What do I collect?", ("stamp",)),
 ]
 
+
+@dataclass
+class Item:
+    question: str
+    memory: list[str]
+    date: str
+    answer: str = ""  # gold answer (locomo probe)
+    category: int = 0
+    keywords: tuple[str, ...] = field(default=())  # any of which shows the fact was used (facts probe)
+
+
+def fact_items() -> list[Item]:
+    return [Item(q, [fact], "2023-06-01", keywords=kw) for fact, q, kw in PROBES]
+
+
+CATEGORIES = {4: "single-hop", 2: "temporal", 1: "multi-hop"}
+
+
+def locomo_items(data, n: int = 30, distractors: int = 8, seed: int = 0) -> list[Item]:
+    """`n` questions taken in turn from the categories above (a random order per category, seeded)."""
+    rng = random.Random(seed)
+    pools: dict[int, list[Item]] = {c: [] for c in CATEGORIES}
+    samples = data if isinstance(data, list) else [data]
+    for sample, (_sid, sessions) in zip(samples, lc.load_sessions(samples), strict=True):
+        lines = {t.turn_id: f"({s.date}) {t.speaker}: {' '.join(t.text.split())}" for s in sessions for t in s.turns}
+        order = {tid: k for k, tid in enumerate(lines)}
+        today = sessions[-1].date if sessions else ""
+        for q in lc.questions(sample):
+            if q.category not in pools or not q.evidence or any(e not in lines for e in q.evidence):
+                continue
+            others = [tid for tid in lines if tid not in q.evidence]
+            picked = sorted([*q.evidence, *rng.sample(others, min(distractors, len(others)))], key=order.__getitem__)
+            pools[q.category].append(Item(q.question, [lines[t] for t in picked], today, q.answer, q.category))
+    for pool in pools.values():
+        rng.shuffle(pool)
+    out: list[Item] = []
+    while len(out) < n and any(pools.values()):
+        for c in CATEGORIES:
+            if pools[c] and len(out) < n:
+                out.append(pools[c].pop())
+    return out
+
+
 _ROLE_LINE = re.compile(r"(?im)^\s*(user|assistant|instructions|system)\s*:")
 _DATED = re.compile(r"\(\d{4}-\d{2}-\d{2}\)")
 
 
-def classify(text: str, keywords: tuple[str, ...]) -> dict:
-    """empty / not prose (continues the transcript, symbol lines) / mentions the fact."""
+def classify(text: str, keywords: tuple[str, ...] = ()) -> dict:
+    """empty / not prose (continues the transcript, symbol lines) / loops / mentions the fact."""
     t = (text or "").strip()
     visible = re.sub(r"\s", "", t)
     letters = sum(ch.isalpha() for ch in visible)
@@ -73,75 +128,136 @@ def classify(text: str, keywords: tuple[str, ...]) -> dict:
     not_prose = (not empty) and (
         bool(_ROLE_LINE.search(t)) or bool(_DATED.search(t)) or letters < 0.6 * len(visible) or len(t.split()) < 2
     )
+    sentences = [x.strip().lower() for x in re.split(r"[.!?\n]+", t) if len(x.split()) >= 2]
+    loops = any(n >= 3 for n in Counter(sentences).values())
     low = t.lower()
-    return {"empty": empty, "not_prose": not_prose, "mentions_fact": any(k in low for k in keywords)}
+    return {"empty": empty, "not_prose": not_prose, "loops": loops, "mentions_fact": any(k in low for k in keywords)}
 
 
-def run_model(model: str, temperature: float, max_tokens: int) -> dict:
-    cfg = LLMConfig(backend="embedded", bundled_model=model)
-    llm = make_llm(cfg)
-    rows, seconds = [], []
-    for i, (fact, question, keywords) in enumerate(PROBES):
-        trace = Trace("theanine")
-        history = [Turn("user", "Hi! How are you today?"), Turn("assistant", "I'm well, thank you. How are you?")]
-        msgs = reply_messages("theanine", [fact], history, question, "2023-06-01")
-        session = LLMSession(llm, trace, temperature=temperature)
-        t0 = time.perf_counter()
-        text = "".join(session.stream("reply", msgs, max_tokens=max_tokens))
-        seconds.append(time.perf_counter() - t0)
-        call = trace.llm_calls[-1]
-        row = {
-            "probe": i,
-            "question": question,
-            "reply": text,
-            "seconds": round(seconds[-1], 3),
-            "empty_first_try": call.detail == "empty answer",
-            **classify(text, keywords),
+def _share(rows: list[dict], key: str) -> float:
+    return sum(bool(r[key]) for r in rows) / len(rows) if rows else 0.0
+
+
+def summarise(rows: list[dict]) -> dict:
+    out: dict = {k: _share(rows, k) for k in ("empty", "empty_first_try", "not_prose", "loops", "mentions_fact")}
+    out |= {"n": len(rows), "seconds_median": statistics.median(r["seconds"] for r in rows) if rows else 0.0}
+    if rows and "f1" in rows[0]:
+        out["f1"] = statistics.fmean(r["f1"] for r in rows)
+        out["all_words"] = _share(rows, "all_words")
+        out["per_category"] = {
+            CATEGORIES[c]: {
+                "n": len(rs),
+                "f1": statistics.fmean(r["f1"] for r in rs),
+                "all_words": _share(rs, "all_words"),
+            }
+            for c in CATEGORIES
+            if (rs := [r for r in rows if r["category"] == c])
         }
+    return out
+
+
+def run_model(
+    model: str,
+    items: list[Item],
+    temperature: float,
+    max_tokens: int,
+    llm: LLM | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
+) -> dict:
+    """Every item through the reply path of the bundled `model` (or of `llm`, a test's); `checkpoint`
+    gets the result so far after each item (a long run stopped early keeps what it measured)."""
+    llm = llm or make_llm(LLMConfig(backend="embedded", bundled_model=model))
+    rows = []
+    for i, it in enumerate(items):
+        trace = Trace("theanine")
+        history = [] if it.answer else [Turn("user", "Hi! How are you today?"), Turn("assistant", "I'm well, thanks.")]
+        msgs = reply_messages("theanine", it.memory, history, it.question, it.date)
+        t0 = time.perf_counter()
+        text = "".join(LLMSession(llm, trace, temperature=temperature).stream("reply", msgs, max_tokens=max_tokens))
+        row: dict = {
+            "item": i,
+            "question": it.question,
+            "reply": text,
+            "seconds": round(time.perf_counter() - t0, 3),
+            "empty_first_try": trace.llm_calls[-1].detail == "empty answer",
+            **classify(text, it.keywords),
+        }
+        if it.answer:
+            row |= {
+                "gold": it.answer,
+                "category": it.category,
+                "f1": token_f1(text, it.answer),
+                "all_words": has_all_words(text, it.answer),
+            }
         rows.append(row)
-        progress(f"{model} {i + 1}/{len(PROBES)}: {text[:70]!r}")
-    n = len(rows)
-    return {
-        "model": model,
-        "name": BUNDLED_MODELS[model],
-        "n": n,
-        "empty": sum(r["empty"] for r in rows) / n,
-        "empty_first_try": sum(r["empty_first_try"] for r in rows) / n,
-        "not_prose": sum(r["not_prose"] for r in rows) / n,
-        "mentions_fact": sum(r["mentions_fact"] for r in rows) / n,
-        "seconds_median": statistics.median(seconds),
-        "rows": rows,
-    }
+        progress(f"{model} {i + 1}/{len(items)} ({row['seconds']:.1f} s): {text[:70]!r}")
+        if checkpoint is not None:
+            checkpoint(_result(model, rows))
+    return _result(model, rows)
+
+
+def _result(model: str, rows: list[dict]) -> dict:
+    return {"model": model, "name": BUNDLED_MODELS.get(model, model), **summarise(rows), "rows": list(rows)}
 
 
 def plot(results: list[dict], out) -> None:
     plt = matplotlib_pyplot()
-    metrics = [("empty", "empty"), ("not_prose", "not prose / transcript"), ("mentions_fact", "mentions the fact")]
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    metrics = [("empty", "empty"), ("not_prose", "not prose"), ("loops", "loops")]
+    metrics += (
+        [("f1", "token F1"), ("all_words", "all answer words")]
+        if "f1" in results[0]
+        else [("mentions_fact", "mentions the fact")]
+    )
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
     width = 0.8 / max(1, len(results))
     for j, r in enumerate(results):
         xs = [i + j * width for i in range(len(metrics))]
-        ax.bar(xs, [r[m] for m, _ in metrics], width, label=r["name"])
+        ax.bar(xs, [r[m] for m, _ in metrics], width, label=f"{r['name']} ({r['seconds_median']:.1f} s/reply)")
     ax.set_xticks([i + width * (len(results) - 1) / 2 for i in range(len(metrics))], [lbl for _, lbl in metrics])
     ax.set_ylim(0, 1)
-    ax.set_ylabel(f"share of {results[0]['n']} probes")
-    ax.legend()
+    ax.set_ylabel(f"share / mean over {results[0]['n']} probes")
+    ax.legend(fontsize=8)
     save_figure(plt, fig, "Bundled reply models through the app's reply prompt", plot_path(out, "rates"), dpi=120)
+
+
+def table(results: list[dict]) -> str:
+    scored = "f1" in results[0]
+    head = f"{'model':30} {'empty':>6} {'not prose':>9} {'loops':>6} "
+    head += f"{'F1':>5} {'all words':>9}" if scored else f"{'mentions':>8}"
+    lines = [head + f" {'s/reply':>7}"]
+    for r in results:
+        line = f"{r['name']:30} {r['empty']:6.2f} {r['not_prose']:9.2f} {r['loops']:6.2f} "
+        line += f"{r['f1']:5.2f} {r['all_words']:9.2f}" if scored else f"{r['mentions_fact']:8.2f}"
+        lines.append(line + f" {r['seconds_median']:7.2f}")
+        for cat, c in r.get("per_category", {}).items():
+            lines.append(f"  {cat:28} n={c['n']:<3} F1 {c['f1']:.2f}  all words {c['all_words']:.2f}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
     p = parser("replyprobe", __doc__.split("\n")[0], "bench_out/replyprobe.json")
-    p.add_argument("--models", type=str_list, default=list(BUNDLED_MODELS), help="bundled models to probe")
-    p.add_argument("--temperature", type=float, default=0.6)
-    p.add_argument("--max-tokens", type=int, default=96)
+    p.add_argument("--models", type=str_list, default=["smollm2", "qwen0.5b", "qwen1.5b"], help="bundled models")
+    p.add_argument("--probe", choices=("locomo", "facts"), default="locomo")
+    p.add_argument("--data", default="../shared/data/locomo/locomo_dev.json", help="LoCoMo file (locomo probe)")
+    p.add_argument("--n", type=int, default=30, help="questions (locomo probe)")
+    p.add_argument("--distractors", type=int, default=8, help="other turns given as memory with each question")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-tokens", type=int, default=64)
     a = p.parse_args(argv)
-    results = [run_model(m, a.temperature, a.max_tokens) for m in a.models]
-    print(f"{'model':32} {'empty':>6} {'empty 1st':>9} {'not prose':>9} {'mentions':>8} {'s/reply':>7}")
-    for r in results:
-        print(
-            f"{r['name']:32} {r['empty']:6.2f} {r['empty_first_try']:9.2f} {r['not_prose']:9.2f} "
-            f"{r['mentions_fact']:8.2f} {r['seconds_median']:7.2f}"
-        )
-    atomic_write_json(a.out, {"config": vars(a) | {"probes": len(PROBES)}, "machine": machine(), "results": results})
+    if a.probe == "locomo":
+        with open(a.data, encoding="utf-8") as f:
+            items = locomo_items(json.load(f), a.n, a.distractors, a.seed)
+    else:
+        items = fact_items()
+    results: list[dict] = []
+
+    def save(partial: dict | None = None) -> None:
+        done = results + ([partial] if partial else [])
+        atomic_write_json(a.out, {"config": vars(a) | {"items": len(items)}, "machine": machine(), "results": done})
+
+    for m in a.models:  # written after each item: a long run stopped early keeps what it measured
+        results.append(run_model(m, items, a.temperature, a.max_tokens, checkpoint=save))
+        save()
+    print(table(results))
     plot(results, a.out)
     return 0

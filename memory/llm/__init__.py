@@ -12,7 +12,8 @@ import threading
 from ..settings import LLMConfig
 from .answers import parse_json
 from .base import LLM, Completion
-from .llamacpp_chat import LlamaCppChat, bundled_gguf_path
+from .bundled import bundled_gguf_path
+from .llamacpp_chat import LlamaCppChat
 from .openai_chat import PURPOSE_HEADER, OpenAIChat
 from .session import MAX_RETRY_AFTER, LLMSession, Repaired
 

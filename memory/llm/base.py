@@ -12,6 +12,7 @@ class Completion:
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning: str = ""  # a server's `reasoning_content` (a reasoning model's thinking), never the answer
 
 
 class LLM(Protocol):

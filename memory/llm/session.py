@@ -19,8 +19,10 @@ from ..errors import LLMError, TransientLLMError
 from ..text import clean_obj, clean_text
 from ..tokens import count_tokens
 from ..trace import LLMCall, Trace
+from . import window as win
 from .answers import parse_json
 from .base import LLM, Completion
+from .reasoning import ReasoningPiece, ThinkFilter, split_reasoning
 
 T = TypeVar("T")
 
@@ -83,6 +85,33 @@ class LLMSession:
         )
         return retrying(attempt)
 
+    # --- the context window ---------------------------------------------------------------------
+    @property
+    def window(self) -> int:
+        """Tokens the model reads and writes per call (LLMConfig.n_ctx, given by the backend)."""
+        return int(getattr(self.llm, "context_window", 0) or win.DEFAULT_WINDOW)
+
+    def count(self, text: str) -> int:
+        """Tokens of `text` for this model: exact when the backend has its tokenizer, else estimated."""
+        exact = getattr(self.llm, "count_tokens", None)
+        return int(exact(text)) if exact is not None else win.estimated(text)
+
+    def prompt_tokens(self, messages: list[dict]) -> int:
+        return win.messages_tokens(messages, self.count)
+
+    def room(self, max_tokens: int) -> int:
+        """Prompt tokens left once an answer of `max_tokens` is provided for."""
+        return self.window - max_tokens - win.RESERVE
+
+    def fits(self, messages: list[dict], max_tokens: int) -> bool:
+        return self.prompt_tokens(messages) <= self.room(max_tokens)
+
+    def _over_window(self, messages: list[dict], max_tokens: int) -> str:
+        n = self.prompt_tokens(messages)
+        if n <= self.room(max_tokens):
+            return ""
+        return f"the prompt ({n} tokens) and answer ({max_tokens}) do not fit the {self.window}-token context window"
+
     # --- calls ------------------------------------------------------------------------------------
     def _start(self, purpose: str) -> LLMCall:
         call = LLMCall(purpose)
@@ -91,6 +120,9 @@ class LLMSession:
 
     def text(self, purpose: str, messages: list[dict], max_tokens: int = 512) -> str:
         call = self._start(purpose)
+        if over := self._over_window(messages, max_tokens):
+            call.status, call.detail = "error", over
+            raise LLMError(over)
         t0 = time.perf_counter()
         try:
             c = self._retried(
@@ -103,7 +135,7 @@ class LLMSession:
         finally:
             call.seconds = time.perf_counter() - t0
         call.prompt_tokens, call.completion_tokens = c.prompt_tokens, c.completion_tokens
-        return clean_text(c.text)
+        return clean_text(self._answer(call, c))
 
     def json(
         self,
@@ -138,6 +170,8 @@ class LLMSession:
             return fallback()
 
         try:
+            if over := self._over_window(messages, max_tokens):  # never sent: the server would refuse it
+                return fall_back(over)
             for attempt in range(attempts):
                 try:
                     c = self._retried(call, ask)
@@ -146,7 +180,7 @@ class LLMSession:
                 call.prompt_tokens += c.prompt_tokens
                 call.completion_tokens += c.completion_tokens
                 try:
-                    raw, repaired = parse(clean_text(c.text))
+                    raw, repaired = parse(clean_text(self._answer(call, c)))
                     value = validate(clean_obj(raw))
                 except (ValueError, TypeError, KeyError) as e:
                     call.detail = f"attempt {attempt + 1}: invalid answer: {e}"
@@ -160,6 +194,13 @@ class LLMSession:
         finally:
             call.seconds = time.perf_counter() - t0
 
+    @staticmethod
+    def _answer(call: LLMCall, c: Completion) -> str:
+        """The answer without a reasoning model's thinking, which goes to the trace."""
+        answer, thoughts = split_reasoning(c.text)
+        call.reasoning = "\n".join(t for t in (call.reasoning, c.reasoning, thoughts) if t)
+        return answer
+
     def stream(
         self, purpose: str, messages: list[dict], max_tokens: int = 256, empty_retries: int = 1
     ) -> Iterator[str]:
@@ -170,6 +211,10 @@ class LLMSession:
         call = self._start(purpose)
         t0 = time.perf_counter()
         out: list[str] = []
+        max_tokens = min(max_tokens, self.window // 2)  # a small window still leaves room for the prompt
+        messages, cut = win.fit_messages(messages, self.room(max_tokens), self.count)
+        if cut:
+            self.trace.notice(f"To fit the model's {self.window}-token context window, left out: {'; '.join(cut)}.")
         try:
             for empty_try in range(empty_retries + 1):
                 seed = None if empty_try == 0 else 7919 * empty_try  # another seed, the same on every run
@@ -211,10 +256,25 @@ class LLMSession:
             raise
         if first is None:
             return
-        yield clean_text(first)
+        think = ThinkFilter()
+
+        def visible(piece: str) -> str:
+            if isinstance(piece, ReasoningPiece):
+                think.reasoning.append(piece)
+                return ""
+            return think.feed(clean_text(piece))
+
         try:
+            if text := visible(first):
+                yield text
             for piece in rest:
-                yield clean_text(piece)
+                if text := visible(piece):
+                    yield text
+            if text := think.finish():
+                yield text
         except LLMError as e:
             call.status, call.detail = "error", str(e)
             raise LLMError(f"the reply was cut off: {e}") from e
+        finally:
+            if think.thoughts:
+                call.reasoning = "\n".join(t for t in (call.reasoning, think.thoughts) if t)

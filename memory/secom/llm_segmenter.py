@@ -8,7 +8,7 @@ from typing import Any
 from ..llm import LLMSession, Repaired
 from .embedding_segmenter import EmbeddingSegmenter, SegParams, extractive_summary
 from .exchanges import Exchange, exchange_lines
-from .prompts import SEGMENTATION_SCHEMA, segmentation_messages
+from .prompts import SEGMENTATION_SCHEMA, format_exchanges, segmentation_messages
 from .segment_answers import Segment, parse_segmentation, repair_segments
 
 
@@ -34,10 +34,34 @@ class LLMSegmenter:
         return ["llm", self.rubric] if llm is not None else self.fallback.fingerprint(None)
 
     def segment(self, exchanges: Sequence[Exchange], llm: LLMSession | None = None) -> list[Segment]:
-        """Segments as (start, end, summary), always a valid cover of the exchanges."""
+        """Segments as (start, end, summary), always a valid cover of the exchanges. A session too long
+        for one call within the context window is segmented in consecutive parts (a part's end is
+        then a segment boundary)."""
         if llm is None:
             return self.fallback.segment(exchanges)
         texts = [exchange_lines(ex) for ex in exchanges]
+        out: list[Segment] = []
+        for lo, hi in self._parts(llm, texts):
+            out += [(s + lo, e + lo, t) for s, e, t in self._segment_part(llm, exchanges[lo:hi], texts[lo:hi])]
+        return out
+
+    @staticmethod
+    def _answer(n: int) -> int:
+        return min(4096, 200 + 60 * n)
+
+    def _parts(self, llm: LLMSession, texts: list[str]) -> list[tuple[int, int]]:
+        """[start, end) runs of exchanges whose prompt and answer fit the context window."""
+        base = llm.prompt_tokens(segmentation_messages([], self.rubric, self.max_tokens_each))
+        out, lo, used = [], 0, 0
+        for i, t in enumerate(texts):
+            n = llm.count(format_exchanges([t], self.max_tokens_each)) + 1
+            if i > lo and base + used + n > llm.room(self._answer(i + 1 - lo)):
+                out.append((lo, i))
+                lo, used = i, 0
+            used += n
+        return [*out, (lo, len(texts))] if texts else out
+
+    def _segment_part(self, llm: LLMSession, exchanges: Sequence[Exchange], texts: list[str]) -> list[Segment]:
         n = len(texts)
         if n <= 1:
             return [(0, 0, extractive_summary(texts))] if n else []
@@ -53,7 +77,7 @@ class LLMSegmenter:
             SEGMENTATION_SCHEMA,
             validate,
             lambda: self.fallback.segment(exchanges),
-            max_tokens=min(4096, 200 + 60 * n),
+            max_tokens=self._answer(n),
             parse=parse_segmentation,
             fallback_note="used the embedding segmenter",
             temperature=min(llm.temperature, 0.3),

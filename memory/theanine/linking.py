@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from ..dates import iso_key, order_key
 from ..llm import LLMSession
 from ..records import SessionRecord
-from ..tokens import count_tokens
 from . import prompts
 from .extract import extract_memories, is_assistant, is_promise
 from .graph import Memory, MemoryGraph
@@ -35,17 +34,25 @@ class Candidate:
     similarity: float
 
 
-PART_TOKENS = 2500  # a longer session is summarised in parts of about this many dialogue tokens
+PART_TOKENS = 2500  # a longer session is summarised in parts of at most this many dialogue tokens
 ANSWER_TOKENS_PER_TURN = 48  # answer budget: room for about one memory per turn, whatever the session's size
 EXCERPT_CHARS = 300  # source dialogue kept with each memory (the relation prompt shows it)
+RELATION_ANSWER_PER_PAIR = 24  # answer tokens per pair asked
 
 
-def _parts(numbered: list[str]) -> list[tuple[int, int]]:
-    """[start, end) ranges of turns, each at most PART_TOKENS long (a longer turn is a part alone)."""
+def _summary_answer(n_turns: int) -> int:
+    return ANSWER_TOKENS_PER_TURN * n_turns + 64
+
+
+def _parts(numbered: list[str], llm: LLMSession, base: int) -> list[tuple[int, int]]:
+    """[start, end) ranges of turns, each at most PART_TOKENS long, and each fitting the context window
+    with its answer (`base`: the prompt's tokens without turns). A turn too long for any part is a
+    part alone (its call falls back on the extracted statements)."""
     out, lo, used = [], 0, 0
     for i, line in enumerate(numbered):
-        n = count_tokens(line)
-        if i > lo and used + n > PART_TOKENS:
+        n = llm.count(line) + 1
+        fits = base + used + n <= llm.room(_summary_answer(i + 1 - lo))
+        if i > lo and (used + n > PART_TOKENS or not fits):
             out.append((lo, i))
             lo, used = i, 0
         used += n
@@ -75,16 +82,18 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
         items = extracted()
     else:
         speakers = list(dict.fromkeys(t.speaker for t in turns if t.speaker))
-        parts = _parts(numbered)
+        base = llm.prompt_tokens(prompts.summarise_messages(session.date, [], speakers, (99, 99)))
+        parts = _parts(numbered, llm, base)
+        turn_speakers = [t.speaker for t in turns]
         items = []
         for pi, (lo, hi) in enumerate(parts):
             items += llm.json(
                 "summarise",
                 prompts.summarise_messages(session.date, numbered[lo:hi], speakers, (pi + 1, len(parts))),
                 prompts.SUMMARISE_SCHEMA,
-                functools.partial(prompts.validate_memories, n_turns=hi, lo=lo),
+                functools.partial(prompts.validate_memories, n_turns=hi, lo=lo, turn_speakers=turn_speakers),
                 functools.partial(extracted, lo, hi, "extracted-fallback"),
-                max_tokens=min(8192, ANSWER_TOKENS_PER_TURN * (hi - lo) + 64),
+                max_tokens=_summary_answer(hi - lo),
             )
     # The assistant's own words are not memories of the user, whatever the summary says (extract.py).
     items = [
@@ -123,12 +132,33 @@ def _side(m: Memory) -> dict:
     return {"time": m.time, "event": m.event, "speaker": m.speaker, "excerpt": m.excerpt}
 
 
+def _relation_answer(n_pairs: int) -> int:
+    return RELATION_ANSWER_PER_PAIR * n_pairs + 32
+
+
+def _batches(llm: LLMSession, pairs: list[tuple[dict, dict]], ask: list[int]) -> list[list[int]]:
+    """The pairs `ask` in as many calls as the context window needs: each call's prompt and answer fit."""
+    base = llm.prompt_tokens(prompts.relation_messages([]))
+    out: list[list[int]] = []
+    cur: list[int] = []
+    used = 0
+    for i in ask:
+        n = llm.count(prompts.pair_block(pairs[i][0], pairs[i][1])) + 1
+        if cur and base + used + n > llm.room(_relation_answer(len(cur) + 1)):
+            out.append(cur)
+            cur, used = [], 0
+        cur.append(i)
+        used += n
+    return [*out, cur] if cur else out
+
+
 def classify(
     graph: MemoryGraph, cands: list[Candidate], new: dict[str, Memory], llm: LLMSession | None
 ) -> dict[tuple[str, str], str]:
-    """Relation label for each (old, new) pair: one batched LLM call, the pairs it left out asked
-    once more, and any still missing labelled by the offline rule (the trace says which). Each pair
-    is shown in true time order (a new memory dated before its candidate is A, not B)."""
+    """Relation label for each (old, new) pair: batched LLM calls (as few as the context window
+    allows), the pairs they left out asked once more, and any still missing labelled by the offline
+    rule (the trace says which). Each pair is shown in true time order (a new memory dated before
+    its candidate is A, not B)."""
     if not cands:
         return {}
 
@@ -137,26 +167,24 @@ def classify(
 
     if llm is None:
         return {(c.old_id, c.new_id): offline(i) for i, c in enumerate(cands)}
-    llm.trace.count("relation_pairs", len(cands))  # the candidate pairs labelled (in one batched call)
+    llm.trace.count("relation_pairs", len(cands))  # the candidate pairs labelled (in batched calls)
     pairs = []
     for i, c in enumerate(cands):
         old, nm = graph.memory(c.old_id), new[c.new_id]
         a, b = (old, nm) if _in_time_order(old, nm) else (nm, old)
         pairs.append(({**_side(a), "pair": i}, {**_side(b), "pair": i}))
     labels: dict[int, str] = {}
-    for _attempt, purpose in enumerate(("relation", "relation_missing")):
-        ask = [i for i in range(len(cands)) if i not in labels]
-        if not ask:
-            break
-        got = llm.json(
-            purpose,
-            prompts.relation_messages([pairs[i] for i in ask]),
-            prompts.RELATION_SCHEMA,
-            functools.partial(prompts.validate_relations, n_pairs=len(cands), asked=set(ask)),
-            dict,
-            max_tokens=24 * len(ask) + 32,
-        )
-        labels.update(got)
+    for purpose in ("relation", "relation_missing"):
+        for batch in _batches(llm, pairs, [i for i in range(len(cands)) if i not in labels]):
+            got = llm.json(
+                purpose,
+                prompts.relation_messages([pairs[i] for i in batch]),
+                prompts.RELATION_SCHEMA,
+                functools.partial(prompts.validate_relations, n_pairs=len(cands), asked=set(batch)),
+                dict,
+                max_tokens=_relation_answer(len(batch)),
+            )
+            labels.update(got)
     missing = [i for i in range(len(cands)) if i not in labels]
     if missing:
         names = ", ".join(f"{cands[i].old_id}->{cands[i].new_id}" for i in missing[:8])

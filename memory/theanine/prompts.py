@@ -30,6 +30,10 @@ SUMMARISE_SCHEMA = {
 }
 
 
+ASSISTANT = "assistant"  # the app's own turns: what the assistant said is not a fact about a person
+_SECOND_PERSON = re.compile(r"\byou(r|rs|rself|'re|'ve|'ll|'d)?\b", re.I)
+
+
 def summarise_messages(
     date: str, numbered_turns: list[str], speakers: list[str] | None = None, part: tuple[int, int] | None = None
 ) -> list[dict]:
@@ -57,20 +61,48 @@ def summarise_messages(
     ]
 
 
-def validate_memories(raw, n_turns: int, lo: int = 0) -> list[dict]:
-    """The memories of an answer; turn numbers outside [lo, n_turns) are dropped."""
+def _speaker_of(it: dict, turns: list[int], turn_speakers: list[str]) -> str | None:
+    """The session speaker a memory is about: the one it names, else the speaker of its first turn,
+    else the only person (not the assistant) of the session; None when none fits."""
+    speakers = {sp.lower(): sp for sp in dict.fromkeys(turn_speakers) if sp}
+    named = str(it.get("speaker", "")).strip().lower()
+    if named in speakers:
+        return speakers[named]
+    if turns:
+        return turn_speakers[turns[0]]
+    people = [sp for low, sp in speakers.items() if low != ASSISTANT]
+    return people[0] if len(people) == 1 else None
+
+
+def validate_memories(raw, n_turns: int, lo: int = 0, turn_speakers: list[str] | None = None) -> list[dict]:
+    """The memories of an answer; turn numbers outside [lo, n_turns) are dropped.
+
+    With `turn_speakers` (each turn's speaker) a memory must be a statement about one of the session's
+    speakers, in the third person: not addressed to someone ("great to hear that you ..."), not a
+    question, and not the assistant's words given as a fact about someone else (a memory about the
+    assistant itself, e.g. what it promised, may come from its turns)."""
     items = raw.get("memories") if isinstance(raw, dict) else raw
     if not isinstance(items, list):
         raise ValueError("expected a list of memories")
     out = []
     for it in items:
-        if not isinstance(it, dict):
+        if not isinstance(it, dict) or not isinstance(it.get("event", ""), str):
             continue
         event = " ".join(str(it.get("event", "")).split())[:400]
         if len(re.findall(r"[^\W\d_]{2,}", event)) < 3:  # placeholders like "..." are not memories
             continue
-        turns = [t for t in it.get("turns", []) or [] if isinstance(t, int) and lo <= t < n_turns]
-        out.append({"speaker": str(it.get("speaker", ""))[:80], "event": event, "turns": sorted(set(turns))})
+        turns = sorted({t for t in it.get("turns", []) or [] if isinstance(t, int) and lo <= t < n_turns})
+        speaker: str | None = str(it.get("speaker", ""))[:80]
+        if turn_speakers is not None:
+            if event.endswith("?") or _SECOND_PERSON.search(event):
+                continue
+            speaker = _speaker_of(it, turns, turn_speakers)
+            if speaker is None:
+                continue
+            only_assistant = turns and all(turn_speakers[t].lower() == ASSISTANT for t in turns)
+            if only_assistant and speaker.lower() != ASSISTANT:
+                continue
+        out.append({"speaker": speaker, "event": event, "turns": turns})
     if not out:
         raise ValueError("no usable memory in the answer")
     return out
@@ -113,18 +145,20 @@ Reason. Give a relation other than None only with clear evidence in the memories
 excerpts; otherwise answer None."""
 
 
+def pair_block(a: dict, b: dict) -> str:
+    """One pair of the relation prompt: A and B (time, speaker, event, dialogue excerpt)."""
+    block = [f"Pair {a.get('pair', 0)}:"]
+    for tag, m in (("A", a), ("B", b)):
+        who = f" [about {m['speaker']}]" if m.get("speaker") else ""
+        block.append(f"  {tag} ({m['time']}){who}: {m['event']}")
+        if m.get("excerpt"):
+            block.append(f"     dialogue: {m['excerpt']}")
+    return "\n".join(block)
+
+
 def relation_messages(pairs: list[tuple[dict, dict]]) -> list[dict]:
     """`pairs`: (A, B) in time order, each {"time", "event", "speaker", "excerpt", "pair"}."""
-    lines = []
-    for i, (a, b) in enumerate(pairs):
-        n = a.get("pair", i)
-        block = [f"Pair {n}:"]
-        for tag, m in (("A", a), ("B", b)):
-            who = f" [about {m['speaker']}]" if m.get("speaker") else ""
-            block.append(f"  {tag} ({m['time']}){who}: {m['event']}")
-            if m.get("excerpt"):
-                block.append(f"     dialogue: {m['excerpt']}")
-        lines.append("\n".join(block))
+    lines = [pair_block({"pair": i, **a}, b) for i, (a, b) in enumerate(pairs)]
     return [
         {"role": "system", "content": "You relate memories of a person across conversations. Answer in JSON only."},
         {
@@ -180,13 +214,26 @@ def refine_messages(dialogue: str, timelines: list[str]) -> list[dict]:
     ]
 
 
+def _refined_text(item) -> str:
+    """A refined timeline as text: a string as it is; an object by its sentences (its string values of
+    three words or more, e.g. {"relation": "None", "event1": "...", "event2": "..."}), never its repr;
+    anything else is no text ("")."""
+    if isinstance(item, str):
+        return " ".join(item.split())[:1200]
+    if isinstance(item, dict):
+        parts = [" ".join(v.split()) for v in item.values() if isinstance(v, str) and len(v.split()) >= 3]
+        return " ".join(p if p.endswith((".", "!", "?")) else p + "." for p in parts)[:1200]
+    return ""
+
+
 def validate_refined(raw, n: int) -> list[str]:
+    """One text per timeline ("" where the answer gave none: the caller keeps the raw timeline)."""
     items = raw.get("timelines") if isinstance(raw, dict) else raw
     if not isinstance(items, list) or not items:
         raise ValueError("expected a list of refined timelines")
     if len(items) != n:
         raise ValueError(f"expected {n} refined timelines, got {len(items)}")
-    out = [" ".join(str(t).split())[:1200] for t in items[:n]]
+    out = [_refined_text(t) for t in items]
     if not any(out):
-        raise ValueError("empty refined timelines")
+        raise ValueError("no refined timeline is text")
     return out

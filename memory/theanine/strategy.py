@@ -19,7 +19,7 @@ from ..protocols import GraphStore, VectorStore
 from ..records import SessionRecord
 from ..settings import Options
 from ..trace import Trace
-from . import linking, prompts
+from . import linking, refining
 from . import timelines as timelines_mod
 from .extract import BUILT_BY
 from .graph import JsonGraphStore, Memory, MemoryGraph
@@ -269,25 +269,13 @@ class TheanineMemory:
         return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=path.index(anchor), meta={"anchor": anchor})
 
     def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace, each: bool = False) -> list[str]:
-        """Phase II-2: one batched call, or with `each` one call per timeline (the official code's way);
-        a timeline the LLM did not rewrite keeps its raw text."""
+        """Phase II-2 (memory.theanine.refining): batched calls sized to the context window, or with
+        `each` one call per timeline (the official code's way); a timeline the LLM did not rewrite
+        keeps its raw text."""
         if not raw:
             return []
-        texts = [t["text"] for t in raw]
-
-        def ask(batch: list[str]) -> list[str]:
-            return llm.json(
-                "refine",
-                prompts.refine_messages(dialogue, batch),
-                prompts.REFINE_SCHEMA,
-                lambda r: prompts.validate_refined(r, len(batch)),
-                lambda: list(batch),
-                max_tokens=120 * len(batch) + 32,
-            )
-
         with trace.timed("theanine_refine"):
-            refined = [r for t in texts for r in ask([t])] if each else ask(texts)
-        refined = [r or texts[i] for i, r in enumerate(refined)] + texts[len(refined) :]
+            refined = refining.refine(llm, dialogue, [t["text"] for t in raw], each=each)
         trace.timelines_refined = refined
         return refined
 

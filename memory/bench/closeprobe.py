@@ -1,0 +1,174 @@
+"""Long sessions closed with every LLM step on a bundled model: seconds per close, first-try valid
+answers per step, and whether any prompt met the context window.
+
+    MEMORY_LLM_STEPS=on python -m memory.bench closeprobe --model qwen1.5b \\
+        --data ../shared/data/locomo/locomo_dev.json --sessions 3 --min-turns 35 --out bench_out/closeprobe.json
+
+Takes the first `--sessions` LoCoMo sessions of at least `--min-turns` turns. For each, a fresh user
+first gets the `--before` sessions preceding it closed on the offline path (so the relation step has
+earlier memories to pair with), then the long session is closed through `MemoryAgent.close_session`
+with the LLM steps on (summary, relations, SeCom segmentation), on the embedded model with its
+n_ctx (LLM_CONTEXT_WINDOW, default 8192). A call is first-try valid when its first answer passed the
+step's validation (mended JSON counts, a second try or the fallback does not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import time
+from collections import defaultdict
+
+from .. import locomo_format as lc
+from ..evaluation.machine import machine
+from ..files import atomic_write_json
+from ..trace import LLMCall
+from .common import parser, progress
+
+
+class SizingLLM:
+    """`--dry-run`: the model's own tokenizer and window, no generation. Every answer is unusable
+    ("{}"), so each step takes its fallback (and asks again), but every prompt is built and sized as in
+    a real close: what it records is how many calls each step makes and their prompt + answer tokens."""
+
+    json_attempts = 2
+
+    def __init__(self, gguf: str, window: int):
+        from llama_cpp import Llama
+
+        self.vocab = Llama(model_path=gguf, vocab_only=True, verbose=False)
+        self.context_window = window
+        self.requests: list[tuple[str, int, int]] = []  # (purpose, prompt tokens, max_tokens)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def _record(self, messages: list[dict], max_tokens: int, purpose: str) -> int:
+        n = sum(self.count_tokens(str(m.get("content", ""))) + 8 for m in messages)
+        self.requests.append((purpose, n, max_tokens))
+        return n
+
+    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
+        from ..llm import Completion
+
+        return Completion("{}", self._record(messages, max_tokens, purpose), 1)
+
+    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
+        self._record(messages, max_tokens, purpose)
+        yield "ok"
+
+
+def first_try_valid(c: LLMCall) -> bool:
+    return c.status in ("ok", "repaired") and not c.detail.startswith("attempt 1")
+
+
+def over_window(c: LLMCall) -> bool:
+    return "context window" in c.detail or "exceed context window" in c.detail
+
+
+def long_sessions(data, n: int, min_turns: int) -> list[tuple[str, int, list]]:
+    """(sample id, index of the long session, the sample's sessions) for the first `n` long sessions."""
+    out: list[tuple[str, int, list]] = []
+    for sid, sessions in lc.load_sessions(data):
+        for i, s in enumerate(sessions):
+            if len(s.turns) >= min_turns and len(out) < n:
+                out.append((sid, i, sessions))
+    return out
+
+
+def step_table(calls: list[LLMCall]) -> dict[str, dict]:
+    by: dict[str, list[LLMCall]] = defaultdict(list)
+    for c in calls:
+        by[c.purpose].append(c)
+    return {
+        p: {
+            "calls": len(cs),
+            "first_try_valid": sum(map(first_try_valid, cs)) / len(cs),
+            "fallback": sum(c.status == "fallback" for c in cs),
+            "over_window": sum(map(over_window, cs)),
+            "max_prompt_tokens": max(c.prompt_tokens for c in cs),
+            "seconds": round(sum(c.seconds for c in cs), 1),
+        }
+        for p, cs in sorted(by.items())
+    }
+
+
+def main(argv: list[str]) -> int:
+    p = parser("closeprobe", __doc__.split("\n")[0], "bench_out/closeprobe.json")
+    p.add_argument("--model", default="qwen1.5b", help="bundled model (LLM_EMBEDDED_MODEL)")
+    p.add_argument("--data", default="../shared/data/locomo/locomo_dev.json")
+    p.add_argument("--sessions", type=int, default=3)
+    p.add_argument("--min-turns", type=int, default=35)
+    p.add_argument("--before", type=int, default=3, help="earlier sessions closed offline first")
+    p.add_argument("--dry-run", action="store_true", help="size every prompt with the model's tokenizer, no generation")
+    a = p.parse_args(argv)
+    import tempfile
+    from pathlib import Path
+
+    from ..agent import MemoryAgent
+    from ..settings import Settings
+
+    with open(a.data, encoding="utf-8") as f:
+        picked = long_sessions(json.load(f), a.sessions, a.min_turns)
+    env = {**os.environ, "MEMORY_LLM_STEPS": "on", "LLM_EMBEDDED_MODEL": a.model, "SECOM_SEGMENTER": "llm"}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("OPENAI_BASE_URL", None)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings.from_env({**env, "MEMORY_DATA_DIR": str(Path(tmp) / "data")})
+        sizing = None
+        if a.dry_run:
+            from ..llm import bundled_gguf_path
+
+            sizing = SizingLLM(bundled_gguf_path(a.model), settings.llm.n_ctx)
+        agent = MemoryAgent.from_settings(settings, llm_factory=(lambda cfg: sizing) if sizing else None)
+        for k, (sid, i, sessions) in enumerate(picked):
+            user = f"u{k}"
+            for s in sessions[max(0, i - a.before) : i]:
+                agent.close_session(user, s, llm_steps=False)
+            t0 = time.perf_counter()
+            report = agent.close_session(user, sessions[i], llm_steps=True)
+            secs = time.perf_counter() - t0
+            calls = report.trace.llm_calls
+            row = {
+                "sample": sid,
+                "session": sessions[i].session_id,
+                "turns": len(sessions[i].turns),
+                "seconds": round(secs, 1),
+                "memories": len(report.new_memories),
+                "segments": len(report.new_segments),
+                "relation_pairs": report.trace.counts.get("relation_pairs", 0),
+                "window": settings.llm.n_ctx,
+                "steps": step_table(calls),
+                "calls": [dataclasses.asdict(c) for c in calls],
+                "notices": report.trace.notices,
+            }
+            if sizing is not None:
+                asked = sizing.requests
+                row["dry_run"] = {
+                    "calls": len(asked),
+                    "max_prompt_plus_answer": max((n + m for _p, n, m in asked), default=0),
+                    "over_window": sum(n + m > settings.llm.n_ctx for _p, n, m in asked),
+                    "per_step": {q: sum(p == q for p, _n, _m in asked) for q in sorted({p for p, _n, _m in asked})},
+                }
+                sizing.requests = []
+            rows.append(row)
+            progress(f"{sid} {row['session']} ({row['turns']} turns): {secs:.0f} s, {len(calls)} calls")
+            atomic_write_json(a.out, {"config": vars(a), "machine": machine(), "closes": rows})
+    print(f"{'session':16} {'turns':>5} {'s/close':>8} {'memories':>8}  step: calls, first-try valid, over window")
+    for r in rows:
+        steps = "; ".join(
+            f"{p} {s['calls']}, {s['first_try_valid']:.2f}, {s['over_window']}" for p, s in r["steps"].items()
+        )
+        print(f"{r['sample'] + ' ' + r['session']:16} {r['turns']:5} {r['seconds']:8.1f} {r['memories']:8}  {steps}")
+        if "dry_run" in r:
+            d = r["dry_run"]
+            print(
+                f"  dry run: {d['per_step']}, largest prompt + answer {d['max_prompt_plus_answer']} "
+                f"of {r['window']}, over the window: {d['over_window']}"
+            )
+    if rows:
+        print(f"median seconds per close: {statistics.median(r['seconds'] for r in rows):.1f}")
+    return 0
