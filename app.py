@@ -47,12 +47,14 @@ def browser_secret(settings: Settings) -> str:
 def build():
     from memory.agent import MemoryAgent
     from sessions import SessionService
+    from sessions.identity import IdentityConfig
     from ui import build_demo
 
     settings = Settings.from_env()
     log.info("data dir %s; %s", settings.data_dir, settings.llm.describe())
     agent = MemoryAgent.from_settings(settings)
-    service = SessionService(settings, agent)  # per-user bounds: settings.limits
+    # per-user bounds: settings.limits; which user ids are served: MEMORY_ISSUED_IDS_ONLY, MEMORY_NEW_USERS_PER_HOUR
+    service = SessionService(settings, agent, identity=IdentityConfig.from_env())
     if service.store.postgres and not settings.chroma_host:
         log.warning(
             "DATABASE_URL is set but CHROMA_HOST is not: vectors stay in this process's data dir, "

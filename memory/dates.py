@@ -16,6 +16,15 @@ import re
 from datetime import UTC, datetime
 
 UNDATED_TS = -1.0  # SeCom's stored timestamp for a date that cannot be read
+# The one range of session dates, typed or imported: outside it a date is a typo (9999-12-31), not a
+# session date; `parse` reads it as undated, and `check` refuses it with a message.
+MIN_YEAR, MAX_YEAR = 1900, 2199
+MAX_DATE_CHARS = 64
+
+
+class DateError(ValueError):
+    """A session date that cannot be read or is out of range; the message is written for people."""
+
 
 # ISO first (datetime.fromisoformat), then these: day-month and month-day forms with month names,
 # and LoCoMo's dates.
@@ -38,7 +47,28 @@ _ISO = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\
 
 
 def parse(text: str | None) -> datetime | None:
-    """The moment a session date names (naive; one with a UTC offset is converted to UTC), or None."""
+    """The moment a session date names (naive; one with a UTC offset is converted to UTC), or None
+    (also for a year outside MIN_YEAR..MAX_YEAR: such a date is ordered as undated)."""
+    d = _read(text)
+    return d if d is not None and MIN_YEAR <= d.year <= MAX_YEAR else None
+
+
+def check(text: str | None) -> datetime:
+    """A session date people typed or a file gave, read by `parse`; DateError says what is wrong."""
+    s = " ".join(str(text or "").split())
+    if not s:
+        raise DateError("the date is empty; give one such as 2023-05-08")
+    if len(s) > MAX_DATE_CHARS:
+        raise DateError(f"the date is longer than {MAX_DATE_CHARS} characters")
+    d = _read(s)
+    if d is None:
+        raise DateError(f"cannot read the date {s!r}; use the form 2023-05-08")
+    if not MIN_YEAR <= d.year <= MAX_YEAR:
+        raise DateError(f"the date {s!r} is out of range: give a year between {MIN_YEAR} and {MAX_YEAR}")
+    return d
+
+
+def _read(text: str | None) -> datetime | None:
     s = " ".join(str(text or "").replace(",", ", ").split()).replace(" ,", ",")
     if not s:
         return None

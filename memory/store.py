@@ -66,6 +66,7 @@ class VectorStore:
             path.mkdir(parents=True, exist_ok=True)
             self._connect = lambda: chromadb.PersistentClient(path=str(path), settings=cs)
             self.where = f"embedded chroma at {path}"
+        self.path = None if host else path  # the embedded store's folder (purge_deleted)
         self._client: Any = None
         self._cols: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -215,6 +216,13 @@ class VectorStore:
             return 0 if col is None else col.count()
 
         return self._call(go)
+
+    def purge_deleted(self) -> bool:
+        """After deletions: no deleted text stays in the embedded store's files (memory.chroma_purge)."""
+        from .chroma_purge import purge
+
+        with self._lock:
+            return purge(self.path) if self.path is not None else False
 
     def drop_user(self, user_id: str, kinds: tuple[str, ...]) -> None:
         def go():

@@ -58,11 +58,20 @@ def _sqlite_transactions(engine: Engine) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA secure_delete=ON")  # deleted text is overwritten, not left in free pages
         cur.close()
 
     @sa.event.listens_for(engine, "begin")
     def _begin(conn: Connection):
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
+
+
+def purge_deleted(engine: Engine) -> None:
+    """After deletions (a memory, Forget me): SQLite's write-ahead log, which still holds the old
+    page versions, is checkpointed and emptied. PostgreSQL keeps dead row versions until VACUUM."""
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def is_postgres(engine: Engine) -> bool:

@@ -20,7 +20,8 @@ from sqlalchemy.engine import Connection
 from memory.theanine.graph import load_parts
 from memory.userspace import user_key
 
-from . import db
+from . import db, quarantine, stored_json
+from .quarantine import Damage
 from .schema import graph_edges as E
 from .schema import graph_memories as GM
 from .schema import graph_sessions as GS
@@ -50,6 +51,9 @@ class SqlGraphStore:
             return list(c.execute(sa.select(GS.c.user_key).distinct().order_by(GS.c.user_key)).scalars())
 
     def load_key(self, k: str) -> tuple[list[dict], int]:
+        """The user's graph parts. A memory whose stored turns cannot be read is left out, with its
+        edges, and quarantined: the rest of the graph loads (sessions/quarantine.py)."""
+        damaged: list[Damage] = []
         with db.read(self.engine) as c:
             if c.dialect.name == "postgresql":  # one snapshot for the four reads
                 c.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -59,7 +63,10 @@ class SqlGraphStore:
                 for sid in c.execute(sa.select(GS.c.session_id).where(GS.c.user_key == k)).scalars()
             }
             for r in c.execute(sa.select(GM).where(GM.c.user_key == k).order_by(GM.c.seq)):
-                if r.session_id in parts:
+                turns, bad = stored_json.read("graph_memories", "turns", r.turns)
+                if bad:
+                    damaged.append(Damage("graph_memories", r.memory_id, "turns", r.session_id, r.turns))
+                elif r.session_id in parts:
                     parts[r.session_id]["memories"].append(
                         {
                             "id": r.memory_id,
@@ -68,15 +75,18 @@ class SqlGraphStore:
                             "session_id": r.session_id,
                             "ts": r.ts,
                             "seq": r.seq,
-                            "turns": json.loads(r.turns),
+                            "turns": turns,
                             "speaker": r.speaker,
                             "built_by": r.built_by,
                             "excerpt": r.excerpt,
                         }
                     )
+            left_out = {d.row_key for d in damaged}
             for r in c.execute(sa.select(E).where(E.c.user_key == k).order_by(E.c.src, E.c.dst)):
-                if r.owner in parts:
+                if r.owner in parts and r.src not in left_out and r.dst not in left_out:
                     parts[r.owner]["edges"].append([r.src, r.dst, r.relation])
+        if damaged:
+            quarantine.flag(self.engine, k, damaged)
         return list(parts.values()), version
 
     def save(self, user_id: str, parts: list[dict], new_session: str | None = None) -> int | None:
@@ -105,7 +115,38 @@ class SqlGraphStore:
         with db.write(self.engine) as c:
             for t in (GM, E, GS):
                 c.execute(t.delete().where(t.c.user_key == k))
+            quarantine.clear(c, k, "graph_memories")
             self._bump(c, k)  # the counter row stays (a hash and a number) so no replica mistakes an old cache
+
+    def set_session_time(self, user_id: str, session_id: str, time_text: str, ts: str) -> None:
+        """A session's date was corrected: its memories carry the new date (text and sortable key)."""
+        k = user_key(user_id)
+        with db.write(self.engine) as c:
+            c.execute(
+                GM.update().where(GM.c.user_key == k, GM.c.session_id == session_id).values(time=time_text, ts=ts)
+            )
+            self._bump(c, k)
+
+    # --- repair of damaged rows (sessions/repair.py) ------------------------------
+    def unbuild(self, c: Connection, k: str, session_id: str) -> None:
+        """Mark a session's memory as not built: its part (memories, the edges its close made, the
+        built mark) and its quarantine flags go, so the next close builds it again from its turns."""
+        mids = sa.select(GM.c.memory_id).where(GM.c.user_key == k, GM.c.session_id == session_id)
+        # Edges touching its memories go too, whichever close made them: the rebuild links them anew.
+        touching = sa.or_(E.c.owner == session_id, E.c.src.in_(mids), E.c.dst.in_(mids))
+        c.execute(E.delete().where(E.c.user_key == k, touching))
+        for t in (GM, GS):
+            c.execute(t.delete().where(t.c.user_key == k, t.c.session_id == session_id))
+        for mid in quarantine.quarantined_memories(c, k, session_id):
+            quarantine.clear(c, k, "graph_memories", mid)
+        self._bump(c, k)
+
+    def drop_memory_row(self, c: Connection, k: str, memory_id: str) -> None:
+        """Delete one (damaged) memory row and its edges; the rest of its session stays built."""
+        c.execute(GM.delete().where(GM.c.user_key == k, GM.c.memory_id == memory_id))
+        c.execute(E.delete().where(E.c.user_key == k, sa.or_(E.c.src == memory_id, E.c.dst == memory_id)))
+        quarantine.clear(c, k, "graph_memories", memory_id)
+        self._bump(c, k)
 
     # --- helpers --------------------------------------------------------------
     @staticmethod
@@ -115,10 +156,12 @@ class SqlGraphStore:
     @staticmethod
     def _write_part(c: Connection, k: str, part: dict) -> None:
         sid = part["session_id"]
-        c.execute(GM.delete().where(GM.c.user_key == k, GM.c.session_id == sid))
+        # A quarantined memory is not in the loaded graph, so not in `part`: its row is kept for repair.
+        kept = quarantine.quarantined_memories(c, k, sid)
+        c.execute(GM.delete().where(GM.c.user_key == k, GM.c.session_id == sid, GM.c.memory_id.not_in(kept)))
         c.execute(E.delete().where(E.c.user_key == k, E.c.owner == sid))
         c.execute(GS.delete().where(GS.c.user_key == k, GS.c.session_id == sid))
-        mems = part.get("memories") or []
+        mems = [m for m in part.get("memories") or [] if m["id"] not in kept]
         if mems:
             c.execute(
                 GM.insert(),

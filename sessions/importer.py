@@ -12,7 +12,8 @@ The app's own format (also what the export's "sessions" key holds):
 
 `speaker` is "user" or "assistant"; an optional `name` keeps a person's name;
 an optional `id` is kept as the turn's id (memory provenance names it);
-`date` is free text, ISO (YYYY-MM-DD) preferred.
+`date` is free text, ISO (YYYY-MM-DD) preferred; it must be a date memory.dates reads, with a year
+in 1900..2199 (the rule for typed dates too), else the whole file is refused, saying which session.
 
 LoCoMo's format (snap-research/LoCoMo, e.g. locomo10.json): one sample or a
 list of samples with a "conversation" object. The first speaker of a
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memory.dates import MAX_DATE_CHARS, DateError
+from memory.dates import check as check_date
 from memory.locomo_format import load_sessions
 from memory.text import clean_text
 
@@ -35,7 +38,6 @@ from .errors import UserError
 MAX_SESSIONS = 300
 MAX_TURNS_PER_SESSION = 2000
 MAX_TEXT_CHARS = 20000
-MAX_DATE_CHARS = 100
 MAX_TURN_ID_CHARS = 100
 MAX_FILE_BYTES = 20 * 1024 * 1024
 
@@ -58,6 +60,18 @@ def _text(value, where: str, limit: int) -> str:
     return clean_text(value)
 
 
+def _date(value, where: str) -> str:
+    """A session date of the file, by the same rule as a typed one (memory.dates.check); kept as written."""
+    if not isinstance(value, str):
+        raise ImportFormatError(f"{where} must be a string such as 2023-05-08")
+    date = clean_text(value[: MAX_DATE_CHARS + 1]).strip()
+    try:
+        check_date(date)
+    except DateError as e:
+        raise ImportFormatError(f"{where}: {e}") from None
+    return date
+
+
 def _parse_own(obj: dict) -> list[ImportedSession]:
     sessions = obj.get("sessions")
     if not isinstance(sessions, list) or not sessions:
@@ -69,9 +83,7 @@ def _parse_own(obj: dict) -> list[ImportedSession]:
         where = f"sessions[{i}]"
         if not isinstance(s, dict):
             raise ImportFormatError(f'{where} must be an object with "date" and "turns"')
-        date = _text(s.get("date"), f"{where}.date", MAX_DATE_CHARS).strip()
-        if not date:
-            raise ImportFormatError(f"{where}.date is empty")
+        date = _date(s.get("date"), f"{where}.date")
         turns = s.get("turns")
         if not isinstance(turns, list) or not turns:
             raise ImportFormatError(f"{where}.turns must be a non-empty list")
@@ -136,7 +148,7 @@ def _parse_locomo(obj, sample_id: str = "") -> list[ImportedSession]:
             if text.strip():
                 tid = clean_text(t.turn_id)[:MAX_TURN_ID_CHARS].strip() or None
                 turns.append(("user" if speaker == first_speaker else "assistant", speaker, text, tid))
-        date = _text(rec.date, f"session {rec.session_id} date", MAX_DATE_CHARS).strip() or rec.session_id
+        date = _date(rec.date, f"session {rec.session_id} date")
         if turns:
             out.append(ImportedSession(date, turns))
     if not out:

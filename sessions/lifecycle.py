@@ -18,7 +18,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memory.dates import iso_key
+from memory.dates import DateError, iso_key
+from memory.dates import check as read_date
 from memory.dates import parse as parse_date
 from memory.errors import LLMError, StoreUnavailable
 from memory.records import SessionRecord, Turn
@@ -30,8 +31,6 @@ from .store import SessionRow, Store
 log = logging.getLogger(__name__)
 
 Progress = Callable[[float, str], None]
-MAX_DATE_CHARS = 64
-MIN_YEAR, MAX_YEAR = 1900, 2199  # outside: a typo (9999-12-31), not a session date
 
 
 def today() -> str:
@@ -68,15 +67,12 @@ def human_date(date: str) -> str:
 
 
 def check_date(date: str | None) -> str:
-    """A session date people typed ("2023-05-08", "1 May 2023", "May 1, 2023"), normalised to ISO."""
-    d = " ".join(clean_text(date).split())
-    if not d:
-        raise UserError("Give the session a date, e.g. 2023-05-08.")
-    parsed = parse_date(d) if len(d) <= MAX_DATE_CHARS else None
-    if parsed is None:
-        raise UserError(f"Cannot read the date {d[:MAX_DATE_CHARS]!r}; use the form 2023-05-08.")
-    if not MIN_YEAR <= parsed.year <= MAX_YEAR:
-        raise UserError(f"The date {d!r} is out of range: give a year between {MIN_YEAR} and {MAX_YEAR}.")
+    """A session date people typed ("2023-05-08", "1 May 2023", "May 1, 2023"), normalised to ISO
+    (memory.dates.check: the same rule as imported dates)."""
+    try:
+        parsed = read_date(clean_text(date))
+    except DateError as e:
+        raise UserError(f"{str(e)[0].upper()}{str(e)[1:]}.") from None
     return iso_date(parsed)
 
 

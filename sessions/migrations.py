@@ -133,11 +133,26 @@ ALTER TABLE graph_memories ADD COLUMN built_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE graph_memories ADD COLUMN excerpt TEXT NOT NULL DEFAULT ''
 """
 
+# Version 5: quarantine of damaged stored JSON values (sessions/quarantine.py).
+V5 = """
+CREATE TABLE quarantine (
+    user_key   TEXT NOT NULL,
+    tbl        TEXT NOT NULL,
+    row_key    TEXT NOT NULL,
+    col        TEXT NOT NULL,
+    session_id TEXT NOT NULL DEFAULT '',
+    raw        TEXT,
+    found_at   {float} NOT NULL,
+    PRIMARY KEY (user_key, tbl, row_key, col)
+)
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "sessions, messages, traces, preferences, compare runs", V1),
     (2, "THEANINE graph: memories, edges, built sessions, per-user version", V2),
     (3, "per-user change counters of derived memory caches", V3),
     (4, "source turn ids; how a memory was made and its excerpt", V4),
+    (5, "quarantine of damaged stored values", V5),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -108,3 +108,17 @@ memory_versions = sa.Table(
     sa.Column("kind", sa.Text, primary_key=True),
     sa.Column("version", sa.Integer, nullable=False),
 )
+
+# Damaged stored values (migration 5; sessions/quarantine.py): one row per bad JSON value, keyed by
+# the user's hash; `raw` keeps the stored text as it was.
+quarantine = sa.Table(
+    "quarantine",
+    metadata,
+    sa.Column("user_key", sa.Text, primary_key=True),
+    sa.Column("tbl", sa.Text, primary_key=True),
+    sa.Column("row_key", sa.Text, primary_key=True),
+    sa.Column("col", sa.Text, primary_key=True),
+    sa.Column("session_id", sa.Text, nullable=False, server_default=""),
+    sa.Column("raw", sa.Text),
+    sa.Column("found_at", sa.Float, nullable=False),
+)

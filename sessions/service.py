@@ -16,14 +16,16 @@ from memory.text import clean_text, register_secret
 from memory.url_guard import check_url
 
 from . import prefs as _prefs
+from . import scrub
 from .chat import Chat, ChatUpdate
 from .errors import UserError
 from .graph_store import SqlGraphStore
-from .ids import check_user_id
+from .identity import Identity, IdentityConfig
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .jobs import BuildPool, ImportRate, LimitReached
 from .lifecycle import EndResult, Lifecycle, Progress, check_date, iso_date, parse_date, plural
 from .store import MessageRow, SessionRow, Store, open_store
+from .upkeep import Upkeep
 from .versions import MemoryVersions
 from .work import Busy, UserWork, Work
 
@@ -35,7 +37,7 @@ STOP_WAIT_S = 2.0  # Stop waits this long for the cancelled reply to record its 
 __all__ = ["ChatUpdate", "EndResult", "SessionService", "UserError"]
 
 
-class SessionService:
+class SessionService(Upkeep):
     def __init__(
         self,
         settings: Settings,
@@ -43,6 +45,7 @@ class SessionService:
         store: Store | None = None,
         limits: Limits | None = None,
         url_check=check_url,
+        identity: IdentityConfig | None = None,
     ):
         self.settings, self.agent = settings, agent
         register_secret(settings.llm.api_key)  # never stored or shown (memory.text)
@@ -51,6 +54,7 @@ class SessionService:
         graphs = SqlGraphStore(self.store.engine)
         graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
         agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
+        self.identity = Identity(self.store, identity)  # which ids are served (sessions/identity.py)
         self.limits = limits or settings.limits
         self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)
         self.work = UserWork()  # what each user runs: one piece of work per lane (sessions.work)
@@ -59,9 +63,22 @@ class SessionService:
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm, build_runner=self.builds.run)
         self.chat = Chat(self.store, agent, self.lifecycle)
 
+    # --- identity ----------------------------------------------------------------------------
+    def _user(self, user_id: object) -> str:
+        return self.identity.check(user_id)
+
+    def new_user(self, client: str = "") -> str:
+        """Issue a new user id (a secret: whoever holds it reads that user's memory), rate-limited per client."""
+        uid = self.identity.issue(client)
+        self.current_session(uid)
+        return uid
+
+    def is_known(self, user_id: object) -> bool:
+        return self.identity.known(user_id)
+
     # --- settings of a user ---------------------------------------------------------------
     def prefs(self, user_id: str) -> dict:
-        return self.store.get_prefs(check_user_id(user_id))
+        return self.store.get_prefs(self._user(user_id))
 
     def options(self, user_id: str, strategy: str | None = None) -> Options:
         return _prefs.options_for(self.settings.options, self.prefs(user_id), strategy)
@@ -95,51 +112,51 @@ class SessionService:
     # --- chat -------------------------------------------------------------------------------
     def current_session(self, user_id: str) -> SessionRow:
         """The open session, with its number in time order (as the session list shows it)."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         s = self.lifecycle.current(user_id)
         s.number = next((r.number for r in self.lifecycle.sessions(user_id) if r.session_id == s.session_id), 0)
         return s
 
     def messages(self, user_id: str, session_id: str | None = None) -> list[MessageRow]:
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         sid = session_id or self.lifecycle.current(user_id).session_id
         return self.store.messages(user_id, sid)
 
     def send(self, user_id: str, message: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         opts, llm = self.options(user_id, strategy), self.llm(user_id)
         return self.work.stream(user_id, "reply", lambda: self.chat.send(user_id, message, opts, llm))
 
     def retry(self, user_id: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         opts, llm = self.options(user_id, strategy), self.llm(user_id)
         return self.work.stream(user_id, "reply", lambda: self.chat.retry(user_id, opts, llm))
 
     def stop_reply(self, user_id: str) -> None:
         """The user pressed Stop: once the cancelled reply has recorded its interruption (or after
         STOP_WAIT_S, when it is stuck in a slow call), the chat lane is free for Retry."""
-        self.work.stop(check_user_id(user_id), "chat", STOP_WAIT_S)
+        self.work.stop(self._user(user_id), "chat", STOP_WAIT_S)
 
     def compare(self, user_id: str, message: str) -> Iterator[dict]:
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         opts, llm = self.options(user_id), self.llm(user_id)
         return self.work.stream(user_id, "compare", lambda: self.chat.compare(user_id, message, opts, llm))
 
     def last_compare(self, user_id: str) -> dict | None:
         """The user's latest comparison (message, results, session, time): the page shows it again after a reload."""
-        rows = self.store.compares(check_user_id(user_id), last=1)
+        rows = self.store.compares(self._user(user_id), last=1)
         return rows[0] if rows else None
 
     def reply_for(self, user_id: str, message_id: int) -> MessageRow | None:
         """The reply a chat message stands for: itself if it is a reply, else the reply to it."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         m = self.store.message(user_id, int(message_id))
         if m is None or m.role == "assistant":
             return m
         return self.store.reply_to(user_id, m.id)
 
     def last_reply(self, user_id: str) -> MessageRow | None:
-        return self.store.last_reply(check_user_id(user_id))
+        return self.store.last_reply(self._user(user_id))
 
     # --- sessions -----------------------------------------------------------------------------
     def end_session(
@@ -147,11 +164,11 @@ class SessionService:
     ) -> EndResult:
         """End the open session; the next one is dated `next_date` (not before this one). With
         build=False the memory is left for `build_pending` (the page runs it in the background)."""
-        return self._end(check_user_id(user_id), next_date, progress, build)
+        return self._end(self._user(user_id), next_date, progress, build)
 
     def new_session(self, user_id: str, date: str, progress: Progress | None = None, build: bool = True) -> EndResult:
         """Start a session on `date`; the open one is ended first if it has messages."""
-        return self._end(check_user_id(user_id), check_date(date), progress, build)
+        return self._end(self._user(user_id), check_date(date), progress, build)
 
     def _end(self, user_id: str, next_date: str | None, progress: Progress | None, build: bool) -> EndResult:
         self._check_room(user_id, new_sessions=1)
@@ -162,7 +179,7 @@ class SessionService:
 
     def build_pending(self, user_id: str, progress: Progress | None = None) -> EndResult:
         """Build the memory of every ended session still waiting for it (after build=False)."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         with self.work.hold(user_id, "close"):
             return self._build_pending(user_id, progress)
 
@@ -170,7 +187,7 @@ class SessionService:
         """`build_pending` in the background (the page), as work of `kind` ("close", or "import" after an
         import); its progress and result are on the Work (`self.work.running` / `take_finished` with the
         "memory" lane). Busy when a build runs."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         return self.work.start(user_id, kind, lambda w: self._build_pending(user_id, w.progress))
 
     def _build_pending(self, user_id: str, progress: Progress | None) -> EndResult:
@@ -191,7 +208,7 @@ class SessionService:
 
     def default_next_date(self, user_id: str) -> str:
         """The proposed date of the next session: the last session's date plus one day."""
-        return self.lifecycle.default_next_date(check_user_id(user_id))
+        return self.lifecycle.default_next_date(self._user(user_id))
 
     def _check_room(self, user_id: str, new_sessions: int) -> None:
         """Per-user bounds on stored sessions and memories (Limits); LimitReached says what to do."""
@@ -213,7 +230,7 @@ class SessionService:
 
     def sessions(self, user_id: str) -> list[SessionRow]:
         """The user's sessions in time order (by date, then number)."""
-        return self.lifecycle.sessions(check_user_id(user_id))
+        return self.lifecycle.sessions(self._user(user_id))
 
     def recover_pending_closes(self) -> int:
         """At start: finish every close a crash or failure left undone. Returns how many were retried
@@ -236,15 +253,15 @@ class SessionService:
 
     # --- memory views and management -------------------------------------------------------------
     def graph(self, user_id: str) -> dict:
-        return self.agent.graph_view(check_user_id(user_id))
+        return self.agent.graph_view(self._user(user_id))
 
     def segments(self, user_id: str) -> list[dict]:
         """The user's SeCom segments (text, key, session)."""
-        return list(self.agent.export_user(check_user_id(user_id)).get("secom_segments") or [])
+        return list(self.agent.export_user(self._user(user_id)).get("secom_segments") or [])
 
     def turn_texts(self, user_id: str, turn_ids) -> dict[str, tuple[str, str]]:
         """{turn id: (speaker, text)} for the given turn ids (a memory's provenance), from the transcript."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         wanted = {str(t) for t in turn_ids or ()}
         out: dict[str, tuple[str, str]] = {}
         if not wanted:
@@ -264,7 +281,7 @@ class SessionService:
         its source turns, rebuilt without them). With `redact`, those turns are also blanked in the
         transcript. Returns what was removed and kept ("message" says it for people), or None when
         the memory does not exist."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > MAX_MEMORY_ID_CHARS:
             raise UserError("Choose a memory to delete.")
         records: dict[str, tuple] = {}
@@ -282,6 +299,11 @@ class SessionService:
             gone = self.agent.forget_memory(user_id, memory_id.strip(), session_of)
         if gone is None:
             return None
+        rec = session_of(gone["session_id"])  # the transcript as it is before any redaction
+        source = {t.turn_id: (t.speaker, t.text) for t in (rec.turns if rec else []) if t.turn_id in set(gone["turns"])}
+        gone["copies_scrubbed"] = scrub.database(
+            self.store.engine, user_id, scrub.Forgotten.of(gone["memory"], gone["event"], source)
+        )
         redacted = 0
         if redact and gone["turns"]:
             session_of(gone["session_id"])
@@ -293,6 +315,7 @@ class SessionService:
             redacted = self.store.redact_messages(user_id, ids, REDACTED)
         gone["redacted"] = redacted
         gone["message"] = forget_message(gone)
+        self._purge_deleted()
         return gone
 
     def export(self, user_id: str) -> dict:
@@ -300,7 +323,7 @@ class SessionService:
 
         The user id itself is left out: it is the browser's credential and a shared file must not leak it.
         """
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         sessions = []
         for s in self.store.sessions(user_id):
             msgs = self.store.messages(user_id, s.session_id, include_errors=False)
@@ -318,6 +341,7 @@ class SessionService:
                 "sessions": [s for s in sessions if s["turns"]],
                 "memory": self.agent.export_user(user_id),
                 "settings": self.prefs(user_id),
+                "damaged": [{k: d[k] for k in ("item", "message")} for d in self.damage(user_id)],
             }
         )
 
@@ -326,7 +350,7 @@ class SessionService:
     ) -> EndResult:
         """Store a history (see sessions.importer) as closed sessions and build their memory at once
         (build=False: stored only; `build_pending` builds it, e.g. in the background)."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         with self.work.hold(user_id, "import"):
             self.import_rate.take(user_id)
             try:
@@ -379,11 +403,12 @@ class SessionService:
 
     def forget(self, user_id: str) -> None:
         """Delete everything about the user: memory in every store first, then sessions and messages."""
-        user_id = check_user_id(user_id)
+        user_id = self._user(user_id)
         # The claim: no replica is building this user's memory while it is deleted.
         with self.work.hold(user_id, "forget"), self.store.close_claim(user_id):
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
+            self._purge_deleted()
 
 
 EXPORT_DATE_KEYS = ("date", "time")
@@ -421,9 +446,10 @@ def forget_message(gone: dict) -> str:
     if gone.get("redacted"):
         parts.append(f"Transcript: {plural(gone['redacted'], 'turn')} redacted.")
     else:
+        parts.append("Kept: the session's transcript (tick “also redact” to blank those turns).")
+    if gone.get("copies_scrubbed"):
         parts.append(
-            "Kept: the session's transcript (tick “also redact” to blank those turns) "
-            "and the traces of earlier replies."
+            f"Also taken out of {plural(gone['copies_scrubbed'], 'stored copy', 'stored copies')} (traces, excerpts)."
         )
     return " ".join(parts)
 

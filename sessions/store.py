@@ -13,74 +13,29 @@ Session status: "open" (the user is chatting in it; at most one per user),
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from memory.text import clean_obj, clean_text, register_secret
+from memory.userspace import user_key
 
-from . import db, migrations
+from . import db, migrations, quarantine, stored_json
 from .claims import close_claim
 from .ids import check_user_id
 from .legacy import copy_sqlite_into
+from .quarantine import Damage
+from .rows import MessageRow, R, SessionRow, row_of
 from .schema import compares as C
 from .schema import messages as M
 from .schema import sessions as S
 from .schema import users as U
-
-
-@dataclass
-class SessionRow:
-    session_id: str
-    seq: int
-    date: str
-    status: str
-    source: str
-    created_at: float
-    closed_at: float | None
-    close_error: str | None
-    report: dict | None
-    n_messages: int = 0
-    number: int = 0  # the session's place in time order, 1.. (set by Lifecycle.sessions; 0 = not computed)
-
-    @property
-    def label(self) -> str:
-        """The number people see: by date, whatever the source (a stored row not yet placed falls back to seq)."""
-        return str(self.number or self.seq)
-
-
-@dataclass
-class MessageRow:
-    id: int
-    session_id: str
-    role: str  # user | assistant
-    speaker: str  # "user"/"assistant" in chats; the person's name in imported LoCoMo sessions
-    text: str
-    status: str  # ok | error
-    error: str | None
-    strategy: str | None
-    reply_to: int | None
-    trace: dict | None
-    created_at: float
-    source_turn_id: str | None = None  # the turn's id in an imported history (LoCoMo "D3:7")
-
-    def turn_id(self) -> str:
-        """The id memory provenance uses: the source's id for imported turns, else session:message."""
-        return self.source_turn_id or f"{self.session_id}:{self.id}"
-
-
-def _loads(s: str | None):
-    return json.loads(s) if s else None
-
 
 _N_OK = (
     sa.select(sa.func.count())
@@ -90,23 +45,6 @@ _N_OK = (
     .scalar_subquery()
     .label("n_messages")
 )
-
-
-R = TypeVar("R", "SessionRow", "MessageRow")
-_JSON_COLUMNS = ("report", "trace")  # stored as JSON text
-
-
-def _row(cls: type[R], r) -> R:
-    """A database row as `cls` (SessionRow or MessageRow): its fields by column name; JSON columns decoded;
-    a field the query did not select (n_messages) keeps its default."""
-    m = r._mapping
-    values = {f.name: m[f.name] for f in dataclasses.fields(cls) if f.name in m}
-    for name in _JSON_COLUMNS:
-        if name in values:
-            values[name] = _loads(values[name])
-    if "n_messages" in values:
-        values["n_messages"] = values["n_messages"] or 0
-    return cls(**values)
 
 
 class Store:
@@ -129,6 +67,19 @@ class Store:
         if database_url:
             return cls(url=database_url, lock_dir=Path(data_dir) / "locks")
         return cls(Path(data_dir) / "sessions.sqlite3")
+
+    def _read_rows(self, cls: type[R], user_id: str, q) -> list[R]:
+        """Rows of query `q` (one user's) as `cls`; damaged JSON values are quarantined after the read."""
+        damaged: list[Damage] = []
+        with self._connect() as c:
+            rows = [row_of(cls, r, damaged) for r in c.execute(q)]
+        if damaged:
+            quarantine.flag(self.engine, user_key(user_id), damaged)
+        return rows
+
+    def _read_row(self, cls: type[R], user_id: str, q) -> R | None:
+        rows = self._read_rows(cls, user_id, q.limit(1))
+        return rows[0] if rows else None
 
     @contextmanager
     def _connect(self) -> Iterator[Connection]:
@@ -161,19 +112,24 @@ class Store:
 
     def get_prefs(self, user_id: str) -> dict:
         with self._connect() as c:
-            prefs = c.execute(sa.select(U.c.prefs).where(U.c.user_id == user_id)).scalar()
-        return json.loads(prefs) if prefs else {}
+            raw = c.execute(sa.select(U.c.prefs).where(U.c.user_id == user_id)).scalar()
+        prefs, bad = stored_json.read("users", "prefs", raw or "")
+        if bad:  # the defaults apply until the user saves settings again
+            quarantine.flag(self.engine, user_key(user_id), [Damage("users", "prefs", "prefs", "", raw)])
+        return prefs
 
     def set_prefs(self, user_id: str, prefs: dict) -> None:
         self.ensure_user(user_id)
         with self._write() as c:
             c.execute(U.update().where(U.c.user_id == user_id).values(prefs=json.dumps(clean_obj(prefs))))
+            quarantine.clear(c, user_key(user_id), "users")  # settings saved again: the damaged ones are replaced
 
     def delete_user(self, user_id: str) -> None:
         check_user_id(user_id)
         with self._write() as c:
             for table in (M, C, S, U):
                 c.execute(table.delete().where(table.c.user_id == user_id))
+            quarantine.clear(c, user_key(user_id))
 
     # --- sessions ----------------------------------------------------------------------
     @staticmethod
@@ -216,16 +172,15 @@ class Store:
         return row
 
     def session(self, user_id: str, session_id: str) -> SessionRow | None:
-        with self._connect() as c:
-            r = c.execute(sa.select(S, _N_OK).where(S.c.user_id == user_id, S.c.session_id == session_id)).first()
-        return _row(SessionRow, r) if r else None
+        return self._read_row(
+            SessionRow, user_id, sa.select(S, _N_OK).where(S.c.user_id == user_id, S.c.session_id == session_id)
+        )
 
     def sessions(self, user_id: str, status: str | None = None) -> list[SessionRow]:
         q = sa.select(S, _N_OK).where(S.c.user_id == user_id)
         if status:
             q = q.where(S.c.status == status)
-        with self._connect() as c:
-            return [_row(SessionRow, r) for r in c.execute(q.order_by(S.c.seq))]
+        return self._read_rows(SessionRow, user_id, q.order_by(S.c.seq))
 
     def set_session_date(self, user_id: str, session_id: str, date: str) -> None:
         with self._write() as c:
@@ -234,6 +189,23 @@ class Store:
                 .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "open")
                 .values(date=clean_text(date))
             )
+
+    def correct_session_date(self, user_id: str, session_id: str, date: str) -> str | None:
+        """Give any session a new date; a closed one goes back to "closing" so its memory is built again
+        for that date (SeCom's segments carry it; the build skips what does not depend on it). Returns the
+        session's status before, or None when there is no such session."""
+        with self._write() as c:
+            self._lock_user(c, user_id)
+            status = c.execute(
+                sa.select(S.c.status).where(S.c.user_id == user_id, S.c.session_id == session_id)
+            ).scalar()
+            if status is None:
+                return None
+            values: dict = {"date": clean_text(date)}
+            if status == "closed":
+                values.update(status="closing", close_error=None)
+            c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id).values(**values))
+            return str(status)
 
     def end_open_session(self, user_id: str, session_id: str, next_date: str) -> str | None:
         """Mark the open session "closing" and open a new one, in one transaction.
@@ -386,8 +358,7 @@ class Store:
         q = sa.select(M).where(M.c.user_id == user_id, M.c.session_id == session_id)
         if not include_errors:
             q = q.where(M.c.status == "ok")
-        with self._connect() as c:
-            return [_row(MessageRow, r) for r in c.execute(q.order_by(M.c.id))]
+        return self._read_rows(MessageRow, user_id, q.order_by(M.c.id))
 
     def redact_messages(self, user_id: str, message_ids: list[int], text: str) -> int:
         """Replace the text of some messages (the user asked to forget them); returns how many changed."""
@@ -400,28 +371,21 @@ class Store:
             )
 
     def message(self, user_id: str, message_id: int) -> MessageRow | None:
-        with self._connect() as c:
-            r = c.execute(sa.select(M).where(M.c.user_id == user_id, M.c.id == message_id)).first()
-        return _row(MessageRow, r) if r else None
+        return self._read_row(MessageRow, user_id, sa.select(M).where(M.c.user_id == user_id, M.c.id == message_id))
 
     def reply_to(self, user_id: str, message_id: int) -> MessageRow | None:
         """The latest reply (ok or error) to a user message."""
-        with self._connect() as c:
-            r = c.execute(
-                sa.select(M).where(M.c.user_id == user_id, M.c.reply_to == message_id).order_by(M.c.id.desc()).limit(1)
-            ).first()
-        return _row(MessageRow, r) if r else None
+        q = sa.select(M).where(M.c.user_id == user_id, M.c.reply_to == message_id).order_by(M.c.id.desc())
+        return self._read_row(MessageRow, user_id, q)
 
     def last_reply(self, user_id: str) -> MessageRow | None:
         """The user's most recent assistant message with a trace, in any session."""
-        with self._connect() as c:
-            r = c.execute(
-                sa.select(M)
-                .where(M.c.user_id == user_id, M.c.role == "assistant", M.c.trace.is_not(None))
-                .order_by(M.c.id.desc())
-                .limit(1)
-            ).first()
-        return _row(MessageRow, r) if r else None
+        q = (
+            sa.select(M)
+            .where(M.c.user_id == user_id, M.c.role == "assistant", M.c.trace.is_not(None))
+            .order_by(M.c.id.desc())
+        )
+        return self._read_row(MessageRow, user_id, q)
 
     # --- compare runs --------------------------------------------------------------------
     def add_compare(self, user_id: str, session_id: str, message: str, results: dict) -> int:
@@ -441,22 +405,30 @@ class Store:
             )
 
     def compares(self, user_id: str, last: int | None = None) -> list[dict]:
-        """The user's compare runs, oldest first (`last`: only the latest n)."""
+        """The user's compare runs, oldest first (`last`: only the latest n); a run whose stored results
+        cannot be read is left out (quarantined)."""
         q = sa.select(C).where(C.c.user_id == user_id).order_by(C.c.id.desc())
         if last is not None:
             q = q.limit(last)
+        out, damaged = [], []
         with self._connect() as c:
-            rows = [
-                {
-                    "id": r.id,
-                    "session_id": r.session_id,
-                    "message": r.message,
-                    "results": json.loads(r.results),
-                    "created_at": r.created_at,
-                }
-                for r in c.execute(q)
-            ]
-        return rows[::-1]
+            for r in c.execute(q):
+                results, bad = stored_json.read("compares", "results", r.results)
+                if bad:
+                    damaged.append(Damage("compares", str(r.id), "results", r.session_id, r.results))
+                    continue
+                out.append(
+                    {
+                        "id": r.id,
+                        "session_id": r.session_id,
+                        "message": r.message,
+                        "results": results,
+                        "created_at": r.created_at,
+                    }
+                )
+        if damaged:
+            quarantine.flag(self.engine, user_key(user_id), damaged)
+        return out[::-1]
 
     # --- activity (sessions.idle) ----------------------------------------------------------
     def last_activity(self) -> list[tuple[str, float]]:

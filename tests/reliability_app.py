@@ -31,6 +31,7 @@ COMPONENTS = (
     "date",
     "new",
     "end",
+    "set_date",
     "sessions",
     "graph",
     "why",

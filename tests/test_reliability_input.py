@@ -143,7 +143,7 @@ BAD_FILES = {
         "must be a string",
     ),
     "bad speaker": (
-        json.dumps({"sessions": [{"date": "d", "turns": [{"speaker": "root", "text": "x"}]}]}).encode(),
+        json.dumps({"sessions": [{"date": "2023-05-01", "turns": [{"speaker": "root", "text": "x"}]}]}).encode(),
         "speaker",
     ),
     "deeply nested (100000 levels)": (nested(100_000), "nested too deeply"),

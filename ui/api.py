@@ -3,7 +3,7 @@
 An API client has no browser storage, so these endpoints take the user id as
 their first parameter. The id is a bearer secret: get one from /new_user and
 keep it private (the web page keeps its own id in the browser and never shows it).
-Every id is validated (20-64 characters of A-Z a-z 0-9 _ -) before use.
+Every id is validated before use: only ids this server issued (by /new_user or to a page) are served.
 
     from gradio_client import Client
     c = Client("http://127.0.0.1:7860/")
@@ -26,7 +26,8 @@ from typing import TypeVar
 import gradio as gr
 
 from memory.errors import InvalidOptions
-from sessions import SessionService, UserError, new_user_id
+from sessions import SessionService, UserError
+from sessions.identity import client_of
 from sessions.lifecycle import EndResult
 from sessions.recall import recall as recall_memory
 from sessions.service import user_message
@@ -103,11 +104,11 @@ def register_api(service: SessionService) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
     reply, build = fairness.reply_events(service.settings), fairness.build_events(service.settings)  # ui.fairness
 
-    def new_user() -> str:
-        """Create a new user and return its id (a secret: whoever holds it reads that user's memory)."""
-        uid = new_user_id()
-        service.current_session(uid)
-        return uid
+    @refused_for_people
+    def new_user(request: gr.Request) -> str:
+        """Create a new user and return its id (a secret: whoever holds it reads that user's memory).
+        Only ids made here are accepted; on a public deployment each address may make a few per hour."""
+        return service.new_user(client_of(request))
 
     @refused_for_people
     def send_message(user_id: str, message: str, strategy: str = "") -> tuple[str, dict]:
@@ -141,12 +142,14 @@ def register_api(service: SessionService) -> None:
 
     @refused_for_people
     def history(user_id: str) -> dict:
-        """The user's sessions (oldest first), each with its messages."""
+        """The user's sessions (oldest first), each with its messages; "damaged" lists stored values that
+        could not be read (left out; /repair_damage rebuilds or drops them)."""
         sessions = service.sessions(user_id)
         return {
             "sessions": [
                 {**_session(s), "turns": [_turn(m) for m in service.messages(user_id, s.session_id)]} for s in sessions
-            ]
+            ],
+            "damaged": service.damage(user_id),
         }
 
     @refused_for_people
@@ -173,6 +176,12 @@ def register_api(service: SessionService) -> None:
         (the memory as it stood after that session ended) or a date ("2023-05-02": sessions up to it)."""
         return recall_memory(service, user_id, query, strategy, as_of)
 
+    @refused_for_people
+    def repair_damage(user_id: str, item: str, action: str = "rebuild") -> str:
+        """Repair a damaged stored value listed under "damaged" by /history or /export_memory: "rebuild"
+        (a memory: its session's memory is built again from the stored turns) or "drop" it."""
+        return service.repair(user_id, item, action)
+
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)
     gr.api(reply_again, api_name="reply_again", **reply)
@@ -182,3 +191,4 @@ def register_api(service: SessionService) -> None:
     gr.api(import_history, api_name="import_history", **build)
     gr.api(export_memory, api_name="export_memory")
     gr.api(recall, api_name="recall", **reply)
+    gr.api(repair_damage, api_name="repair_damage", **build)

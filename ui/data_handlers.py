@@ -8,15 +8,16 @@ module docstring of ui/handlers.py describes.
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import gradio as gr
 
-from sessions import UserError, check_user_id, new_user_id
+from sessions import UserError, check_user_id
+from sessions.identity import client_of
 from sessions.importer import MAX_FILE_BYTES
 
 from . import panels
+from .data_actions import REPAIR
 
 
 class DataHandlers:
@@ -47,9 +48,8 @@ class DataHandlers:
         try:
             uid = check_user_id(uid)
             data = self.svc.export(uid)
-            # A fresh temporary folder per export; the file name never comes from user input.
-            path = Path(tempfile.mkdtemp(prefix="memory-export-")) / "memory-export.json"
-            path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+            # One private copy (sessions.exports): inside Gradio's cache, so Gradio serves it without copying.
+            path = self.exports.write(uid, json.dumps(data, ensure_ascii=False, indent=2))
             return {
                 c.export_file: gr.update(value=str(path), visible=True),
                 c.data_status: panels.status_html("Your export is ready to download.", "ok"),
@@ -64,6 +64,11 @@ class DataHandlers:
             uid = check_user_id(uid)
             if not memory_id:
                 raise UserError("Choose a memory to delete.")
+            if str(memory_id).startswith(REPAIR):  # a damaged value: rebuild or drop it, no question
+                return {
+                    c.delete_ask: gr.update(visible=True),
+                    c.data_status: panels.status_html("Repair this damaged item as chosen?", "info"),
+                }
             node = next((n for n in self.svc.graph(uid).get("nodes") or [] if str(n["id"]) == memory_id), None)
             if node is None:
                 raise UserError("That memory no longer exists.")
@@ -89,6 +94,8 @@ class DataHandlers:
                 raise UserError("Choose a memory to delete.")
             if self.building(uid):
                 raise UserError("Memory is being built; delete when the progress bar finishes.")
+            if str(memory_id).startswith(REPAIR):
+                return {**self._repair(uid, str(memory_id)[len(REPAIR) :]), c.delete_ask: gr.update(visible=False)}
             gone = self.svc.delete_memory(uid, memory_id, redact=bool(redact))
             msg = gone["message"] if gone else "That memory no longer exists."
             out = {
@@ -103,7 +110,7 @@ class DataHandlers:
         except Exception as e:
             return self._fail(e, c.data_status)
 
-    def forget(self, uid, confirmed):
+    def forget(self, uid, confirmed, request: gr.Request = None):  # type: ignore[assignment]
         """Delete everything, then continue as a brand-new user with a new id."""
         c = self.c
         try:
@@ -113,8 +120,8 @@ class DataHandlers:
             if self.building(uid):
                 raise UserError("Memory is being built; forget me when the progress bar finishes.")
             self.svc.forget(uid)
-            fresh = new_user_id()
-            self.svc.current_session(fresh)
+            self.exports.forget(uid)
+            fresh = self.svc.new_user(client_of(request))
             return {
                 c.uid: fresh,
                 **self._view(fresh),

@@ -14,19 +14,23 @@ panels stay usable and a reload during a build shows the history at once.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 
 from memory.errors import InvalidOptions
-from sessions import SessionService, UserError, check_user_id, new_user_id
-from sessions.ids import is_user_id
+from sessions import SessionService, UserError, check_user_id
+from sessions.exports import ExportFiles
+from sessions.identity import client_of
 from sessions.lifecycle import date_positions, human_date
 from sessions.service import user_message
 from sessions.work import Busy, Work
 
 from . import panels
 from .chat_view import PENDING, as_text, chat_messages, shown_text
+from .data_actions import DataActions
 from .data_handlers import DataHandlers
 from .explore import ExploreHandlers
 from .graph_view import busy_html, graph_html
@@ -55,12 +59,18 @@ def _retrieved_ids(trace: dict | None) -> set[str]:
     return ids
 
 
-class Handlers(DataHandlers, ExploreHandlers, SideHandlers):
+class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
     def __init__(
-        self, service: SessionService, c: SimpleNamespace, allow_llm_change: bool = True, has_api_key: bool = False
+        self,
+        service: SessionService,
+        c: SimpleNamespace,
+        allow_llm_change: bool = True,
+        has_api_key: bool = False,
+        exports: ExportFiles | None = None,
     ):
         self.svc, self.c, self.allow_llm_change = service, c, allow_llm_change
         self.has_api_key = has_api_key
+        self.exports = exports or ExportFiles(Path(get_upload_folder()) / "memory-chat-exports")
 
     def building(self, uid: str) -> Work | None:
         """The user's running memory work (a build, an import, deleting a memory, Forget me), or None."""
@@ -115,7 +125,7 @@ class Handlers(DataHandlers, ExploreHandlers, SideHandlers):
         choices = [
             (f"{' '.join(str(n.get('event', '')).split())[:80]} ({n['id']})", str(n["id"])) for n in reversed(nodes)
         ]
-        return gr.update(choices=choices, value=None)
+        return gr.update(choices=self._repair_choices(uid) + choices, value=None)
 
     def _header(self, uid: str, strategy: str | None = None) -> str:
         s = self.svc.current_session(uid)
@@ -166,12 +176,12 @@ class Handlers(DataHandlers, ExploreHandlers, SideHandlers):
         return {where: panels.status_html(field_message(exc), "error")}
 
     # --- page load ------------------------------------------------------------------------------
-    def load(self, uid):
-        """A browser without a valid id gets a new random one, kept in its localStorage."""
+    def load(self, uid, request: gr.Request = None):  # type: ignore[assignment]  # Gradio passes the request
+        """A browser without an id this server issued gets a new one, kept in its localStorage."""
         c = self.c
-        if not is_user_id(uid):
-            uid = new_user_id()
         try:
+            if not self.svc.is_known(uid):
+                uid = self.svc.new_user(client_of(request))
             self.svc.current_session(uid)
             out = {c.uid: uid, **self._view(uid, use_last_trace=True), **self._settings_values(uid), c.status: ""}
             out.update(self._last_compare(uid))
@@ -190,6 +200,7 @@ class Handlers(DataHandlers, ExploreHandlers, SideHandlers):
                     "background, or press End session to build it now.",
                     "info",
                 )
+            out[c.status] = self._damage_note(uid) or out[c.status]
             return out
         except Exception as e:
             return {c.uid: uid, **self._fail(e, c.status)}

@@ -129,6 +129,7 @@ def _sidebar(c: SimpleNamespace) -> None:
         )
         c.new = gr.Button("Start next session", elem_id="new-session-btn", variant="primary")
         c.end = gr.Button("End session and build its memory", elem_id="end-session-btn", variant="stop")
+        c.set_date = gr.Button("Give the chosen session this date", elem_id="set-date-btn", size="sm")
         gr.Markdown(
             "Ending a session turns it into memories (both THEANINE and SeCom). The next session "
             "may not be dated before the previous one.",
@@ -301,6 +302,7 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
     c.chatbot.select(h.select, [c.uid, c.msg_ids], [c.why, c.graph, c.status], **fast)
     c.strategy.input(h.set_strategy, [c.uid, c.strategy], [c.session_header, c.status], **fast)
     c.sessions.input(h.view_session, [c.uid, c.sessions], [*view, c.status], **fast)
+    c.set_date.click(h.set_session_date, [c.uid, c.sessions, c.date], [*view, c.status, c.timer, c.job], **fast)
     c.end.click(h.end_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **fast)
     c.new.click(h.new_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **fast)
     if allow_llm_change:
@@ -318,6 +320,7 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
         **fast,
     )
     c.export_btn.click(h.export, [c.uid], [c.export_file, c.data_status], **fast)
+    c.export_file.download(h.export_downloaded, [c.uid], [c.data_status], **fast)
     # Delete asks once: the first click names the memory and shows "Yes, delete it" / "Keep it".
     c.delete_btn.click(h.ask_delete, [c.uid, c.memory, c.redact], [c.delete_ask, c.data_status], **fast)
     c.delete_no.click(h.keep_memory, None, [c.delete_ask, c.data_status], **fast)

@@ -118,6 +118,12 @@ class SideHandlers:
             if empty:
                 raise UserError(f"{', '.join(empty)}: the field is empty; give a value (nothing was saved).")
             llm = {"backend": backend, "model": model, "base_url": base_url} if self.allow_llm_change else None
+            current = self.svc.llm_public(uid)
+            if llm is None and (backend, model, base_url) != tuple(
+                current[k] for k in ("backend", "model", "base_url")
+            ):
+                # A request the page cannot make (the fields are locked): refused, not half-saved.
+                raise UserError("This server does not let visitors change the LLM; nothing was saved.")
             self.svc.save_settings(uid, options, llm)
             note = self.backend_note(backend, base_url)[c.settings_status] if self.allow_llm_change else ""
             return {
