@@ -42,6 +42,10 @@ OTHER_VARIABLES = (
     "JUDGE_API_KEY",  # memory/bench/llm_eval.py: the benchmark judge's key
     "HF_HUB_OFFLINE",  # memory/hub.py
     "TIKTOKEN_CACHE_DIR",  # memory/tokens.py
+    "MEMORY_MODEL_CACHE",  # memory/llm/bundled.py: where the bundled GGUF parts are assembled
+    "XDG_CACHE_HOME",  # memory/llm/bundled.py: the cache's default parent
+    "MEMORY_ISSUED_IDS_ONLY",  # sessions/identity.py: IdentityConfig.from_env
+    "MEMORY_NEW_USERS_PER_HOUR",  # sessions/identity.py: IdentityConfig.from_env
 )
 
 
