@@ -76,22 +76,6 @@ def test_background_work_reports_progress_and_its_end_once():
     assert work.take_finished("u", "memory") is w and work.take_finished("u", "memory") is None
 
 
-def test_deleting_a_memory_is_refused_while_the_users_memory_is_built(tmp_path):
-    agent = GatedAgent()
-    svc = SessionService(Settings(data_dir=tmp_path), agent)
-    uid = new_user_id()
-    agent.reply_gate.set()
-    list(svc.send(uid, "I adopted a puppy."))
-    ending = threading.Thread(target=svc.end_session, args=(uid,))
-    ending.start()
-    assert agent.in_close.wait(WAIT)
-    with pytest.raises(Busy, match="building the memory of your session"):
-        svc.delete_memory(uid, "m1")
-    agent.close_gate.set()
-    ending.join(WAIT)
-    assert svc.delete_memory(uid, "no-such-memory") is None  # the lane is free again
-
-
 def test_recovery_at_start_leaves_a_user_who_is_building_to_that_build(tmp_path):
     agent = GatedAgent()
     svc = SessionService(Settings(data_dir=tmp_path), agent)
