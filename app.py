@@ -1,15 +1,10 @@
 """Run the memory chat app: `python app.py`, then open http://127.0.0.1:7860.
 
-Environment (or .env): GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (where to listen),
-MEMORY_DATA_DIR (where sessions and memory live), DATABASE_URL (a shared database for
-several replicas instead of the data dir's SQLite), the LLM settings read by
-memory.settings.Settings.from_env (OPENAI_API_KEY, OPENAI_BASE_URL, LLM_MODEL,
-HF_TOKEN, ...), LLM_MAX_REPLY_TOKENS (reply length cap), MEMORY_LOCK_LLM=1 /
-MEMORY_ALLOW_LLM_CHANGE=1 (the backend/model/URL choice; locked by default on a
-Space or a non-loopback address), MEMORY_CONCURRENCY (replies running at once,
-default 4), the per-user bounds of sessions.jobs.Limits (MEMORY_MAX_*,
-MEMORY_BUILD_WORKERS) and MEMORY_BROWSER_SECRET (key of the browser-stored user
-id; by default a random one kept in the data dir).
+Configured by environment variables (or .env), all read by memory.settings.Settings.from_env
+and listed in docs/settings.md: the LLM (OPENAI_API_KEY, OPENAI_BASE_URL, LLM_MODEL, ...),
+where data lives (MEMORY_DATA_DIR, DATABASE_URL, CHROMA_HOST), how users share the server
+(MEMORY_CONCURRENCY, the per-user bounds MEMORY_MAX_*) and where it listens (GRADIO_SERVER_NAME /
+GRADIO_SERVER_PORT, read by Gradio's launch()).
 """
 
 from __future__ import annotations
@@ -19,6 +14,9 @@ import os
 import secrets
 import threading
 from pathlib import Path
+
+from memory.errors import InvalidSetting
+from memory.settings import Settings
 
 log = logging.getLogger("app")
 
@@ -33,11 +31,11 @@ def load_env() -> None:
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 
-def browser_secret(data_dir: Path) -> str:
+def browser_secret(settings: Settings) -> str:
     """The key that encrypts each browser's user id; stable, so a restart keeps every user's history."""
-    if os.environ.get("MEMORY_BROWSER_SECRET"):
-        return os.environ["MEMORY_BROWSER_SECRET"]
-    path = Path(data_dir) / "browser_state.secret"
+    if settings.browser_secret:
+        return settings.browser_secret
+    path = Path(settings.data_dir) / "browser_state.secret"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -48,27 +46,25 @@ def browser_secret(data_dir: Path) -> str:
 
 def build():
     from memory.agent import MemoryAgent
-    from memory.settings import Settings
     from sessions import SessionService
-    from sessions.jobs import Limits
     from ui import build_demo
 
     settings = Settings.from_env()
     log.info("data dir %s; %s", settings.data_dir, settings.llm.describe())
-    if os.environ.get("DATABASE_URL") and not settings.chroma_host:
+    agent = MemoryAgent.from_settings(settings)
+    service = SessionService(settings, agent)  # per-user bounds: settings.limits
+    if service.store.postgres and not settings.chroma_host:
         log.warning(
             "DATABASE_URL is set but CHROMA_HOST is not: vectors stay in this process's data dir, "
             "so other replicas will not find this replica's memories (README: Scale out)"
         )
-    agent = MemoryAgent.from_settings(settings)
-    service = SessionService(settings, agent, limits=Limits.from_env())
     # Sessions whose memory build was cut short (crash, LLM outage) are built again in the background.
     threading.Thread(target=service.recover_pending_closes, name="recover-closes", daemon=True).start()
     if not settings.allow_llm_change:
         log.info("LLM choice locked for visitors (public deployment; MEMORY_ALLOW_LLM_CHANGE=1 unlocks it)")
-    demo = build_demo(service, settings, browser_secret(settings.data_dir), allow_llm_change=settings.allow_llm_change)
+    demo = build_demo(service, settings, browser_secret(settings), allow_llm_change=settings.allow_llm_change)
     # Replies share one pool (ui.fairness); memory builds wait in the service's own build pool.
-    demo.queue(default_concurrency_limit=int(os.environ.get("MEMORY_CONCURRENCY", "4")))
+    demo.queue(default_concurrency_limit=settings.concurrency)
     return demo
 
 
@@ -96,7 +92,10 @@ def main() -> None:
     load_env()
     from ui import launch_kwargs
 
-    demo = build()
+    try:
+        demo = build()
+    except InvalidSetting as e:  # a bad environment variable: say which, without a traceback
+        raise SystemExit(f"Cannot start: {e} (docs/settings.md lists every setting).") from None
     # GRADIO_SERVER_NAME / GRADIO_SERVER_PORT are read by launch(); the default is 127.0.0.1:7860.
     demo.launch(**launch_kwargs())
 

@@ -75,6 +75,9 @@ class CloseReport:
 
 
 MAX_MESSAGE_TOKENS = 2000  # a longer message is stored whole but cut for the LLM
+# An earlier turn in the prompt's history is cut shorter: one 50,000-character message would
+# otherwise add 2,000 tokens to every later reply of the session (it stays stored whole).
+MAX_HISTORY_TURN_TOKENS = 300
 MAX_HISTORY_TURNS = 12
 MAX_HISTORY_TOKENS = 3000  # the embedded model's context is 8192 tokens; leave room for memory
 
@@ -82,11 +85,11 @@ MAX_HISTORY_TOKENS = 3000  # the embedded model's context is 8192 tokens; leave 
 def recent_history(
     history: list[Turn], max_turns: int = MAX_HISTORY_TURNS, max_tokens: int = MAX_HISTORY_TOKENS
 ) -> list[Turn]:
-    """The latest turns that fit the prompt: each cut to MAX_MESSAGE_TOKENS, all within `max_tokens`."""
+    """The latest turns that fit the prompt: each cut to MAX_HISTORY_TURN_TOKENS, all within `max_tokens`."""
     out: list[Turn] = []
     used = 0
     for t in reversed(history[-max_turns:]):
-        text = truncate(t.text, MAX_MESSAGE_TOKENS)
+        text = truncate(t.text, MAX_HISTORY_TURN_TOKENS)
         n = count_tokens(text)
         if used + n > max_tokens:
             break
@@ -116,6 +119,8 @@ class MemoryAgent:
         self.settings, self.store, self.embedder = settings, store, embedder
         self.theanine, self.secom = theanine, secom
         self.llm_factory = llm_factory or make_llm  # injected by benchmarks and tests (a scripted LLM)
+        # The user's writer lock: one build or deletion of the user's memory at a time (level 3 of the
+        # lock order written in sessions/work.py; the app takes the user's lanes and the close claim first).
         self._close_locks = KeyedLocks()
 
     @classmethod
@@ -279,7 +284,7 @@ class MemoryAgent:
         return report
 
     def use_graph_store(self, graphs, versions=None) -> None:
-        """Persist THEANINE graphs in `graphs` (memory.theanine.graph.GraphStore), e.g. the app's database;
+        """Persist THEANINE graphs in `graphs` (memory.protocols.GraphStore), e.g. the app's database;
         `versions` tells SeCom when another process changed a user's segments (its BM25 is then rebuilt)."""
         self.theanine.use_graph_store(graphs)
         if versions is not None:

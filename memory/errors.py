@@ -26,3 +26,7 @@ class StoreUnavailable(MemoryLibError):
 
 class InvalidOptions(MemoryLibError, ValueError):
     """A setting is out of range; the message says which and why."""
+
+
+class InvalidSetting(InvalidOptions):
+    """An environment variable has a value the app cannot use; the message names it, the value and what is allowed."""

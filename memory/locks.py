@@ -1,4 +1,7 @@
-"""One lock per key (per user): the one place that keeps such a dict of locks."""
+"""One lock per key (per user): the one place that keeps such a dict of locks.
+
+The order in which the app takes its per-user locks is written once, in sessions/work.py.
+"""
 
 from __future__ import annotations
 

@@ -1,18 +1,24 @@
 """Settings: process-wide ones from the environment (or .env), and per-chat options.
 
 Nothing is read at import time; `Settings.from_env()` is called once by the app
-or a benchmark. Secrets (API keys) stay in `Settings` and are never part of
-`to_public_dict()`.
+or a benchmark, and is the one place the environment is read (docs/settings.md lists
+every variable; tests/test_settings.py checks that list against the code). A setting
+read from a variable is declared on its field, `name: int = env(variable, default)`,
+so adding one is one line; a bad value is refused with a message that names the
+variable, the value and what is allowed. Secrets (API keys) stay in `Settings` and are
+never part of `public()`.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, get_type_hints
 
-from .errors import InvalidOptions
+from .errors import InvalidOptions, InvalidSetting
 
 STRATEGIES = ("theanine", "secom", "none")
 RETRIEVERS = ("bm25", "dense", "hybrid")
@@ -25,13 +31,116 @@ BUNDLED_MODELS = {
     "gemma3": "Gemma 3 270M (base model)",
 }
 LLM_STEPS = ("auto", "on", "off")
+SEGMENTERS = ("embedding", "llm")
+EMBEDDERS = ("minilm", "openai")
+
+# Read elsewhere, before the settings exist or by the libraries themselves; listed for docs/settings.md.
+OTHER_VARIABLES = (
+    "MEMORY_DOTENV",  # app.py, sessions/idle.py: whether .env is loaded (read before anything else)
+    "DATABASE_URL",  # sessions/store.py: open_store
+    "GRADIO_SERVER_PORT",  # Gradio's launch()
+    "JUDGE_API_KEY",  # memory/bench/llm_eval.py: the benchmark judge's key
+    "HF_HUB_OFFLINE",  # memory/hub.py
+    "TIKTOKEN_CACHE_DIR",  # memory/tokens.py
+)
 
 
-def _default_data_dir() -> Path:
+def env(
+    name: str,
+    default: Any = MISSING,
+    *,
+    choices: tuple[str, ...] = (),
+    lo: float | None = None,
+    hi: float | None = None,
+    factory: Any = MISSING,
+    secret: bool = False,
+) -> Any:
+    """A dataclass field read from the environment variable `name` (by `read_env`) when it is set.
+
+    Its type is the field's annotation (str, int, float, bool, Path); `choices` (str) and `lo`/`hi`
+    (numbers, inclusive) say what is allowed; a `secret` is left out of the repr.
+    """
+    meta = {"env": name, "choices": choices, "lo": lo, "hi": hi}
+    return field(default=default, default_factory=factory, metadata=meta, repr=not secret)
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _parse(name: str, raw: str, kind: Any, meta: Mapping[str, Any]) -> Any:
+    """One variable's value as `kind`, or InvalidSetting naming the variable, the value and what is allowed."""
+    text = raw.strip()
+    choices, lo, hi = meta.get("choices") or (), meta.get("lo"), meta.get("hi")
+
+    def refuse(allowed: str) -> InvalidSetting:
+        return InvalidSetting(f"{name} must be {allowed}, not {raw!r}")
+
+    if kind is bool:
+        if text.lower() not in _TRUE + _FALSE:
+            raise refuse("1 or 0")
+        return text.lower() in _TRUE
+    if kind in (int, float):
+        word = "a whole number" if kind is int else "a number"
+        bounds = (
+            f" from {lo} to {hi}" if lo is not None and hi is not None else f", at least {lo}" if lo is not None else ""
+        )
+        try:
+            value = int(text) if kind is int else float(text)
+        except ValueError:
+            raise refuse(word + bounds) from None
+        if not math.isfinite(value) or (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise refuse(word + bounds)
+        return value
+    if kind is Path:
+        return Path(text)
+    if choices:
+        if text.lower() not in choices:
+            raise refuse("one of " + ", ".join(choices))
+        return text.lower()
+    return text
+
+
+def read_env(cls: type, e: Mapping[str, str]) -> dict[str, Any]:
+    """{field: value} of the fields of dataclass `cls` declared with `env(...)` whose variable is set.
+
+    An empty number, switch or choice counts as unset; an empty text is kept (COMPRESSOR_MODEL= : none).
+    """
+    hints = get_type_hints(cls)
+    out = {}
+    for f in fields(cls):
+        name = f.metadata.get("env")
+        if not name or name not in e:
+            continue
+        kind, free_text = hints[f.name], hints[f.name] is str and not f.metadata.get("choices")
+        if free_text or e[name].strip():
+            out[f.name] = _parse(name, e[name], kind, f.metadata)
+    return out
+
+
+def env_names(cls: type) -> list[str]:
+    """The variables the fields of `cls` (and of its dataclass fields, recursively) are read from."""
+    hints = get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        if f.metadata.get("env"):
+            out.append(f.metadata["env"])
+        if hasattr(hints[f.name], "__dataclass_fields__"):
+            out += env_names(hints[f.name])
+    return out
+
+
+def _default_data_dir(e: Mapping[str, str] | None = None) -> Path:
     # Hugging Face Spaces mounts persistent storage at /data.
-    if os.environ.get("SPACE_ID") and os.path.isdir("/data") and os.access("/data", os.W_OK):
+    e = os.environ if e is None else e
+    if e.get("SPACE_ID") and os.path.isdir("/data") and os.access("/data", os.W_OK):
         return Path("/data/memory-chat")
     return Path("data")
+
+
+def _half_the_cores() -> int:
+    # llama.cpp threads. Half the cores: its threads spin while waiting, and on a
+    # busy 2-core machine 2 threads measured 3 tok/s against 17 tok/s for 1.
+    return max(1, (os.cpu_count() or 2) // 2)
 
 
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -50,7 +159,7 @@ def listens_publicly(server_name: str) -> bool:
         return True  # a host name other than localhost (or 0.0.0.0 / ::): other machines can reach it
 
 
-def llm_change_allowed(env: dict) -> bool:
+def llm_change_allowed(env: Mapping[str, str]) -> bool:
     """May visitors choose the LLM backend, model and URL? Locked on public deployments by default.
 
     MEMORY_LOCK_LLM=1 always locks; MEMORY_ALLOW_LLM_CHANGE=1 opts in; otherwise a Space
@@ -65,21 +174,22 @@ def llm_change_allowed(env: dict) -> bool:
 
 @dataclass(frozen=True)
 class LLMConfig:
-    backend: str = "embedded"  # embedded | openai
-    model: str = ""  # OpenAI-compatible model name; unused by embedded
-    base_url: str = ""  # OpenAI-compatible endpoint; "" = api.openai.com
-    api_key: str = field(default="", repr=False)
-    gguf_path: str = ""  # embedded: GGUF file; "" = the bundled model named below
+    # backend: embedded | openai; when LLM_BACKEND is unset, openai if a key or a base URL is set.
+    backend: str = env("LLM_BACKEND", "embedded", choices=BACKENDS)
+    model: str = env("LLM_MODEL", "gpt-4o-mini")  # OpenAI-compatible model name; unused by embedded
+    base_url: str = env("OPENAI_BASE_URL", "")  # OpenAI-compatible endpoint; "" = api.openai.com
+    api_key: str = field(default="", repr=False)  # OPENAI_API_KEY, else HF_TOKEN (Settings.from_env)
+    gguf_path: str = env("LLM_GGUF_PATH", "")  # embedded: GGUF file; "" = the bundled model named below
     # Embedded without gguf_path: a key of BUNDLED_MODELS. Qwen 0.5B by the reply probe (docs/models.md).
-    bundled_model: str = "qwen0.5b"
-    timeout: float = 60.0
-    max_retries: int = 3
-    n_ctx: int = 8192  # the context window: llama.cpp's n_ctx, or the endpoint's (LLM_CONTEXT_WINDOW)
-    embedded_grammar: bool = False  # JSON-schema grammar for llama.cpp (slow with large vocabularies)
+    bundled_model: str = env("LLM_EMBEDDED_MODEL", "qwen0.5b", choices=tuple(BUNDLED_MODELS))
+    timeout: float = env("LLM_TIMEOUT", 60.0, lo=0.1, hi=3600)  # seconds per request
+    max_retries: int = env("LLM_MAX_RETRIES", 3, lo=0, hi=20)
+    # The context window: llama.cpp's n_ctx, or what the endpoint's model accepts; every prompt is sized to it.
+    n_ctx: int = env("LLM_CONTEXT_WINDOW", 8192, lo=512, hi=1_048_576)
+    # JSON-schema grammar for llama.cpp (slow with large vocabularies)
+    embedded_grammar: bool = env("LLM_EMBEDDED_GRAMMAR", False)
     guard_url: bool = False  # a user-chosen base URL: every request is checked (memory.url_guard)
-    # llama.cpp threads. Half the cores: its threads spin while waiting, and on a
-    # busy 2-core machine 2 threads measured 3 tok/s against 17 tok/s for 1.
-    threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) // 2))
+    threads: int = env("LLM_THREADS", lo=0, hi=256, factory=_half_the_cores)  # llama.cpp threads; 0 = the default
 
     def describe(self) -> str:
         if self.backend == "embedded":
@@ -105,18 +215,19 @@ class LLMConfig:
 class Options:
     """Per-chat knobs. Construct through `Options.checked(...)` to validate ranges."""
 
-    strategy: str = "theanine"
-    temperature: float = 0.6
+    strategy: str = env("MEMORY_STRATEGY", "theanine", choices=STRATEGIES)
+    temperature: float = env("LLM_TEMPERATURE", 0.6)
     j: int = 3  # THEANINE: associative memories per new memory
     k: int = 3  # memories (THEANINE) / segments (SeCom) retrieved per reply
     n: int = 1  # THEANINE: timelines sampled per retrieved memory
-    query_turns: int = 4  # earlier turns in the retrieval query before the new message (0 = the message alone)
+    query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
     refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
-    compression_rate: float = 0.75  # LLMLingua-2 `rate`: fraction of tokens KEPT
-    retriever: str = "hybrid"  # SeCom: bm25 | dense | hybrid
+    compression_rate: float = env("SECOM_COMPRESSION_RATE", 0.75)  # LLMLingua-2 `rate`: fraction of tokens KEPT
+    retriever: str = env("SECOM_RETRIEVER", "bm25", choices=RETRIEVERS)  # SeCom: bm25 | dense | hybrid
+    theanine_retriever: str = "dense"  # THEANINE's top-k memories: dense (the paper's) | bm25 | hybrid
     budget: int = 1000  # tokens of retrieved memory given to the reply
     seed: int = 0
-    max_reply_tokens: int = 256
+    max_reply_tokens: int = env("LLM_MAX_REPLY_TOKENS", 256)
 
     _RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         "temperature": (0.0, 2.0),
@@ -134,8 +245,9 @@ class Options:
             raise InvalidOptions(f"refine_each must be true or false, not {self.refine_each!r}")
         if self.strategy not in STRATEGIES:
             raise InvalidOptions(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
-        if self.retriever not in RETRIEVERS:
-            raise InvalidOptions(f"retriever must be one of {', '.join(RETRIEVERS)}, not {self.retriever!r}")
+        for name in ("retriever", "theanine_retriever"):
+            if getattr(self, name) not in RETRIEVERS:
+                raise InvalidOptions(f"{name} must be one of {', '.join(RETRIEVERS)}, not {getattr(self, name)!r}")
         for name, (lo, hi) in self._RANGES.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v <= hi):
@@ -151,86 +263,107 @@ class Options:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """Per-user bounds of the session service (sessions.jobs); 0 turns a bound off."""
+
+    imports_per_hour: int = env("MEMORY_MAX_IMPORTS_PER_HOUR", 5, lo=0)
+    sessions: int = env("MEMORY_MAX_SESSIONS", 500, lo=0)
+    memories: int = env("MEMORY_MAX_MEMORIES", 20000, lo=0)
+    build_workers: int = env("MEMORY_BUILD_WORKERS", 1, lo=1, hi=64)  # threads that build memory
+    build_nice: int = env("MEMORY_BUILD_NICE", 10, lo=0, hi=19)  # their CPU priority (Unix nice)
+
+
+@dataclass(frozen=True)
 class Settings:
-    data_dir: Path = field(default_factory=_default_data_dir)
+    data_dir: Path = env("MEMORY_DATA_DIR", factory=_default_data_dir)
     llm: LLMConfig = field(default_factory=LLMConfig)
-    embedder: str = "minilm"  # minilm | openai
+    # minilm | openai; when EMBEDDER is unset, openai with an OpenAI key and no other base URL
+    embedder: str = env("EMBEDDER", "minilm", choices=EMBEDDERS)
     embed_model: str = "text-embedding-3-small"
-    chroma_host: str = ""  # set: use a Chroma server (HttpClient)
-    chroma_port: int = 8000
-    compressor_model: str = "microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank"
-    segmenter: str = "embedding"  # embedding | llm
-    rubric_path: str = ""  # SeCom: learned segmentation rubric (plain text)
-    segmenter_params: str = ""  # SeCom: embedding segmenter parameters fitted by memory.secom.learn
+    chroma_host: str = env("CHROMA_HOST", "")  # set: use a Chroma server (HttpClient)
+    chroma_port: int = env("CHROMA_PORT", 8000, lo=1, hi=65535)
+    compressor_model: str = env("COMPRESSOR_MODEL", "microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank")
+    # embedding | llm; when SECOM_SEGMENTER is unset, llm where the LLM steps run
+    segmenter: str = env("SECOM_SEGMENTER", "embedding", choices=SEGMENTERS)
+    rubric_path: str = env("SECOM_RUBRIC", "")  # SeCom: learned segmentation rubric (plain text)
+    # SeCom: embedding segmenter parameters fitted by memory.secom.learn
+    segmenter_params: str = env("SECOM_SEGMENTER_PARAMS", "")
     # Whether session close and reply run the papers' LLM memory steps (summary, relations,
     # refinement, segmentation). auto: yes, except on the bundled tiny model, which cannot do them.
-    llm_steps: str = "auto"
+    llm_steps: str = env("MEMORY_LLM_STEPS", "auto", choices=LLM_STEPS)
     options: Options = field(default_factory=Options)
+    limits: Limits = field(default_factory=Limits)
     allow_llm_change: bool = True  # visitors may pick backend/model/URL (see llm_change_allowed)
+    concurrency: int = env("MEMORY_CONCURRENCY", 4, lo=1, hi=256)  # replies running at once (ui.fairness)
+    build_waiting: int = env("MEMORY_BUILD_WAITING", 8, lo=1, hi=1024)  # build events waiting at once
+    # The key of the browser-stored user id; "" = a random one kept in the data dir (app.browser_secret).
+    browser_secret: str = env("MEMORY_BROWSER_SECRET", "", secret=True)
+
+    # Read by llm_change_allowed and the API key rule, not declared on a field.
+    DERIVED: ClassVar[tuple[str, ...]] = (
+        "OPENAI_API_KEY",
+        "HF_TOKEN",
+        "SPACE_ID",
+        "GRADIO_SERVER_NAME",
+        "MEMORY_LOCK_LLM",
+        "MEMORY_ALLOW_LLM_CHANGE",
+    )
 
     def llm_steps_for(self, cfg: LLMConfig | None = None) -> bool:
         cfg = cfg or self.llm
         return self.llm_steps == "on" or (self.llm_steps == "auto" and not cfg.is_bundled)
 
     @classmethod
-    def from_env(cls, env: dict | None = None) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """The settings the environment names; InvalidSetting (which variable, its value, what is allowed)."""
         e = dict(os.environ if env is None else env)
         key = e.get("OPENAI_API_KEY", "") or e.get("HF_TOKEN", "")
-        base = e.get("OPENAI_BASE_URL", "")
-        backend = e.get("LLM_BACKEND", "").lower() or ("openai" if (e.get("OPENAI_API_KEY") or base) else "embedded")
-        if backend not in BACKENDS:
-            raise InvalidOptions(f"LLM_BACKEND must be one of {', '.join(BACKENDS)}, not {backend!r}")
-        bundled = e.get("LLM_EMBEDDED_MODEL", LLMConfig.bundled_model).lower()
-        if bundled not in BUNDLED_MODELS:
-            raise InvalidOptions(f"LLM_EMBEDDED_MODEL must be one of {', '.join(BUNDLED_MODELS)}, not {bundled!r}")
-        steps = e.get("MEMORY_LLM_STEPS", "auto").lower()
-        if steps not in LLM_STEPS:
-            raise InvalidOptions(f"MEMORY_LLM_STEPS must be one of {', '.join(LLM_STEPS)}, not {steps!r}")
-        llm = LLMConfig(
-            backend=backend,
-            bundled_model=bundled,
-            model=e.get("LLM_MODEL", "gpt-4o-mini"),
-            base_url=base,
-            api_key=key,
-            gguf_path=e.get("LLM_GGUF_PATH", ""),
-            timeout=float(e.get("LLM_TIMEOUT", 60)),
-            max_retries=int(e.get("LLM_MAX_RETRIES", 3)),
-            embedded_grammar=e.get("LLM_EMBEDDED_GRAMMAR", "") == "1",
-            threads=int(e.get("LLM_THREADS", 0)) or max(1, (os.cpu_count() or 2) // 2),
-            n_ctx=int(e.get("LLM_CONTEXT_WINDOW", 0)) or LLMConfig.n_ctx,
-        )
-        opts = Options(
-            strategy=e.get("MEMORY_STRATEGY", "theanine"),
-            temperature=float(e.get("LLM_TEMPERATURE", 0.6)),
-            compression_rate=float(e.get("SECOM_COMPRESSION_RATE", 0.75)),
-            retriever=e.get("SECOM_RETRIEVER", "hybrid"),
-            max_reply_tokens=int(e.get("LLM_MAX_REPLY_TOKENS", 256)),
-        )
+        llm_vars = read_env(LLMConfig, e)
+        if llm_vars.get("threads") == 0:
+            del llm_vars["threads"]  # 0 = the default
+        endpoint = e.get("OPENAI_API_KEY") or llm_vars.get("base_url")
+        llm_vars.setdefault("backend", "openai" if endpoint else "embedded")
+        llm = LLMConfig(api_key=key, **llm_vars)
+        own = read_env(cls, e)
+        own.setdefault("data_dir", _default_data_dir(e))
+        steps = own.get("llm_steps", cls.llm_steps)
+        own.setdefault("segmenter", "llm" if steps == "on" or (steps == "auto" and not llm.is_bundled) else "embedding")
+        own.setdefault("embedder", "openai" if e.get("OPENAI_API_KEY") and not llm.base_url else "minilm")
         return cls(
-            data_dir=Path(e["MEMORY_DATA_DIR"]) if e.get("MEMORY_DATA_DIR") else _default_data_dir(),
             llm=llm,
-            embedder=e.get("EMBEDDER", "openai" if e.get("OPENAI_API_KEY") and not base else "minilm"),
-            chroma_host=e.get("CHROMA_HOST", ""),
-            chroma_port=int(e.get("CHROMA_PORT", 8000)),
-            compressor_model=e.get("COMPRESSOR_MODEL", cls.compressor_model),
-            segmenter=e.get(
-                "SECOM_SEGMENTER", "llm" if steps == "on" or (steps == "auto" and not llm.is_bundled) else "embedding"
-            ),
-            rubric_path=e.get("SECOM_RUBRIC", ""),
-            segmenter_params=e.get("SECOM_SEGMENTER_PARAMS", ""),
-            llm_steps=steps,
-            options=opts,
+            options=_checked(Options, e),
+            limits=_checked(Limits, e),
             allow_llm_change=llm_change_allowed(e),
+            **own,
         )
+
+    @classmethod
+    def variables(cls) -> list[str]:
+        """Every environment variable the app reads (docs/settings.md documents each one)."""
+        return sorted({*env_names(cls), *cls.DERIVED, *OTHER_VARIABLES})
 
     def rubric_text(self) -> str:
         """The learned SeCom segmentation rubric ("" = the zero-shot prompt)."""
         return Path(self.rubric_path).read_text(encoding="utf-8").strip() if self.rubric_path else ""
 
     def public(self) -> dict:
-        """Everything safe to show or log (no keys)."""
-        d = {k: v for k, v in asdict(self).items() if k not in ("llm", "options")}
+        """Everything safe to show or log (no keys, no browser secret)."""
+        d = {k: v for k, v in asdict(self).items() if k not in ("llm", "options", "browser_secret")}
         d["data_dir"] = str(self.data_dir)
         d["llm"] = self.llm.public()
         d["options"] = self.options.to_dict()
+        d["browser_secret_set"] = bool(self.browser_secret)
         return d
+
+
+def _checked(cls: type, e: Mapping[str, str]) -> Any:
+    """`cls` from its variables; its own range checks (Options) are reported with the variable's name."""
+    values = read_env(cls, e)
+    try:
+        return cls(**values)
+    except InvalidOptions as err:
+        names = {f.name: str(f.metadata.get("env")) for f in fields(cls)}
+        which = next((names[n] for n in values if str(err).startswith(n + " ")), None)
+        if which is None:
+            raise
+        raise InvalidSetting(f"{which}={e[which]!r}: {err}") from None

@@ -203,7 +203,8 @@ class VectorStore:
     def delete(self, user_id: str, kind: str, ids: list[str] | None = None, where: dict | None = None) -> None:
         def go():
             col = self._col(user_id, kind, create=False)
-            if col is not None and (ids or where):
+            # Neither ids nor where: nothing (not everything); an empty id list selects nothing either.
+            if col is not None and ids != [] and (ids or where):
                 col.delete(ids=ids, where=where)
 
         self._call(go)

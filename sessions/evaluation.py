@@ -7,8 +7,8 @@ A run is the evaluation API's run (`memory.evaluation.agent_run.run`, which
 * Scratch data only: the benchmark closes the sessions into memory in a temporary folder of its
   own; the user's memory, sessions and settings are read (their transcript, for "my history") and
   never written.
-* In the background: one run per user (its own lane of the job gate, so the chat and memory
-  builds go on), on a worker pool of its own at a lower CPU priority, like memory builds. The
+* In the background: one run per user (its own lane of the user's work, sessions/work.py, so the
+  chat and memory builds go on), on a worker pool of its own at a lower CPU priority, like memory builds. The
   last run of each user is kept (in this process), so a reload shows it running or finished.
 * Bad input (not LoCoMo, no question with evidence, bad budgets or turn ids) is refused with a
   message before anything starts.
@@ -30,12 +30,13 @@ from memory.evaluation import agent_run
 from memory.evaluation.conversations import Conversation, load_samples
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_RETRIEVERS, MIN_BUDGET, SUMMARISERS, RunSpec
 from memory.files import atomic_write_json
-from memory.settings import Settings
+from memory.settings import Limits, Settings
 
 from .errors import UserError
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES
-from .jobs import BuildPool, Busy, Limits, Progress
+from .jobs import BuildPool, Progress
+from .work import Progressing
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,12 @@ MY_HISTORY = "my-history"
 _TURN_ID = re.compile(r"D(\d+):(\d+)")
 
 
-@dataclass
-class EvalRun:
+@dataclass(kw_only=True)
+class EvalRun(Progressing):
     """One user's run: its progress while it runs, then the benchmark's JSON (or what went wrong)."""
 
     source: str  # what was evaluated, for people
     spec: RunSpec
-    started: float = field(default_factory=time.time)
-    fraction: float = 0.0
     text: str = "Waiting to start…"
     done: bool = False
     result: dict | None = None
@@ -64,16 +63,6 @@ class EvalRun:
     path: Path | None = None  # the JSON, for download
     turns: dict = field(default_factory=dict)  # (conversation, turn id) -> (speaker, text), to show evidence
     forgotten: bool = False  # the user chose Forget me: keep nothing of this run
-
-    def progress(self, fraction: float, text: str) -> None:
-        self.fraction = max(self.fraction, min(1.0, max(0.0, float(fraction))))
-        self.text = text or self.text
-
-    def eta(self) -> float | None:
-        elapsed = time.time() - self.started
-        if self.fraction < 0.02 or elapsed < 2:
-            return None
-        return elapsed * (1 - self.fraction) / self.fraction
 
 
 @dataclass
@@ -267,7 +256,7 @@ class Evaluations:
         self.settings = settings or service.settings
         lim = limits or getattr(service, "limits", None) or Limits()
         self.pool = BuildPool(1, lim.build_nice)  # its own worker: memory builds never wait behind a run
-        self.gate = service.jobs
+        self.work = service.work  # the run holds the user's "evaluate" lane
         self._runs: dict[str, EvalRun] = {}  # the latest run of each user
         self._done: dict[str, EvalRun] = {}  # the latest run of each user that has results
         self._lock = threading.Lock()
@@ -296,15 +285,13 @@ class Evaluations:
     def start(self, user_id: str, req: EvalRequest) -> EvalRun:
         """Start a run in the background; Busy when this user's previous run is still going."""
         user_id = check_user_id(user_id)
-        with self._lock:
-            old = self._runs.get(user_id)
-            if old is not None and not old.done:
-                raise Busy("evaluate")
-            run = self._runs[user_id] = EvalRun(req.source, req.spec)
+        run = EvalRun(source=req.source, spec=req.spec)
         run.turns = {
             (c.sample_id, t.turn_id): (t.speaker, t.text) for c in req.convs for s in c.sessions for t in s.turns
         }
-        threading.Thread(target=self._run, args=(user_id, run, req), name="evaluate", daemon=True).start()
+        self.work.start(user_id, "evaluate", lambda w: self._run(user_id, run, req))
+        with self._lock:
+            self._runs[user_id] = run
         return run
 
     def forget(self, user_id: str) -> None:
@@ -318,8 +305,7 @@ class Evaluations:
 
     def _run(self, user_id: str, run: EvalRun, req: EvalRequest) -> None:
         try:
-            with self.gate.hold(user_id, "evaluate"):
-                result = self.pool.run(lambda p: self._bench(req, p), run.progress)
+            result = self.pool.run(lambda p: self._bench(req, p), run.progress)
             folder = Path(tempfile.mkdtemp(prefix="run-", dir=self._dir))  # never named from user input
             run.path = atomic_write_json(folder / "locomo_evaluation.json", result)
             run.result = result

@@ -1,4 +1,4 @@
-"""The THEANINE graph in the app's relational database (memory.theanine.graph.GraphStore).
+"""The THEANINE graph in the app's relational database (memory.protocols.GraphStore).
 
 Rows are keyed by the hash of the user id (memory.userspace.user_key), as the data dir and
 the Chroma collections are. A save replaces whole session parts (memories + the edges that

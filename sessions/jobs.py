@@ -1,15 +1,12 @@
-"""Fair sharing between users: one running job per user, a bounded pool for memory builds, limits.
+"""Fair sharing between users: a bounded pool for memory builds, and per-user limits.
+(Which work each user runs, one piece per lane, is sessions/work.py.)
 
-* `JobGate`: a user runs at most one chat job (reply, compare) and one memory job
-  (close, import) at a time. A second one of the same lane is refused at once with
-  `Busy` ("busy with X"), before anything is stored, so nothing the user typed is
-  half-saved or stored twice.
 * `BuildPool`: memory builds (session closes, imports) run on their own few worker
   threads, at a lower CPU priority, so replies of other users never queue behind
   them. A build waiting for a worker reports its place in line through the
   progress callback.
-* `Limits` and `ImportRate`: per-user bounds on imports per hour, stored sessions
-  and memories, read from the environment.
+* `ImportRate`: the per-user bound on imports per hour (the bounds themselves are
+  memory.settings.Limits, read with the other settings).
 """
 
 from __future__ import annotations
@@ -19,11 +16,10 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from contextlib import suppress
 from typing import TypeVar
 
 from .errors import UserError
@@ -33,84 +29,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Progress = Callable[[float, str], None]
 
-JOB_NAMES = {
-    "reply": "answering your message",
-    "compare": "comparing the strategies",
-    "close": "building the memory of your session",
-    "import": "importing your history",
-    "forget": "deleting your data",
-    "evaluate": "evaluating memory designs",
-}
-
-
-class Busy(UserError):
-    """The user already has a job running; this one was not started."""
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        super().__init__(
-            f"Busy with {JOB_NAMES.get(kind, kind)}: this request was not started and nothing "
-            "was stored. Try again when it has finished."
-        )
-
 
 class LimitReached(UserError):
     """A per-user bound (imports per hour, stored sessions or memories) would be exceeded."""
-
-
-# A user's jobs run in two lanes, one job per lane: the chat (a reply or a compare) and the memory
-# (a build: close or import). So the chat stays usable while the user's memory is being built (a
-# build can take minutes), and still no user can run more than two jobs at once. Forget takes both.
-# An evaluation (sessions.evaluation) builds scratch memory only, so it has a lane of its own.
-LANES = {
-    "reply": ("chat",),
-    "compare": ("chat",),
-    "close": ("memory",),
-    "import": ("memory",),
-    "forget": ("chat", "memory"),
-    "evaluate": ("evaluate",),
-}
-
-
-class JobGate:
-    """Which user runs which job right now: one per lane (LANES) per user."""
-
-    def __init__(self):
-        self._running: dict[tuple[str, str], tuple[str, object]] = {}  # (user, lane) -> (kind, holder)
-        self._lock = threading.Lock()
-
-    def running(self, user_id: str) -> str | None:
-        with self._lock:
-            return next((k for (u, _), (k, _) in self._running.items() if u == user_id), None)
-
-    @contextmanager
-    def hold(self, user_id: str, kind: str) -> Iterator[None]:
-        lanes = [(user_id, lane) for lane in LANES.get(kind, ("memory",))]
-        token = object()
-        with self._lock:
-            for lane in lanes:
-                if lane in self._running:
-                    raise Busy(self._running[lane][0])
-            for lane in lanes:
-                self._running[lane] = (kind, token)
-        try:
-            yield
-        finally:
-            with self._lock:
-                for lane in lanes:
-                    if self._running.get(lane, (None, None))[1] is token:  # not a later holder's slot
-                        self._running.pop(lane, None)
-
-    def release(self, user_id: str, lane: str) -> None:
-        """Free a lane whose job was abandoned (Stop: the cancelled reply may still be finishing)."""
-        with self._lock:
-            self._running.pop((user_id, lane), None)
-
-    def stream(self, user_id: str, kind: str, make: Callable[[], Iterator[T]]) -> Iterator[T]:
-        """A generator job: the slot is taken at the first step (Busy raised there) and freed when it
-        ends, fails or is closed (the browser went away)."""
-        with self.hold(user_id, kind):
-            yield from make()
 
 
 def _lower_priority(nice: int) -> None:
@@ -190,35 +111,6 @@ class BuildPool:
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-user bounds; 0 turns one off. Read from MEMORY_MAX_* (see the README, "Running it publicly")."""
-
-    imports_per_hour: int = 5
-    sessions: int = 500
-    memories: int = 20000
-    build_workers: int = 1
-    build_nice: int = 10
-
-    @classmethod
-    def from_env(cls, env: dict | None = None) -> Limits:
-        e = os.environ if env is None else env
-
-        def num(name: str, default: int) -> int:
-            try:
-                return max(0, int(e.get(name, default)))
-            except ValueError:
-                raise UserError(f"{name} must be a whole number, not {e.get(name)!r}") from None
-
-        return cls(
-            imports_per_hour=num("MEMORY_MAX_IMPORTS_PER_HOUR", cls.imports_per_hour),
-            sessions=num("MEMORY_MAX_SESSIONS", cls.sessions),
-            memories=num("MEMORY_MAX_MEMORIES", cls.memories),
-            build_workers=max(1, num("MEMORY_BUILD_WORKERS", cls.build_workers)),
-            build_nice=num("MEMORY_BUILD_NICE", cls.build_nice),
-        )
 
 
 class ImportRate:

@@ -6,20 +6,21 @@ once. Then `MemoryAgent.close_session` builds both memories; only when it
 returns is the session marked "closed". A crash or an LLM failure in between
 leaves it "closing": the next End session, or the app's start, builds it again
 (the agent's close is idempotent per session id).
+
+Callers hold the user's memory lane (sessions/work.py) around a build; the build itself takes the
+close claim, the next lock of the order written there.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memory.dates import iso_key
 from memory.dates import parse as parse_date
 from memory.errors import LLMError, StoreUnavailable
-from memory.locks import KeyedLocks
 from memory.records import SessionRecord, Turn
 from memory.text import clean_obj, clean_text
 
@@ -84,12 +85,17 @@ def _later(a: str, b: str) -> str:
 
 
 def in_time_order(rows: list[SessionRow]) -> list[SessionRow]:
-    """Sessions by date (then number); an unreadable date keeps the place of the session before it."""
+    """Sessions by date (then creation), numbered 1.. in that order (`number`), whatever their source:
+    imported 2023 sessions come before sessions typed in 2026. An unreadable date keeps the place of
+    the session before it."""
     keyed, last = [], ""
     for s in sorted(rows, key=lambda r: r.seq):
         last = iso_key(s.date) or last
         keyed.append(((last, s.seq), s))
-    return [s for _, s in sorted(keyed, key=lambda x: x[0])]
+    out = [s for _, s in sorted(keyed, key=lambda x: x[0])]
+    for i, s in enumerate(out):
+        s.number = i + 1
+    return out
 
 
 def plural(n: int, word: str, many: str = "") -> str:
@@ -131,11 +137,6 @@ class Lifecycle:
         self.store, self.agent = store, agent
         self.build_runner = build_runner or (lambda fn, progress: fn(progress))
         self.options_of, self.llm_of = options_of, llm_of
-        self._locks = KeyedLocks()
-
-    def lock(self, user_id: str) -> threading.Lock:
-        """The user's lock: one end / forget of the user at a time in this process."""
-        return self._locks[user_id]
 
     def current(self, user_id: str) -> SessionRow:
         return self.store.open_session(user_id, today())
@@ -177,7 +178,7 @@ class Lifecycle:
         if prev is not None and iso_key(prev.date) and iso_key(date) < iso_key(prev.date):
             raise UserError(
                 f"The next session cannot be dated {human_date(date)}: it would come before session "
-                f"{prev.seq} ({human_date(prev.date)}). Give a date on or after that one."
+                f"{prev.label} ({human_date(prev.date)}). Give a date on or after that one."
             )
 
     # --- ending and starting sessions -------------------------------------------------
@@ -232,17 +233,20 @@ class Lifecycle:
         step = progress or (lambda f, s: None)
         # The claim makes this process the only builder of the user's sessions, across replicas;
         # pending sessions are read after it, so one another process built meanwhile is skipped.
-        with self.lock(user_id), self.store.close_claim(user_id):
+        with self.store.close_claim(user_id):
             pending = self.store.sessions(user_id, status="closing")
+            numbers = {r.session_id: r.number for r in self.sessions(user_id)}  # as the list shows them
+            for s in pending:
+                s.number = numbers.get(s.session_id, 0)
             out = []
             for i, s in enumerate(pending):
 
                 def sub(f: float, text: str, i=i, s=s) -> None:
                     step(
                         (i + max(0.0, min(1.0, f))) / len(pending),
-                        f"{i + 1} of {len(pending)} sessions, session {s.seq} ({s.date}): {text}"
+                        f"{i + 1} of {len(pending)} sessions, session {s.label} ({human_date(s.date)}): {text}"
                         if len(pending) > 1
-                        else f"Session {s.seq} ({s.date}): {text}",
+                        else f"Session {s.label} ({human_date(s.date)}): {text}",
                     )
 
                 out.append(self._close_one(user_id, s, sub))
@@ -259,13 +263,13 @@ class Lifecycle:
             )
         except (LLMError, StoreUnavailable) as e:
             error = (
-                f"Building the memory of session {session.seq} failed: {e}. The session is saved; "
+                f"Building the memory of session {session.label} failed: {e}. The session is saved; "
                 "its memory will be built again at the next End session or app start."
             )
         except Exception:
             log.exception("close_session failed")
             error = (
-                f"Building the memory of session {session.seq} failed. The session is saved; "
+                f"Building the memory of session {session.label} failed. The session is saved; "
                 "its memory will be built again at the next End session or app start."
             )
         else:
@@ -275,10 +279,3 @@ class Lifecycle:
         error = clean_text(error)
         self.store.mark_close_failed(user_id, session.session_id, error)
         return CloseOutcome(session.session_id, error=error)
-
-    def recover_all(self) -> int:
-        """At start: finish every close a crash or failure left undone. Returns how many were retried."""
-        n = 0
-        for user_id in self.store.users_with_pending_closes():
-            n += len(self.close_pending(user_id))
-        return n

@@ -10,7 +10,8 @@ import json
 from collections.abc import Iterator
 
 from memory.errors import InvalidOptions, MemoryLibError
-from memory.settings import LLMConfig, Options, Settings
+from memory.protocols import Agent
+from memory.settings import Limits, LLMConfig, Options, Settings
 from memory.text import clean_text, register_secret
 from memory.url_guard import check_url
 
@@ -20,32 +21,39 @@ from .errors import UserError
 from .graph_store import SqlGraphStore
 from .ids import check_user_id
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
-from .jobs import BuildPool, ImportRate, JobGate, LimitReached, Limits
-from .lifecycle import EndResult, Lifecycle, Progress, check_date, plural
+from .jobs import BuildPool, ImportRate, LimitReached
+from .lifecycle import EndResult, Lifecycle, Progress, check_date, iso_date, parse_date, plural
 from .store import MessageRow, SessionRow, Store, open_store
 from .versions import MemoryVersions
+from .work import Busy, UserWork, Work
 
 EXPORT_FORMAT = "memory-chat-export/1"
 REDACTED = "(removed at the user's request)"
 MAX_MEMORY_ID_CHARS = 200
+STOP_WAIT_S = 2.0  # Stop waits this long for the cancelled reply to record its interruption
 
 __all__ = ["ChatUpdate", "EndResult", "SessionService", "UserError"]
 
 
 class SessionService:
     def __init__(
-        self, settings: Settings, agent, store: Store | None = None, limits: Limits | None = None, url_check=check_url
+        self,
+        settings: Settings,
+        agent: Agent,
+        store: Store | None = None,
+        limits: Limits | None = None,
+        url_check=check_url,
     ):
         self.settings, self.agent = settings, agent
         register_secret(settings.llm.api_key)  # never stored or shown (memory.text)
         self.store = store or open_store(settings.data_dir)
-        if hasattr(agent, "use_graph_store"):  # the graph lives next to the sessions, shared by replicas
-            graphs = SqlGraphStore(self.store.engine)
-            graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
-            agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
-        self.limits = limits or Limits()
+        # The graph lives next to the sessions, shared by replicas.
+        graphs = SqlGraphStore(self.store.engine)
+        graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
+        agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
+        self.limits = limits or settings.limits
         self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)
-        self.jobs = JobGate()  # one chat job and one memory job per user (sessions.jobs)
+        self.work = UserWork()  # what each user runs: one piece of work per lane (sessions.work)
         self.builds = BuildPool(self.limits.build_workers, self.limits.build_nice)
         self.import_rate = ImportRate(self.limits.imports_per_hour)
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm, build_runner=self.builds.run)
@@ -86,7 +94,11 @@ class SessionService:
 
     # --- chat -------------------------------------------------------------------------------
     def current_session(self, user_id: str) -> SessionRow:
-        return self.lifecycle.current(check_user_id(user_id))
+        """The open session, with its number in time order (as the session list shows it)."""
+        user_id = check_user_id(user_id)
+        s = self.lifecycle.current(user_id)
+        s.number = next((r.number for r in self.lifecycle.sessions(user_id) if r.session_id == s.session_id), 0)
+        return s
 
     def messages(self, user_id: str, session_id: str | None = None) -> list[MessageRow]:
         user_id = check_user_id(user_id)
@@ -96,21 +108,27 @@ class SessionService:
     def send(self, user_id: str, message: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
         user_id = check_user_id(user_id)
         opts, llm = self.options(user_id, strategy), self.llm(user_id)
-        return self.jobs.stream(user_id, "reply", lambda: self.chat.send(user_id, message, opts, llm))
+        return self.work.stream(user_id, "reply", lambda: self.chat.send(user_id, message, opts, llm))
 
     def retry(self, user_id: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
         user_id = check_user_id(user_id)
         opts, llm = self.options(user_id, strategy), self.llm(user_id)
-        return self.jobs.stream(user_id, "reply", lambda: self.chat.retry(user_id, opts, llm))
+        return self.work.stream(user_id, "reply", lambda: self.chat.retry(user_id, opts, llm))
 
     def stop_reply(self, user_id: str) -> None:
-        """The user pressed Stop: the chat lane is free for Retry at once."""
-        self.jobs.release(check_user_id(user_id), "chat")
+        """The user pressed Stop: once the cancelled reply has recorded its interruption (or after
+        STOP_WAIT_S, when it is stuck in a slow call), the chat lane is free for Retry."""
+        self.work.stop(check_user_id(user_id), "chat", STOP_WAIT_S)
 
     def compare(self, user_id: str, message: str) -> Iterator[dict]:
         user_id = check_user_id(user_id)
         opts, llm = self.options(user_id), self.llm(user_id)
-        return self.jobs.stream(user_id, "compare", lambda: self.chat.compare(user_id, message, opts, llm))
+        return self.work.stream(user_id, "compare", lambda: self.chat.compare(user_id, message, opts, llm))
+
+    def last_compare(self, user_id: str) -> dict | None:
+        """The user's latest comparison (message, results, session, time): the page shows it again after a reload."""
+        rows = self.store.compares(check_user_id(user_id), last=1)
+        return rows[0] if rows else None
 
     def reply_for(self, user_id: str, message_id: int) -> MessageRow | None:
         """The reply a chat message stands for: itself if it is a reply, else the reply to it."""
@@ -139,14 +157,24 @@ class SessionService:
         self._check_room(user_id, new_sessions=1)
         if not build:  # only the session's status changes here; build_pending holds the build slot
             return self.lifecycle.end(user_id, next_date, progress, build=False)
-        with self.jobs.hold(user_id, "close"):
+        with self.work.hold(user_id, "close"):
             return self.lifecycle.end(user_id, next_date, progress)
 
     def build_pending(self, user_id: str, progress: Progress | None = None) -> EndResult:
         """Build the memory of every ended session still waiting for it (after build=False)."""
         user_id = check_user_id(user_id)
-        with self.jobs.hold(user_id, "close"):
-            result = EndResult(closed=self.lifecycle.close_pending(user_id, progress))
+        with self.work.hold(user_id, "close"):
+            return self._build_pending(user_id, progress)
+
+    def start_build(self, user_id: str, kind: str = "close") -> Work:
+        """`build_pending` in the background (the page), as work of `kind` ("close", or "import" after an
+        import); its progress and result are on the Work (`self.work.running` / `take_finished` with the
+        "memory" lane). Busy when a build runs."""
+        user_id = check_user_id(user_id)
+        return self.work.start(user_id, kind, lambda w: self._build_pending(user_id, w.progress))
+
+    def _build_pending(self, user_id: str, progress: Progress | None) -> EndResult:
+        result = EndResult(closed=self.lifecycle.close_pending(user_id, progress))
         result.session = self.lifecycle.current(user_id)
         built = [c.report for c in result.closed if c.report]
         n_mem = sum(len(r["new_memories"]) for r in built)
@@ -188,7 +216,16 @@ class SessionService:
         return self.lifecycle.sessions(check_user_id(user_id))
 
     def recover_pending_closes(self) -> int:
-        return self.lifecycle.recover_all()
+        """At start: finish every close a crash or failure left undone. Returns how many were retried
+        (a user already building is skipped: that build takes the pending sessions too)."""
+        n = 0
+        for user_id in self.store.users_with_pending_closes():
+            try:
+                with self.work.hold(user_id, "close"):
+                    n += len(self.lifecycle.close_pending(user_id))
+            except Busy:
+                continue
+        return n
 
     def latest_new_memories(self, user_id: str) -> list[str]:
         """Memory ids added by the most recent completed close (marked "new" in the graph)."""
@@ -240,13 +277,9 @@ class SessionService:
                 records[session_id] = (rec, msgs)
             return records[session_id][0]
 
-        forget = getattr(self.agent, "forget_memory", None)
-        if forget is None:  # an agent without SeCom
-            with self.store.close_claim(user_id):
-                deleted = self.agent.delete_memory(user_id, memory_id.strip())
-            return {"message": "Memory deleted."} if deleted else None
-        with self.store.close_claim(user_id):  # not while a replica links new memories to it
-            gone = forget(user_id, memory_id.strip(), session_of)
+        # The memory lane and the claim: not while this process or a replica builds the user's memory.
+        with self.work.hold(user_id, "delete"), self.store.close_claim(user_id):
+            gone = self.agent.forget_memory(user_id, memory_id.strip(), session_of)
         if gone is None:
             return None
         redacted = 0
@@ -279,12 +312,14 @@ class SessionService:
                     "turns": [{"speaker": m.role, "name": m.speaker, "text": m.text, "id": m.turn_id()} for m in msgs],
                 }
             )
-        return {
-            "format": EXPORT_FORMAT,
-            "sessions": [s for s in sessions if s["turns"]],
-            "memory": self.agent.export_user(user_id),
-            "settings": self.prefs(user_id),
-        }
+        return one_date_format(
+            {
+                "format": EXPORT_FORMAT,
+                "sessions": [s for s in sessions if s["turns"]],
+                "memory": self.agent.export_user(user_id),
+                "settings": self.prefs(user_id),
+            }
+        )
 
     def import_history(
         self, user_id: str, data: bytes | str, sample_id: str = "", progress: Progress | None = None, build: bool = True
@@ -292,7 +327,7 @@ class SessionService:
         """Store a history (see sessions.importer) as closed sessions and build their memory at once
         (build=False: stored only; `build_pending` builds it, e.g. in the background)."""
         user_id = check_user_id(user_id)
-        with self.jobs.hold(user_id, "import"):
+        with self.work.hold(user_id, "import"):
             self.import_rate.take(user_id)
             try:
                 parsed = self._parse_import(data, sample_id)
@@ -346,9 +381,30 @@ class SessionService:
         """Delete everything about the user: memory in every store first, then sessions and messages."""
         user_id = check_user_id(user_id)
         # The claim: no replica is building this user's memory while it is deleted.
-        with self.jobs.hold(user_id, "forget"), self.lifecycle.lock(user_id), self.store.close_claim(user_id):
+        with self.work.hold(user_id, "forget"), self.store.close_claim(user_id):
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
+
+
+EXPORT_DATE_KEYS = ("date", "time")
+
+
+def one_date_format(obj):
+    """Every readable date of an export ("date"/"time" fields) as the app stores dates: 2023-05-21, or
+    2023-05-21 19:48 with a time of day; LoCoMo's "7:48 pm on 21 May, 2023" too. Unreadable ones stay."""
+    if isinstance(obj, dict):
+        return {
+            k: (_stored_date(v) if k in EXPORT_DATE_KEYS and isinstance(v, str) else one_date_format(v))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list):
+        return [one_date_format(x) for x in obj]
+    return obj
+
+
+def _stored_date(value: str) -> str:
+    d = parse_date(value)
+    return iso_date(d) if d else value
 
 
 def forget_message(gone: dict) -> str:

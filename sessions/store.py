@@ -50,6 +50,12 @@ class SessionRow:
     close_error: str | None
     report: dict | None
     n_messages: int = 0
+    number: int = 0  # the session's place in time order, 1.. (set by Lifecycle.sessions; 0 = not computed)
+
+    @property
+    def label(self) -> str:
+        """The number people see: by date, whatever the source (a stored row not yet placed falls back to seq)."""
+        return str(self.number or self.seq)
 
 
 @dataclass
@@ -434,9 +440,13 @@ class Store:
                 ).scalar_one()
             )
 
-    def compares(self, user_id: str) -> list[dict]:
+    def compares(self, user_id: str, last: int | None = None) -> list[dict]:
+        """The user's compare runs, oldest first (`last`: only the latest n)."""
+        q = sa.select(C).where(C.c.user_id == user_id).order_by(C.c.id.desc())
+        if last is not None:
+            q = q.limit(last)
         with self._connect() as c:
-            return [
+            rows = [
                 {
                     "id": r.id,
                     "session_id": r.session_id,
@@ -444,8 +454,9 @@ class Store:
                     "results": json.loads(r.results),
                     "created_at": r.created_at,
                 }
-                for r in c.execute(sa.select(C).where(C.c.user_id == user_id).order_by(C.c.id))
+                for r in c.execute(q)
             ]
+        return rows[::-1]
 
     # --- activity (sessions.idle) ----------------------------------------------------------
     def last_activity(self) -> list[tuple[str, float]]:

@@ -76,9 +76,9 @@ def memory_history(service, user_id: str) -> MemoryHistory:
         Step(
             step=i + 1,
             session_id=s.session_id,
-            seq=s.seq,
+            seq=s.number or s.seq,
             date=s.date,
-            label=f"Session {s.seq} · {human_date(s.date)}",
+            label=f"Session {s.label} · {human_date(s.date)}",
             position=round(positions[i], 4),
             status=s.status,
             memory_path=str(((s.report or {}).get("trace") or {}).get("memory_path") or ""),

@@ -56,7 +56,7 @@ QA = [
 
 
 def tiny_locomo(sample_id: str = "conv-t") -> dict:
-    conv = {"speaker_a": "Alice", "speaker_b": "Bob"}
+    conv: dict[str, object] = {"speaker_a": "Alice", "speaker_b": "Bob"}
     for n, turns in TURNS.items():
         conv[f"session_{n}_date_time"] = f"1:00 pm on {n} May, 2023"
         conv[f"session_{n}"] = [

@@ -20,6 +20,15 @@ LOCOMO_SMALL = ROOT / "tests" / "data" / "locomo_small.json"
 pytest_plugins = ["tests.ui_fixtures"]
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--screenshots",
+        action="store_true",
+        default=False,
+        help="let the browser tests rewrite their screenshots in docs/ (tracked files; off by default)",
+    )
+
+
 @pytest.fixture
 def fake_embedder():
     return HashEmbedder()

@@ -8,12 +8,16 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from memory.agent import CloseReport, ReplyEvent
+from memory.agent import CloseReport, Progress, ReplyEvent
 from memory.errors import LLMError
 from memory.llm import Completion
+from memory.protocols import GraphStore, Versions
+from memory.records import SessionRecord, Turn
+from memory.settings import LLMConfig, Options
 from memory.store import Hit
 from memory.trace import LLMCall, Trace
 
@@ -26,11 +30,11 @@ class ScriptedLLM:
     When the script runs out it repeats its last entry. Records every prompt.
     """
 
-    def __init__(self, *script):
+    def __init__(self, *script: object):
         self.script = list(script) or ["ok"]
         self.prompts: list[list[dict]] = []
 
-    def _next(self, messages):
+    def _next(self, messages: list[dict]) -> str:
         self.prompts.append(messages)
         item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
         if isinstance(item, BaseException):
@@ -39,10 +43,20 @@ class ScriptedLLM:
             item = item(messages)
         return item if isinstance(item, str) else json.dumps(item)
 
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
+    def chat(
+        self,
+        messages: list[dict],
+        *,
+        temperature: float,
+        max_tokens: int,
+        json_schema: dict | None = None,
+        purpose: str = "",
+    ) -> Completion:
         return Completion(self._next(messages), 10, 5)
 
-    def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
+    def stream(
+        self, messages: list[dict], *, temperature: float, max_tokens: int, seed: int | None = None, purpose: str = ""
+    ) -> Iterator[str]:
         text = self._next(messages)
         for i in range(0, len(text), 4):
             yield text[i : i + 4]
@@ -53,7 +67,7 @@ class HashEmbedder:
 
     name = "hash-256"
 
-    def embed(self, texts):
+    def embed(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), 256), dtype=np.float32)
         for i, t in enumerate(texts):
             for w in re.findall(r"[a-z]{3,}", t.lower()):
@@ -70,7 +84,7 @@ def hash_word(w: str) -> int:
 
 
 class ScriptedAgent:
-    """MemoryAgent's API over dicts. Every user turn of a closed session becomes one memory.
+    """memory.protocols.Agent over dicts. Every user turn of a closed session becomes one memory.
 
     fail_replies / fail_closes: how many of the next calls fail (as the real agent does:
     a reply ends with trace.error set; a close raises LLMError).
@@ -80,11 +94,23 @@ class ScriptedAgent:
         self.fail_replies, self.fail_closes = fail_replies, fail_closes
         self.graphs: dict[str, dict] = {}  # user -> {"nodes": [...], "edges": [...], "built": set()}
         self.calls: list[tuple] = []
+        self.graph_store: GraphStore | None = None  # given by the session service, as the real agent is
 
-    def _g(self, user_id):
+    def _g(self, user_id: str) -> dict:
         return self.graphs.setdefault(user_id, {"nodes": [], "edges": [], "built": set()})
 
-    def reply(self, user_id, history, message, session_date="", options=None, llm=None):
+    def use_graph_store(self, graphs: GraphStore, versions: Versions | None = None) -> None:
+        self.graph_store = graphs  # the scripted graphs stay in this object; the store is only kept
+
+    def reply(
+        self,
+        user_id: str,
+        history: list[Turn],
+        message: str,
+        session_date: str = "",
+        options: Options | None = None,
+        llm: LLMConfig | None = None,
+    ) -> Iterator[ReplyEvent]:
         strategy = options.strategy if options else "theanine"
         self.calls.append(("reply", user_id, [t.text for t in history], message, strategy))
         trace = Trace(strategy=strategy)
@@ -119,7 +145,14 @@ class ScriptedAgent:
         trace.llm_calls.append(LLMCall("reply", 10, len(text) // 4, 0.01))
         yield ReplyEvent("done", text, trace)
 
-    def close_session(self, user_id, session, options=None, progress=None, llm=None):
+    def close_session(
+        self,
+        user_id: str,
+        session: SessionRecord,
+        options: Options | None = None,
+        progress: Progress | None = None,
+        llm: LLMConfig | None = None,
+    ) -> CloseReport:
         self.calls.append(("close", user_id, session.session_id, [t.text for t in session.turns]))
         if progress:
             progress(0.1, "summarising")
@@ -134,7 +167,8 @@ class ScriptedAgent:
         prev = g["nodes"][-1]["id"] if g["nodes"] else None
         for i, t in enumerate(x for x in session.turns if x.speaker != "assistant"):
             mid = f"{session.session_id}:m{i}"
-            g["nodes"].append({"id": mid, "event": t.text, "time": session.date, "session_id": session.session_id})
+            node = {"id": mid, "event": t.text, "time": session.date, "session_id": session.session_id}
+            g["nodes"].append({**node, "turns": [t.turn_id] if t.turn_id else []})
             if prev:
                 g["edges"].append({"source": prev, "target": mid, "relation": "SameTopic"})
             prev = mid
@@ -145,21 +179,27 @@ class ScriptedAgent:
             progress(1.0, "done")
         return report
 
-    def graph_view(self, user_id):
+    def graph_view(self, user_id: str) -> dict:
         g = self._g(user_id)
         return {"nodes": [dict(n) for n in g["nodes"]], "edges": [dict(e) for e in g["edges"]]}
 
-    def export_user(self, user_id):
+    def export_user(self, user_id: str) -> dict:
         return {"theanine_graph": self.graph_view(user_id), "secom_segments": []}
 
-    def delete_memory(self, user_id, memory_id):
+    def forget_memory(
+        self, user_id: str, memory_id: str, session_of: Callable[[str], SessionRecord | None]
+    ) -> dict | None:
+        """As MemoryAgent.forget_memory: the node and its edges go; there are no segments to rebuild."""
         g = self._g(user_id)
-        before = len(g["nodes"])
+        node = next((n for n in g["nodes"] if n["id"] == memory_id), None)
+        if node is None:
+            return None
         g["nodes"] = [n for n in g["nodes"] if n["id"] != memory_id]
         g["edges"] = [e for e in g["edges"] if memory_id not in (e["source"], e["target"])]
-        return len(g["nodes"]) < before
+        gone = {k: node[k] for k in ("event", "session_id", "turns")}
+        return {"memory": memory_id, **gone, "segments_rebuilt": [], "segments_removed": []}
 
-    def forget_user(self, user_id):
+    def forget_user(self, user_id: str) -> None:
         self.calls.append(("forget", user_id))
         self.graphs.pop(user_id, None)
 
@@ -172,60 +212,84 @@ class GatedAgent(ScriptedAgent):
         self.reply_gate, self.close_gate = threading.Event(), threading.Event()
         self.in_reply, self.in_close = threading.Event(), threading.Event()
 
-    def reply(self, *a, **kw):
+    def reply(self, *a, **kw) -> Iterator[ReplyEvent]:
         self.in_reply.set()
         assert self.reply_gate.wait(WAIT)
         yield from super().reply(*a, **kw)
 
-    def close_session(self, *a, **kw):
+    def close_session(self, *a, **kw) -> CloseReport:
         self.in_close.set()
         assert self.close_gate.wait(WAIT)
         return super().close_session(*a, **kw)
 
 
 class MemoryStore:
-    """In-memory stand-in for memory.store.VectorStore (same interface, cosine scores)."""
+    """In memory, the contract of memory.protocols.VectorStore as the Chroma store keeps it
+    (tests/test_store_contract.py runs the same calls against both)."""
 
     def __init__(self):
-        self.data: dict[tuple, dict[str, tuple]] = {}
+        self.data: dict[tuple[str, str], dict[str, tuple[str, np.ndarray, dict]]] = {}
         self.lock = threading.Lock()
 
-    def _col(self, user_id, kind):
+    def _col(self, user_id: str, kind: str) -> dict[str, tuple[str, np.ndarray, dict]]:
         return self.data.setdefault((user_id, kind), {})
 
     @staticmethod
-    def _match(meta, where):
-        return all(meta.get(k) == v for k, v in (where or {}).items())
+    def _match(meta: dict, where: dict | None) -> bool:
+        if not where:
+            return True
+        if len(where) != 1:  # Chroma refuses a filter of several fields without $and
+            raise ValueError(f"where takes one field, not {sorted(where)}")
+        ((k, v),) = where.items()
+        return meta.get(k) == v
 
-    def add(self, user_id, kind, ids, documents, embeddings, metadatas):
+    def _select(self, col: dict, ids: list[str] | None, where: dict | None) -> list[str]:
+        return [i for i, (_d, _e, m) in col.items() if (ids is None or i in ids) and self._match(m, where)]
+
+    def add(
+        self,
+        user_id: str,
+        kind: str,
+        ids: list[str],
+        documents: list[str],
+        embeddings: np.ndarray,
+        metadatas: list[dict],
+    ) -> None:
         with self.lock:
             col = self._col(user_id, kind)
-            vecs = [None] * len(ids) if embeddings is None else np.asarray(embeddings)
-            for i, d, e, m in zip(ids, documents, vecs, metadatas, strict=False):
+            vecs = np.asarray(embeddings, dtype=np.float64)
+            for i, d, e, m in zip(ids, documents, vecs, metadatas, strict=True):
                 assert all(isinstance(v, (str, int, float, bool)) for v in m.values())
-                col[i] = (d, e, dict(m))
+                col[i] = (d, e / max(float(np.linalg.norm(e)), 1e-12), dict(m))
 
-    def query(self, user_id, kind, embedding, n, where=None):
+    def query(self, user_id: str, kind: str, embedding: np.ndarray, n: int, where: dict | None = None) -> list[Hit]:
         col = self._col(user_id, kind)
-        hits = [Hit(i, float(e @ embedding), d, m) for i, (d, e, m) in col.items() if self._match(m, where)]
-        return sorted(hits, key=lambda h: -h.score)[:n]
+        q = np.asarray(embedding, dtype=np.float64).ravel()
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        hits = [Hit(i, float(col[i][1] @ q), col[i][0], dict(col[i][2])) for i in self._select(col, None, where)]
+        return sorted(hits, key=lambda h: (-h.score, h.id))[:n]
 
-    def get(self, user_id, kind, ids=None, where=None):
+    def get(self, user_id: str, kind: str, ids: list[str] | None = None, where: dict | None = None) -> list[Hit]:
         col = self._col(user_id, kind)
-        return [
-            Hit(i, 0.0, d, m) for i, (d, e, m) in col.items() if (ids is None or i in ids) and self._match(m, where)
-        ]
+        return [Hit(i, 0.0, col[i][0], dict(col[i][2])) for i in self._select(col, ids, where)]
 
-    def delete(self, user_id, kind, ids=None, where=None):
+    def delete(self, user_id: str, kind: str, ids: list[str] | None = None, where: dict | None = None) -> None:
+        if not ids and not where:  # as the real store: no selection deletes nothing
+            return
         with self.lock:
             col = self._col(user_id, kind)
-            for i in [i for i, (d, e, m) in col.items() if (ids is None or i in ids) and self._match(m, where)]:
+            for i in self._select(col, ids, where):
                 del col[i]
 
-    def count(self, user_id, kind):
+    def count(self, user_id: str, kind: str) -> int:
         return len(self._col(user_id, kind))
 
-    def rows(self, user_id, kind) -> dict[str, tuple]:
+    def drop_user(self, user_id: str, kinds: tuple[str, ...]) -> None:
+        with self.lock:
+            for kind in kinds:
+                self.data.pop((user_id, kind), None)
+
+    def rows(self, user_id: str, kind: str) -> dict[str, tuple]:
         """{id: (document, metadata)} of one collection, in insertion order."""
         return {i: (d, m) for i, (d, e, m) in self._col(user_id, kind).items()}
 
@@ -238,6 +302,6 @@ class UpperCompressor:
     def __init__(self):
         self.calls = 0
 
-    def compress(self, texts, rate):
+    def compress(self, texts: list[str], rate: float) -> list[str]:
         self.calls += 1
         return ["\n".join(" ".join(w for w in ln.split() if len(w) > 3) for ln in t.split("\n")) for t in texts]

@@ -49,6 +49,7 @@ def unavailable_reason() -> str | None:
 def postgres(fsync: bool = True):
     """Yields a SQLAlchemy URL (postgresql+psycopg://app@127.0.0.1:PORT/memchat)."""
     bindir, user = pg_bin(), _run_as()
+    assert bindir is not None, "PostgreSQL is not installed"
     root = Path(tempfile.mkdtemp(prefix="pg-test-"))
     data, port = root / "data", free_port()
     if user:

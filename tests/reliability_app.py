@@ -35,6 +35,11 @@ COMPONENTS = (
     "graph",
     "why",
     "compare_row",
+    "compare_view",
+    "delete_ask",
+    "graph_query",
+    "graph_find",
+    "graph_found",
     "backend",
     "model",
     "base_url",
@@ -69,7 +74,6 @@ TRACEBACK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", li
 def components() -> SimpleNamespace:
     """Stand-ins for the Gradio components: Handlers only use them as dict keys."""
     c = SimpleNamespace(**{name: name for name in COMPONENTS})
-    c.compare_cols = ["compare-theanine", "compare-secom", "compare-none"]
     return c
 
 

@@ -81,7 +81,8 @@ class Replica:
 
         settings = Settings.from_env({"MEMORY_DATA_DIR": str(data), **app_llm_env(server, LLM_TIMEOUT=60)})
         self.store = open_store(data, env={"DATABASE_URL": url} if url else {})
-        self.svc = SessionService(settings, MemoryAgent.from_settings(settings), self.store)
+        self.agent = MemoryAgent.from_settings(settings)
+        self.svc = SessionService(settings, self.agent, self.store)
         self.uid, self.clock = f"bench_{backend}_" + "u" * 16, clock
         self.out: dict[str, list[float]] = {
             k: [] for k in ("reply", "reply db", "close", "close db", "graph reload", "store write")
@@ -105,11 +106,12 @@ class Replica:
         res = self.timed("close", lambda: svc.end_session(uid))
         assert not res.errors and res.closed and res.closed[0].report, res.message
         t0 = time.perf_counter()
-        svc.agent.theanine.graphs.load(uid)
+        self.agent.theanine.graphs.load(uid)
         self.out["graph reload"].append(time.perf_counter() - t0)
         sid = svc.current_session(uid).session_id
         t0 = time.perf_counter()
         mid = self.store.add_user_message(uid, sid, "timed write")
+        assert mid is not None
         self.store.add_reply(uid, sid, mid, "timed reply", "none", {"n": 1})
         self.out["store write"].append(time.perf_counter() - t0)
 

@@ -46,7 +46,7 @@ def running(cmd: list[str], health_url: str, timeout: float = 120, log: Path | N
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        if log:
+        if not isinstance(out, int):
             out.close()
 
 

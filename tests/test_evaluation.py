@@ -21,20 +21,22 @@ from sessions.evaluation import (
     my_turn_rows,
     parse_budgets,
 )
-from sessions.jobs import JobGate
+from sessions.work import UserWork
 from tests.bench_fixtures import tiny_locomo
 
 ALL = list(AGENT_METHODS)
 
 
 class FakeService:
-    """The two reads the evaluation makes of a user's history (sessions in time order, their messages)."""
+    """The two reads the evaluation makes of a user's history (sessions in time order, their messages).
+
+    It has no write method: an evaluation that tried to store anything would fail with AttributeError.
+    """
 
     def __init__(self, sessions: dict[str, list[tuple[str, str]]]):
         self._sessions = sessions
-        self.jobs = JobGate()
+        self.work = UserWork()
         self.settings = None
-        self.writes = 0  # nothing may write
 
     def sessions(self, user_id):
         return [SimpleNamespace(session_id=s, date=f"2023-05-0{i + 1}") for i, s in enumerate(self._sessions)]
@@ -144,7 +146,7 @@ def rows_text(svc):
 
 
 def test_refused_requests_start_nothing(svc, tmp_path):
-    ev = Evaluations(svc, settings=SimpleNamespace())
+    ev = Evaluations(svc, settings=SimpleNamespace())  # type: ignore[arg-type]  # a refused request reads none
     uid = new_user_id()
     with pytest.raises(UserError):
         ev.request_file(b"[]", "", ALL, ["bm25"], "250", ["offline"], "x.json")
@@ -152,7 +154,7 @@ def test_refused_requests_start_nothing(svc, tmp_path):
         ev.request_history(uid, [["q?", "D7:7", "4"]], ALL, ["bm25"], "250", ["offline"])
     with pytest.raises(UserError, match="reference"):
         ev.request_history(uid, [["q?", "D1:1", "4"]], ALL, ["bm25"], "250", ["reference"])
-    assert ev.get(uid) is None and ev.finished(uid) is None and svc.jobs.running(uid) is None
+    assert ev.get(uid) is None and ev.finished(uid) is None and svc.work.running(uid) is None
     ev.shutdown()
 
 
@@ -174,7 +176,7 @@ def test_a_run_is_the_benchmarks_json_on_scratch_data(svc, tmp_path, monkeypatch
     deadline = time.time() + 600
     while not run.done and time.time() < deadline:
         time.sleep(0.2)
-    assert run.error is None and run.result is not None and ev.finished(uid) is run
+    assert run.error is None and run.result is not None and ev.finished(uid) is run and run.path is not None
     assert json.loads(run.path.read_text()) == run.result
     direct = agent_run.run(req.convs, req.spec, settings=settings, data="tiny.json")
     assert run.result["results"] == direct["results"] and run.result["questions"] == direct["questions"]

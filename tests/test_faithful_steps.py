@@ -192,7 +192,9 @@ def test_a_new_memory_dated_before_its_candidate_is_asked_in_true_time_order():
     llm = ScriptedLLM({"relations": [{"pair": 0, "relation": "Cause"}]})
     linking.classify(g, [linking.Candidate("s1:m0", "s5:m0", 0.8)], {"s1:m0": early}, LLMSession(llm, Trace("c")))
     p = llm.prompts[0][-1]["content"]
-    a_line = re.search(r"^  A \(.*$", p, re.M).group(0)
+    found = re.search(r"^  A \(.*$", p, re.M)
+    assert found is not None
+    a_line = found.group(0)
     assert "2023-01-01" in a_line and "first cat" in a_line  # before: the later memory was A
 
 

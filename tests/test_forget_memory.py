@@ -39,10 +39,11 @@ def test_deleting_a_memory_rebuilds_the_secom_segment_without_its_turns(tmp_path
     mem = next(n for n in svc.graph(uid)["nodes"] if "4417" in n["event"])
 
     gone = svc.delete_memory(uid, mem["id"], redact=redact)
+    assert gone is not None
     assert gone["segments_rebuilt"] and "4417" in gone["event"]
     assert "SeCom" in gone["message"] and ("redacted" in gone["message"]) == redact
     assert all("4417" not in n["event"] for n in svc.graph(uid)["nodes"])  # THEANINE
-    segments = svc.agent.secom.export(uid)
+    segments = svc.segments(uid)
     assert segments and all("4417" not in s["text"] + s["key"] + s["summary"] for s in segments)
     assert any("swimming" in s["text"] for s in segments)  # the rest of the segment stays
     done = _say(svc, uid, "What is my locker code at the gym?")
@@ -71,7 +72,7 @@ def test_forget_turns_removes_a_segment_left_empty_and_keeps_others(fake_embedde
         KIND,
         ["s1:seg0", "s1:seg1"],
         ["secret one ok", "other topic fine"],
-        None,
+        fake_embedder.embed(["secret one ok", "other topic fine"]),
         [
             {
                 "session_id": "s1",

@@ -102,7 +102,7 @@ def test_an_outage_500_is_retried_with_json_schema_and_not_taken_for_a_refusal(l
 
 
 def test_retry_after_is_honoured(llm_server):
-    waits = []
+    waits: list[float] = []
     llm_server.script(ANY, status(429, retry_after=7), status(503, retry_after=2), ok("fine"))
     s = session(llm_server, sleep=waits.append)
     assert s.text("x", MSG) == "fine"
@@ -110,7 +110,7 @@ def test_retry_after_is_honoured(llm_server):
 
 
 def test_retry_after_over_the_limit_is_an_error_at_once(llm_server):
-    waits = []
+    waits: list[float] = []
     llm_server.script(ANY, status(429, retry_after=MAX_RETRY_AFTER + 90))
     s = session(llm_server, sleep=waits.append)
     with pytest.raises(LLMError, match="asks to wait 120 s; try again later"):

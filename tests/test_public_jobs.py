@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Generator
+from typing import cast
 
 import pytest
 
-from memory.settings import Settings
+from memory.settings import Limits, Settings
 from sessions import SessionService, new_user_id
-from sessions.jobs import BuildPool, Busy, ImportRate, JobGate, LimitReached, Limits
+from sessions.jobs import BuildPool, ImportRate, LimitReached
+from sessions.work import Busy, UserWork
 from tests.fakes import WAIT, GatedAgent
 
 
@@ -192,21 +195,23 @@ def test_stored_sessions_and_memories_are_bounded(tmp_path):
 
 
 def test_limits_from_env():
-    lim = Limits.from_env(
+    lim = Settings.from_env(
         {
             "MEMORY_MAX_IMPORTS_PER_HOUR": "0",
             "MEMORY_MAX_SESSIONS": "7",
             "MEMORY_MAX_MEMORIES": "9",
             "MEMORY_BUILD_WORKERS": "2",
         }
-    )
+    ).limits
     assert (lim.imports_per_hour, lim.sessions, lim.memories, lim.build_workers) == (0, 7, 9, 2)
-    assert Limits.from_env({}) == Limits()
+    assert Settings.from_env({}).limits == Limits()
 
 
 def test_gate_frees_the_slot_when_a_stream_is_abandoned():
-    gate = JobGate()
-    it = gate.stream("u", "reply", lambda: iter([1, 2, 3]))
-    assert next(it) == 1 and gate.running("u") == "reply"
-    it.close()  # the browser went away mid-reply
-    assert gate.running("u") is None
+    work = UserWork()
+    it = work.stream("u", "reply", lambda: iter([1, 2, 3]))
+    assert next(it) == 1
+    running = work.running("u")
+    assert running is not None and running.kind == "reply"
+    cast(Generator, it).close()  # the browser went away mid-reply
+    assert work.running("u") is None

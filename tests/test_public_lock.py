@@ -68,11 +68,11 @@ def test_space_ignores_an_llm_choice_saved_before_the_lock(tmp_path):
     assert svc.llm_public(uid)["base_url"] == ""
 
 
-def _find(config: dict, elem_id: str) -> dict:
+def _find(config, elem_id: str) -> dict:
     return next(c for c in config["components"] if c.get("props", {}).get("elem_id") == elem_id)
 
 
-def _inside(config: dict, parent_id: int) -> set[int]:
+def _inside(config, parent_id: int) -> set[int]:
     """Ids of every component under the layout node `parent_id`."""
 
     def walk(node, under):

@@ -158,6 +158,7 @@ def test_a_url_saved_before_the_guard_is_checked_at_request_time(tmp_path, count
     uid = new_user_id()
     svc.store.set_prefs(uid, {"llm": {"backend": "openai", "model": "m", "base_url": url}})
     cfg = svc.llm(uid)
+    assert cfg is not None
     assert cfg.guard_url and cfg.base_url == url and cfg.api_key == ""
     with pytest.raises(LLMError) as e:
         OpenAIChat(cfg).chat([{"role": "user", "content": "hi"}], temperature=0, max_tokens=5)
@@ -192,16 +193,18 @@ def test_each_request_is_resolved_again_and_pinned_to_the_checked_address(counti
         return next(answers)
 
     check_url("https://rebind.example/v1", resolver=resolver)  # first answer: public
-    got = []
-    t = GuardedTransport(resolver=resolver, inner=httpx.MockTransport(lambda r: got.append(r) or httpx.Response(200)))
+    got: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        got.append(request)
+        return httpx.Response(200)
+
+    t = GuardedTransport(resolver=resolver, inner=httpx.MockTransport(answer))
     with httpx.Client(transport=t) as client, pytest.raises(UnsafeURL):
         client.get(f"http://rebind.example:{counting_server}/v1/models")
     assert got == [] and Counting.hits == 0
 
-    t = GuardedTransport(
-        resolver=lambda h, p: ["93.184.216.34"],
-        inner=httpx.MockTransport(lambda r: got.append(r) or httpx.Response(200)),
-    )
+    t = GuardedTransport(resolver=lambda h, p: ["93.184.216.34"], inner=httpx.MockTransport(answer))
     with httpx.Client(transport=t) as client:
         client.get("https://llm.example/v1/models")
     assert got[0].url.host == "93.184.216.34" and got[0].headers["host"] == "llm.example"

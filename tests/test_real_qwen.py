@@ -41,8 +41,8 @@ def test_reply_close_and_refine_through_a_real_server(qwen_server, tmp_path):
 
     first = "I adopted a beagle puppy named Rex today. My friend Ana wants to meet him."
     events = list(agent.reply("u", [], first, "2024-03-02", OPTS))
-    reply = events[-1].text
-    assert events[-1].trace.error is None and reply.strip() and "<think>" not in reply
+    reply, first_trace = events[-1].text, events[-1].trace
+    assert first_trace is not None and first_trace.error is None and reply.strip() and "<think>" not in reply
 
     session = SessionRecord("s1", "2024-03-02", [Turn("user", first, "s1:0"), Turn("assistant", reply, "s1:1")])
     report = agent.close_session("u", session, OPTS)
@@ -59,7 +59,7 @@ def test_reply_close_and_refine_through_a_real_server(qwen_server, tmp_path):
 
     events = list(agent.reply("u", [], "What is my dog's name, and who wants to meet him?", "2024-03-09", OPTS))
     trace = events[-1].trace
-    assert trace.error is None and events[-1].text.strip()
+    assert trace is not None and trace.error is None and events[-1].text.strip()
     assert [c.purpose for c in trace.llm_calls] == ["refine", "reply"]
     assert trace.timelines_refined and len(trace.timelines_refined) == len(trace.timelines_raw)
     for text in trace.timelines_refined:  # text, never an object's repr

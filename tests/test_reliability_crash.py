@@ -157,6 +157,7 @@ def test_kill9_during_reply_and_during_close_loses_nothing_and_recovers(tmp_path
     assert {h.metadata["session_id"] for h in segs} == {"s1", "s2"}
     store = Store(data / "sessions.sqlite3")
     s1 = store.session(uid, "s1")
+    assert s1 is not None
     rec = SessionRecord(
         "s1", s1.date, [Turn(m.speaker, m.text, f"s1:{m.id}") for m in store.messages(uid, "s1", include_errors=False)]
     )

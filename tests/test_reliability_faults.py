@@ -38,7 +38,7 @@ def no_traceback(outputs) -> None:
     assert not TRACEBACK.search(text), text[:2000]
 
 
-REPLY_FAULTS = {
+REPLY_FAULTS: dict[str, list[tuple[str, object]]] = {
     "429 every time": [("status", 429)] * 2,
     "500 every time": [("status", 500)] * 2,
     "hang past the timeout": [("hang", 3)] * 2,
@@ -113,7 +113,7 @@ SECOND = (
     "The bakery opens at five so I walk Rex early.",
 )
 
-CLOSE_FAULTS = {
+CLOSE_FAULTS: dict[str, tuple[str, list[tuple[str, object]], str]] = {
     "summary not JSON": ("summarise", [("ok", "Sure! Here are the memories: none of them are JSON")] * 2, "fallback"),
     "summary 500": ("summarise", [("status", 500)] * 4, "fallback"),
     "summary hang": ("summarise", [("hang", 3)] * 4, "fallback"),

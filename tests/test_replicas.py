@@ -15,12 +15,12 @@ the Chroma server, as behind a load balancer. The LLM is the scripted OpenAI-com
 from __future__ import annotations
 
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
 
+from tests.claim_waits import wait_for_a_claim_waiter
 from tests.conftest import LOCOMO_SMALL
 from tests.llm_server import LLMServer, app_llm_env
 from tests.pg_server import postgres, unavailable_reason
@@ -99,6 +99,15 @@ def stored_graph(url: str, uid: str) -> tuple[list[str], set[str]]:
     return list(ids), built
 
 
+def wait_until_a_close_waits_for_the_claim(url: str, uid: str) -> None:
+    """Returns once a replica's session close is blocked on the user's close claim (tests/claim_waits.py)."""
+    eng = sa.create_engine(url)
+    try:
+        wait_for_a_claim_waiter(uid, engine=eng)
+    finally:
+        eng.dispose()
+
+
 def chroma_ids(port: int, uid: str, kind: str = "theanine_memories") -> list[str]:
     from memory.store import VectorStore
 
@@ -135,7 +144,7 @@ def test_both_replicas_close_the_same_session_at_once_and_it_is_built_once(clust
     with ThreadPoolExecutor(2) as pool:
         jobs = [pool.submit(c.predict, uid, "", api_name="/end_session") for c in (a, b)]
         assert llm.arrived["summarise"].wait(60)
-        time.sleep(2)  # the other replica is now waiting for the claim
+        wait_until_a_close_waits_for_the_claim(cluster["url"], uid)  # the other replica is blocked on it
         assert llm.count("summarise") == 1
         llm.release()
         results = [j.result(timeout=120) for j in jobs]
@@ -161,7 +170,7 @@ def test_kill9_of_a_replica_mid_close_is_completed_once_by_the_other(cluster):
     a.submit(uid, "", api_name="/end_session")
     assert llm.arrived["segment"].wait(90)
     waiting = b.submit(uid, "", api_name="/end_session")  # B waits for A's claim
-    time.sleep(2)
+    wait_until_a_close_waits_for_the_claim(cluster["url"], uid)
     assert not waiting.done()
     app_a.proc.kill()  # SIGKILL: PostgreSQL drops A's connection and its lock
     app_a.proc.wait(10)

@@ -35,6 +35,7 @@ def test_real_llmlingua2_code_path_compresses_each_text(tiny_model):
 
 def test_lower_rate_keeps_fewer_tokens(tiny_model):
     comp, _ = load_compressor(tiny_model)
+    assert comp is not None
     k75, k40 = comp.compress([TEXT], 0.75)[0], comp.compress([TEXT], 0.4)[0]
     assert count_tokens(k40) < count_tokens(k75) < count_tokens(TEXT)
 
@@ -59,6 +60,7 @@ def test_compression_never_drops_who_said_what(tiny_model):
     """Issue 10: the forced tokens are this project's line markers ("Speaker:"), so every line of a
     compressed key still starts with its speaker, even at a harsh rate."""
     comp, _ = load_compressor(tiny_model)
+    assert comp is not None
     key = comp.compress([TEXT], 0.2)[0]
     lines = [ln for ln in key.split("\n") if ln.strip()]
     assert [ln.split(":")[0] for ln in lines] == ["Caroline", "Melanie", "Caroline"], key

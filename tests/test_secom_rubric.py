@@ -11,7 +11,7 @@ from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.prompts import segmentation_messages
 from memory.secom.segmentation import is_valid_cover, make_segmenter
 from memory.trace import Trace
-from tests.fakes import HashEmbedder, ScriptedLLM
+from tests.fakes import HashEmbedder, MemoryStore, ScriptedLLM
 
 TOPICS = ["gardening tomatoes soil", "football match goal", "piano lesson scales", "paris trip museum"]
 
@@ -143,7 +143,9 @@ def test_a_learned_rubric_reaches_the_segmentation_prompt(tmp_path, fake_embedde
     path.write_text("Cut when the speakers move from pets to work.\n")
     s = Settings.from_env({"SECOM_RUBRIC": str(path), "SECOM_SEGMENTER": "llm"})
     assert s.rubric_text() == "Cut when the speakers move from pets to work."
-    mem = SecomMemory(None, fake_embedder, None, "", make_segmenter("llm", fake_embedder, rubric=s.rubric_text()))
+    mem = SecomMemory(
+        MemoryStore(), fake_embedder, None, "", make_segmenter("llm", fake_embedder, rubric=s.rubric_text())
+    )
     llm = ScriptedLLM(
         json.dumps(
             {

@@ -1,4 +1,6 @@
 import json
+from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -12,6 +14,8 @@ from memory.secom.segmentation import is_valid_cover, parse_and_repair
 from memory.secom.segmenter_fit import fit
 from memory.trace import Trace
 from tests.fakes import ScriptedLLM
+
+DOCS_RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
 
 def seg(i, s, e, summary="topic"):
@@ -182,7 +186,9 @@ TEXTS = ["I adopted a puppy", "What breed is it?", "We went hiking", "Where did 
 def run(llm, rubric=""):
     trace = Trace("close")
     fb = CountingFallback()
-    segs = LLMSegmenter(fb, rubric).segment(utterance_exchanges(TEXTS), LLMSession(llm, trace, sleep=lambda s: None))
+    segs = LLMSegmenter(cast(EmbeddingSegmenter, fb), rubric).segment(
+        utterance_exchanges(TEXTS), LLMSession(llm, trace, sleep=lambda s: None)
+    )
     return segs, trace, fb
 
 
@@ -232,7 +238,9 @@ def test_rubric_reaches_prompt_as_quoted_data_only():
 
 def test_single_exchange_needs_no_llm():
     llm = ScriptedLLM(AssertionError("must not be called"))
-    segs = LLMSegmenter(CountingFallback()).segment(utterance_exchanges(["hello"]), LLMSession(llm, Trace("x")))
+    segs = LLMSegmenter(cast(EmbeddingSegmenter, CountingFallback())).segment(
+        utterance_exchanges(["hello"]), LLMSession(llm, Trace("x"))
+    )
     assert [(s, e) for s, e, _ in segs] == [(0, 0)] and not llm.prompts
 
 
@@ -343,11 +351,13 @@ def test_fit_texttiling(fake_embedder):
     assert params.method == "texttiling" and res["score"] > 0.5
 
 
-def test_default_params_are_the_fitted_ones():
-    from memory.secom import embedding_segmenter as S
-
+def test_default_params_are_the_ones_the_published_figures_used():
+    """The app's segmenter defaults are the parameters recorded with the benchmark results in docs/results
+    (the run with the app's own segments): changing them without re-running the benchmark fails here."""
+    recorded = json.loads((DOCS_RESULTS / "locomo_conv-30_conv-41_secom_default_segments.json").read_text())
     p = SegParams()
-    assert p.method == "learned" and any(w != 0 for w in p.weights) and p.weights == S.DEFAULT_WEIGHTS
+    assert p.method == "learned" and any(w != 0 for w in p.weights)
+    assert p.to_dict() == recorded["config"]["segmenter_params"]
 
 
 def test_one_assembly_gives_each_kind_and_offline_needs_no_llm(fake_embedder):

@@ -148,7 +148,9 @@ def test_users_are_isolated(built):
     mem.build(
         "bob", session("b1", "2023-07-01", [("My cat Tom likes fish.", "Cats love fish.")]), None, opts(), Trace("c")
     )
-    segs = mem.retrieve("bob", "What is my puppy called? Biscuit", opts(budget=32000, k=20), Trace("s"))
+    segs = mem.retrieve(
+        "bob", "What is my puppy called? Biscuit", opts(budget=32000, k=20, retriever="dense"), Trace("s")
+    )
     assert segs and all(s["session_id"] == "b1" for s in segs)
     mem.delete_user("bob")
     assert mem.count("bob") == 0 and mem.retrieve("bob", "cat", opts(), Trace("s")) == []

@@ -110,7 +110,7 @@ def test_user_and_llm_text_is_escaped_in_every_view(llm_service, llm_server, tmp
     texts = [t for o in outs for t in html_outputs(o)]
     assert any("&lt;img src=x" in t or "‹img src=x" in t for t in texts)  # the payload is shown, as text
     for t in texts:
-        assert not RAW.search(t), RAW.search(t).group(0) + " in " + t[:300]
+        assert not RAW.search(t), f"{RAW.search(t)} in {t[:300]}"
     # Markdown images in replies never load (no request to evil.example from the page).
     chats = [m["content"] for o in outs for m in (o.get("chatbot") or []) if "evil.example" in m["content"]]
     assert chats and all("![x]" not in m and "!\\[x]" in m for m in chats)

@@ -189,6 +189,8 @@ def test_sessions_are_listed_in_time_order_imports_by_their_own_dates(tmp_path):
     svc.import_history(uid, json.dumps(data))
     rows = svc.sessions(uid)
     assert [(s.seq, s.source) for s in rows] == [(2, "import"), (1, "chat"), (3, "chat")]
+    # Numbered by date whatever the source: what the list and the header show.
+    assert [s.label for s in rows] == ["1", "2", "3"] and svc.current_session(uid).label == "3"
 
 
 def test_failed_close_stays_pending_and_is_recovered_after_restart(tmp_path):
@@ -334,11 +336,13 @@ def test_api_key_only_goes_to_the_endpoint_it_was_configured_for():
         backend="openai", model="gpt-4o-mini", base_url="https://router.huggingface.co/v1", api_key="secret-key"
     )
     same = llm_for(default, {"llm": {"backend": "openai", "model": "other", "base_url": default.base_url}})
+    assert same is not None
     assert same.api_key == "secret-key" and same.model == "other"
     elsewhere = llm_for(default, {"llm": {"backend": "openai", "model": "m", "base_url": "http://evil.example/v1"}})
-    assert elsewhere.api_key == ""
+    assert elsewhere is not None and elsewhere.api_key == ""
     assert llm_for(default, {}) is None
-    assert llm_for(default, {"llm": {"backend": "embedded"}}).backend == "embedded"
+    embedded = llm_for(default, {"llm": {"backend": "embedded"}})
+    assert embedded is not None and embedded.backend == "embedded"
 
 
 def test_compare_answers_with_every_strategy_without_touching_the_session(tmp_path):

@@ -1,26 +1,30 @@
 """The app in a real browser, on the real embedded defaults (slow: a few minutes on 2 cores).
 
-One person's journey, in order: chat (the reply streams in), end the session
-(the graph shows the new memories), start a session a week later and ask about
-the first (timelines), switch to SeCom (segments), reload (history is back),
-restart the app (history is still back). Along the way, text typed as HTML
+One person's journey: chat (the reply streams in), end the session (the graph
+shows the new memories), start a session a week later and ask about the first
+(timelines), switch to SeCom (segments), reload (history is back), restart the
+app (history is still back). Each step runs once (`Journey`); a test run alone
+first runs the steps before the one it checks. Along the way, text typed as HTML
 shows as text and never runs (no dialog ever opens), and a second browser
 (another user) sees none of it.
 
 The first tests check the HTML builders directly (fast); the browser ones are marked slow.
-Run alone: python -m pytest tests/test_ui_browser.py -v
+Run alone: python -m pytest tests/test_ui_browser.py -v [--screenshots]   (writes docs/screenshot.png)
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
 from tests.ui_fixtures import chromium_browser
 
+T = TypeVar("T")
 XSS = "<img src=x onerror=alert(1)>"
 FIRST = f"My dog is called Rex and we love hiking in the Alps together. {XSS}"
 REPLY_TIMEOUT = 240_000  # ms: retrieval + refinement + reply on the tiny CPU model
@@ -72,7 +76,9 @@ def test_panels_escape_every_text():
         )
     )
     html += panels.status_html(XSS, "error") + panels.banner_html(XSS, True)
-    html += panels.compare_column_html("none", {"text": XSS, "error": XSS, "done": True, "trace": trace})
+    html += panels.compare_html(
+        XSS, {"none": {"text": XSS, "error": XSS, "done": True, "trace": trace}}, ["none"], 0, XSS
+    )
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
@@ -116,11 +122,14 @@ def test_graph_data_escapes_labels_caps_size_and_makes_no_request():
         turns=lambda ids: {t: ("user", f"{XSS} said") for t in ids},
     )
     assert len(data["n"]) == 301  # 300 most recent + the retrieved old one
-    assert {n[0] for n in data["n"]} >= {"s0:m0", "s399:m0"}
-    assert [n[4] for n in data["n"] if n[0] in ("s0:m0", "s399:m0")] == [1, 2]  # retrieved, new
+    assert {n["id"] for n in data["n"]} >= {"s0:m0", "s399:m0"}
+    assert [n["fl"] for n in data["n"] if n["id"] in ("s0:m0", "s399:m0")] == [1, 2]  # retrieved, new
+    assert data["o"]["layout"] == {"randomSeed": 7} and data["e"][0]["title"] == "Cause"  # pyvis's options, edges
     text = json.dumps(data, ensure_ascii=False)
     assert "<" not in text and ">" not in text  # readable, inert: ‹img src=x onerror=alert(1)›
-    assert data["n"][0][1].startswith("‹img src=x onerror=alert(1)› event") and data["n"][0][5][0][0] == "user"
+    assert (
+        data["n"][0]["label"].startswith("‹img src=x onerror=alert(1)› event") and data["n"][0]["src"][0][0] == "user"
+    )
     wrapped = graph_html({"nodes": nodes[:2], "edges": []}, sessions=sessions[:2])
     assert 'sandbox="allow-scripts"' in wrapped and "allow-same-origin" not in wrapped
     assert "<img" not in unquote(wrapped)  # the data is URL-encoded inside an attribute
@@ -197,8 +206,12 @@ class Visit:
         self.context = browser.new_context(viewport={"width": 1440, "height": 1100})
         self.dialogs: list[str] = []
         self.page = self.context.new_page()
-        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.on("dialog", self._dismiss)
         self.open()
+
+    def _dismiss(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
 
     def open(self) -> None:
         self.page.goto(self.url)
@@ -244,15 +257,16 @@ class Visit:
     def session_list(self) -> str:
         return self.page.inner_text("#session-list")
 
-    def open_session(self, label: str) -> str:
-        """Click a session in the sidebar; returns the chat's text (its transcript)."""
+    def open_session(self, label: str, shows: str = "") -> str:
+        """Click a session in the sidebar and wait until its header (and the text `shows`, if given) is on the
+        page; returns the chat's text (its transcript)."""
         self.page.locator("#session-list label").filter(has_text=label).click()
         self.page.wait_for_function(
-            "(l) => document.querySelector('#session-header').innerText.includes(l)",
-            arg=label.split(" ·")[0],
+            "([l, t]) => document.querySelector('#session-header').innerText.includes(l) && "
+            "document.querySelector('#chat').textContent.includes(t)",
+            arg=[label.split(" ·")[0], shows],
             timeout=30_000,
         )
-        self.page.wait_for_timeout(500)
         return self.page.locator("#chat").text_content()
 
     def graph_frame(self):
@@ -276,12 +290,64 @@ def alice(browser, live_app):
     v.context.close()
 
 
+class Journey:
+    """Alice's steps, each run once, in order: a test asks for the step it checks and every earlier step
+    runs first if it has not yet. So each test also runs alone (`-k`), with the history it needs."""
+
+    def __init__(self, alice: Visit):
+        self.alice = alice
+        self.done: dict[str, Any] = {}
+
+    def _once(self, name: str, step: Callable[[], T]) -> T:
+        if name not in self.done:
+            self.done[name] = step()
+        return self.done[name]
+
+    def first_session(self) -> tuple[str, str, list[str]]:
+        """The first session, on 8 May 2023 (an empty session only changes its date), and one message."""
+
+        def step():
+            header = self.alice.set_date_and_start("2023-05-08")
+            reply = self.alice.send(FIRST)
+            return header, reply, self.alice.reply_states()
+
+        return self._once("first session", step)
+
+    def first_session_ended(self) -> str:
+        self.first_session()
+        return self._once("ended", self.alice.end_session)
+
+    def a_week_later(self) -> str:
+        """A session on 15 May asking about the first, with THEANINE."""
+        self.first_session_ended()
+
+        def step():
+            header = self.alice.set_date_and_start("2023-05-15")
+            self.alice.page.get_by_label("THEANINE").check()
+            self.alice.send("Do you remember what my dog is called?")
+            return header
+
+        return self._once("a week later", step)
+
+    def asked_with_secom(self) -> None:
+        self.a_week_later()
+
+        def step():
+            self.alice.page.get_by_label("SeCom").check()
+            self.alice.send("Where do we like to go hiking?")
+
+        self._once("secom", step)
+
+
+@pytest.fixture(scope="module")
+def journey(alice):
+    return Journey(alice)
+
+
 @pytest.mark.slow
-def test_first_session_reply_streams_in(alice):
-    # The first session happens on 8 May 2023 (an empty session only changes its date).
-    assert "2023-05-08" in alice.set_date_and_start("2023-05-08")
-    reply = alice.send(FIRST)
-    states = alice.reply_states()
+def test_first_session_reply_streams_in(alice, journey):
+    header, reply, states = journey.first_session()
+    assert "2023-05-08" in header
     # The bubble first shows the placeholder, then the reply text as it grows.
     assert states[0] == "…" or len(states) >= 2, states
     assert len(states) >= 2, states
@@ -292,26 +358,24 @@ def test_first_session_reply_streams_in(alice):
 
 
 @pytest.mark.slow
-def test_end_session_turns_the_session_into_graph_nodes(alice):
-    status = alice.end_session()
+def test_end_session_turns_the_session_into_graph_nodes(alice, journey):
+    status = journey.first_session_ended()
     assert "Session ended" in status, status
     frame = alice.graph_frame()
     n_nodes = frame.evaluate("() => nodes.length")
     assert n_nodes >= 1
     # Nodes carry the event as inert text and their session (shown in the hover title).
-    sessions = frame.evaluate("() => data.n.map(n => data.s[n[3]][1])")
+    sessions = frame.evaluate("() => data.n.map(n => data.s[n.si][1])")
     assert all(t == "Session 1 · Mon 8 May 2023" for t in sessions), sessions
     assert "Session 1 · Mon 8 May 2023" in alice.session_list()
-    assert XSS in alice.open_session("Session 1 ·")  # the earlier transcript, as text
+    assert XSS in alice.open_session("Session 1 ·", shows=XSS)  # the earlier transcript, as text
     alice.open_session("Session 2 ·")
     assert alice.no_injected_image() and alice.dialogs == []
 
 
 @pytest.mark.slow
-def test_a_week_later_the_reply_uses_timelines(alice):
-    assert "2023-05-15" in alice.set_date_and_start("2023-05-15")
-    alice.page.get_by_label("THEANINE").check()
-    alice.send("Do you remember what my dog is called?")
+def test_a_week_later_the_reply_uses_timelines(alice, journey, screenshots):
+    assert "2023-05-15" in journey.a_week_later()
     alice.page.wait_for_selector("#why-timelines li.timeline", timeout=60_000)
     timelines = alice.page.locator("#why-timelines li.timeline")
     assert timelines.count() >= 1
@@ -321,19 +385,18 @@ def test_a_week_later_the_reply_uses_timelines(alice):
     frame = alice.graph_frame()
     # Retrieved memories are drawn as stars.
     assert frame.evaluate("() => nodes.get().filter(n => n.shape === 'star').length") >= 1
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    alice.page.set_viewport_size({"width": 1440, "height": 1500})
-    alice.page.evaluate("() => window.scrollTo(0, 0)")
-    alice.page.wait_for_timeout(3000)  # let the graph layout settle
-    alice.page.screenshot(path=str(SCREENSHOT))
-    alice.page.set_viewport_size({"width": 1440, "height": 1100})
+    if screenshots.wanted:
+        alice.page.set_viewport_size({"width": 1440, "height": 1500})
+        alice.page.evaluate("() => window.scrollTo(0, 0)")
+        frame.wait_for_function("() => window.graphReady === true", timeout=60_000)  # the layout has settled
+        screenshots(alice.page, SCREENSHOT)
+        alice.page.set_viewport_size({"width": 1440, "height": 1100})
     assert alice.no_injected_image() and alice.dialogs == []
 
 
 @pytest.mark.slow
-def test_selecting_an_earlier_reply_shows_its_trace(alice):
-    alice.page.get_by_label("SeCom").check()
-    alice.send("Where do we like to go hiking?")
+def test_selecting_an_earlier_reply_shows_its_trace(alice, journey):
+    journey.asked_with_secom()
     alice.page.wait_for_selector("#why-segments li.segment", timeout=60_000)
     seg = alice.page.locator("#why-segments li.segment").first.inner_text()
     assert "key (not compressed: the original text):" in seg and "score" in seg  # offline: no LLMLingua-2 model
@@ -356,7 +419,8 @@ def test_typed_html_stays_text_in_every_field(alice):
 
 
 @pytest.mark.slow
-def test_history_survives_a_reload(alice):
+def test_history_survives_a_reload(alice, journey):
+    journey.asked_with_secom()
     alice.open()
     alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')", timeout=60_000)
     assert "Session 1" in alice.session_list()
@@ -366,10 +430,13 @@ def test_history_survives_a_reload(alice):
 
 
 @pytest.mark.slow
-def test_another_browser_sees_none_of_it(browser, live_app):
+def test_another_browser_sees_none_of_it(browser, live_app, journey):
+    journey.asked_with_secom()  # alice's history exists: Rex, hiking, the typed HTML
     bob = Visit(browser, live_app.url)
     try:
-        bob.page.wait_for_timeout(1500)
+        # The page's load event fills the header, the session list and the chat in one update: once bob's
+        # own session is listed, everything the server sent him is on the page.
+        bob.page.wait_for_selector("#session-list label", timeout=60_000)
         text = bob.page.inner_text("body")
         assert "Rex" not in text and "hiking" not in text and XSS not in text
         assert bob.page.locator("#session-list label").count() == 1  # only bob's own open session
@@ -381,11 +448,12 @@ def test_another_browser_sees_none_of_it(browser, live_app):
 
 
 @pytest.mark.slow
-def test_history_survives_an_app_restart(alice, live_app):
+def test_history_survives_an_app_restart(alice, journey, live_app):
+    journey.asked_with_secom()
     live_app.restart()
     alice.open()
     alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')", timeout=60_000)
-    assert XSS in alice.open_session("Session 1 ·")
+    assert XSS in alice.open_session("Session 1 ·", shows=XSS)
     assert alice.no_injected_image() and alice.dialogs == []
     alice.open_session("Session 2 ·")
     assert re.search(r"Session \d+", alice.page.inner_text("#session-header"))

@@ -25,7 +25,7 @@ from sessions.lifecycle import parse_date
 from sessions.timetravel import memory_history
 from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedAgent
-from tests.ui_fixtures import RunningApp, chromium_browser
+from tests.ui_fixtures import RunningApp, chromium_browser, upload
 
 LOCOMO = LOCOMO_SMALL
 XSS = "<img src=x onerror=alert(1)>"
@@ -94,7 +94,7 @@ def test_a_bad_step_gets_a_message():
     from ui.timetravel import TimeTravel
 
     t = SimpleNamespace(changes="changes", status="status")
-    tt = TimeTravel(None, t)
+    tt = TimeTravel(None, t)  # type: ignore[arg-type]  # step() needs no service
     assert "choose 0 to 2" in tt.step(7, ["a", "b", "c"])["status"]
     assert "Choose a step" in tt.step("x", ["a"])["status"]
     assert tt.step(1, ["a", "b"]) == {"changes": "b", "status": ""}
@@ -155,8 +155,7 @@ def offline_app(tmp_path_factory):
 def import_file(page, path: Path, timeout=BUILD_TIMEOUT) -> None:
     """Import a history through the Data panel and wait until its memory is built."""
     page.click("text=Your data: import, export, delete a memory, forget me")
-    page.locator("#import-file input[type=file]").set_input_files(str(path))
-    page.wait_for_timeout(1500)  # the upload
+    upload(page, "import-file", path)
     page.click("#import-btn")
     page.wait_for_function(
         "() => !document.querySelector('#job-progress') && "
@@ -196,8 +195,13 @@ def set_step(page, frame, k: int, timeout=30_000) -> dict:
 def test_slider_shows_the_memory_after_sessions_1_2_n_and_marks_what_each_added(browser, offline_app, tmp_path):
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = ctx.new_page()
-    dialogs = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    dialogs: list[str] = []
+
+    def dismiss(dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     page.goto(offline_app.url)
     page.wait_for_selector("#session-header", timeout=120_000)
     import_file(page, _sample_file(tmp_path))

@@ -6,9 +6,10 @@ else is real (app.py, Gradio, MiniLM, embedded Chroma, SQLite). In order: replie
 (underscores, long strings), Retry and Stop, one reply at a time, the date rules and the sidebar,
 a LoCoMo import (the page stays usable and a reload shows history at once; the graph at 250+
 memories has readable labels and a small page per render), Compare, delete-means-delete in
-SeCom, no horizontal overflow at 1400 and 400 px. Screenshots go to docs/img/ui_*.png.
+SeCom, no horizontal overflow at 1400 and 400 px. With --screenshots, screenshots go to docs/img/ui_*.png.
+Each test starts from its own state (a fresh user, or the module's `ann` after the steps it makes itself).
 
-Run alone: python -m pytest tests/test_ui_usable.py -v -s   (figures are printed with -s)
+Run alone: python -m pytest tests/test_ui_usable.py -v -s [--screenshots]   (figures are printed with -s)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 from tests.bench_fixtures import long_locomo
 from tests.conftest import LOCOMO_SMALL
 from tests.llm_server import LLMServer, app_llm_env
-from tests.ui_fixtures import RunningApp, chromium_browser
+from tests.ui_fixtures import RunningApp, chromium_browser, upload
 
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
@@ -57,9 +58,13 @@ class Page:
         self.url = url
         self.context = browser.new_context(viewport={"width": width, "height": height})
         self.page = self.context.new_page()
-        self.dialogs = []
-        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.dialogs: list[str] = []
+        self.page.on("dialog", self._dismiss)
         self.open()
+
+    def _dismiss(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
 
     def open(self):
         self.page.goto(self.url)
@@ -112,24 +117,25 @@ class Page:
     def no_overflow(self):
         return self.page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
 
+    def sidebar(self, open_it: bool) -> None:
+        """Open or close the sidebar, and wait until it is so and its transition has ended."""
+        if (self.page.locator(".sidebar.open").count() > 0) != open_it:
+            self.page.locator('button[aria-label="Toggle Sidebar"]').first.click()
+        self.page.wait_for_function(
+            "(o) => { const s = document.querySelector('.sidebar');"
+            "         return !!s && s.classList.contains('open') === o && !s.getAnimations({subtree: true}).length; }",
+            arg=open_it,
+            timeout=20_000,
+        )
+
     def narrow(self, open_sidebar=False):
         """A phone-sized viewport, with the sidebar closed as a phone starts it (or open)."""
         self.page.set_viewport_size({"width": 400, "height": 900})
-        is_open = self.page.locator(".sidebar.open").count() > 0
-        if is_open != open_sidebar:
-            self.page.locator('button[aria-label="Toggle Sidebar"]').first.click()
-            self.page.wait_for_timeout(600)
+        self.sidebar(open_sidebar)
 
     def wide(self):
         self.page.set_viewport_size({"width": 1400, "height": 1000})
-        if self.page.locator(".sidebar.open").count() == 0:
-            self.page.locator('button[aria-label="Toggle Sidebar"]').first.click()
-            self.page.wait_for_timeout(600)
-
-    def shot(self, name, full=True):
-        IMG.mkdir(parents=True, exist_ok=True)
-        self.page.wait_for_timeout(800)
-        self.page.screenshot(path=str(IMG / name), full_page=full)
+        self.sidebar(True)
 
     def close(self):
         self.context.close()
@@ -142,7 +148,7 @@ def ann(browser, app):
     p.close()
 
 
-def test_first_page_at_1400_and_400(browser, app):
+def test_first_page_at_1400_and_400(browser, app, screenshots):
     for width in (1400, 400):
         p = Page(browser, app.url, width=width, height=900)
         try:
@@ -153,7 +159,7 @@ def test_first_page_at_1400_and_400(browser, app):
                 p.page.wait_for_function("() => !document.querySelector('.sidebar.open')", timeout=20_000)
             sw, cw = p.no_overflow()
             assert sw <= cw, (width, sw, cw)
-            p.shot(f"ui_first_page_{width}.png", full=False)
+            screenshots(p.page, IMG / f"ui_first_page_{width}.png")
         finally:
             p.close()
 
@@ -169,10 +175,12 @@ def test_underscore_reply_shows_as_text_and_retry_removes_the_error(ann, server)
     assert "⚠" in text and ann.page.locator("#retry-btn").is_visible()
     server.script("reply", ("ok", "Answered on retry."))
     ann.page.click("#retry-btn")
+    # The answer replaces the error bubble (one update): waiting for both, a bubble left behind times out.
     ann.page.wait_for_function(
-        "() => document.querySelector('#chat').innerText.includes('Answered on retry.')", timeout=60_000
+        "() => { const t = document.querySelector('#chat').innerText;"
+        "        return t.includes('Answered on retry.') && !t.includes('⚠'); }",
+        timeout=60_000,
     )
-    ann.page.wait_for_timeout(500)
     assert "⚠" not in ann.page.inner_text("#chat")  # the error bubble is gone
     assert not ann.page.locator("#retry-btn").is_visible()
 
@@ -198,7 +206,19 @@ def test_one_reply_at_a_time_and_stop(ann, server):
     )
 
 
-def test_date_rules_and_the_sidebar(ann, server):
+def test_date_rules_and_the_sidebar(browser, app, server, screenshots):
+    ann = Page(browser, app.url)  # a user of its own: this test runs alone as well as after the others
+    try:
+        dates_and_sidebar(ann, server, screenshots)
+    finally:
+        ann.close()
+
+
+def dates_and_sidebar(ann, server, screenshots):
+    ann.start_next("2023-05-08")
+    ann.status("now dated")
+    server.script("reply", ("ok", "A line: ____"))
+    ann.send("Draw me a line")
     assert ann.date_field().input_value() == "2023-05-09"  # the last session's date plus one day
     ann.start_next("1 May 2023")  # before session 1: refused
     assert "before session 1" in ann.status("cannot be dated")
@@ -219,9 +239,9 @@ def test_date_rules_and_the_sidebar(ann, server):
     # The graph follows the reply: its retrieved memories are marked (the page redraws on new data).
     frame = ann.page.locator("#memory-graph iframe").element_handle().content_frame()
     frame.wait_for_function("() => window.graphReady === true && window.labelCheck().length > 0", timeout=30_000)
-    ann.shot("ui_chat_sidebar_1400.png", full=False)
+    screenshots(ann.page, IMG / "ui_chat_sidebar_1400.png")
     ann.narrow(open_sidebar=True)
-    ann.shot("ui_chat_sidebar_400.png", full=False)
+    screenshots(ann.page, IMG / "ui_chat_sidebar_400.png")
     ann.wide()
     # Clicking an earlier session shows its transcript; its replies show their traces.
     ann.page.locator("#session-list label").filter(has_text="Session 1 ·").click()
@@ -257,10 +277,7 @@ def imported(browser, app, server, tmp_path_factory):
     # Freeze the build at the third session's summary: the page must stay usable meanwhile.
     server.script("summarise", ("ok", None), ("ok", None), ("hold", None))
     p.page.click("text=Your data: import, export, delete a memory, forget me")
-    p.page.locator("#import-file input[type=file]").set_input_files(
-        str(_locomo_file(tmp_path_factory.mktemp("lc"), "conv-41"))
-    )
-    p.page.wait_for_timeout(1500)
+    upload(p.page, "import-file", _locomo_file(tmp_path_factory.mktemp("lc"), "conv-41"))
     t0 = time.time()
     p.page.click("#import-btn")
     yield p, t0
@@ -300,7 +317,7 @@ def test_the_page_is_usable_during_an_import_and_a_reload_shows_history_at_once(
     assert "Memory built for 32 sessions of 32" in status
 
 
-def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, server):
+def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, server, screenshots):
     p, _ = imported
     p.page.get_by_label("THEANINE").check()
     p.send("What did we talk about regarding the kids and their school?")
@@ -317,7 +334,7 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     assert labels and all(x["label"] and not x["hidden"] and x["px"] >= 11 for x in labels), labels
     assert any(x["inView"] for x in labels), labels  # shown at the default view, not off-screen
     p.page.locator("#graph-panel").scroll_into_view_if_needed()
-    p.shot("ui_see_why_locomo_1400.png", full=False)
+    screenshots(p.page, IMG / "ui_see_why_locomo_1400.png")
     # A click on a memory opens its source turns (inside the sandboxed page, as text).
     first = labels[0]["id"]
     frame.evaluate("(id) => network.focus(id, {scale: 1.2, animation: false})", first)
@@ -336,11 +353,11 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     sw, cw = p.no_overflow()
     assert sw <= cw, (sw, cw)
     p.page.locator("#graph-panel").scroll_into_view_if_needed()
-    p.shot("ui_see_why_locomo_400.png", full=False)
+    screenshots(p.page, IMG / "ui_see_why_locomo_400.png")
     p.wide()
 
 
-def test_compare_and_no_horizontal_overflow(ann, server):
+def test_compare_and_no_horizontal_overflow(ann, server, screenshots):
     server.script("reply", ("ok", LONG), ("ok", LONG), ("ok", LONG), ("ok", LONG))
     ann.send(LONG)
     ann.page.locator("#msg textarea").fill("Compare: " + LONG)
@@ -349,11 +366,8 @@ def test_compare_and_no_horizontal_overflow(ann, server):
     for width in (1400, 400):
         if width == 400:
             ann.narrow()
-        ann.page.wait_for_timeout(500)
         sw, cw = ann.no_overflow()
         assert sw <= cw, (width, sw, cw)
-        ann.page.locator("#compare-secom").scroll_into_view_if_needed()
-        ann.shot(f"ui_compare_{width}.png", full=False)
     ann.wide()
 
 
@@ -374,8 +388,14 @@ def test_delete_removes_the_fact_from_secom_segments(browser, app, server):
         p.page.locator("#memory-select input").click()
         p.page.locator("#memory-select input").fill("4417")
         p.page.get_by_role("option").filter(has_text="4417").first.click()
-        p.page.click("#delete-btn")
-        p.page.wait_for_function("() => /SeCom/.test(document.querySelector('#data-status').innerText)", timeout=60_000)
+        p.page.click("#delete-btn")  # asks once: names the memory, then "Yes, delete it"
+        p.page.wait_for_function(
+            "() => /4417.*cannot be undone/.test(document.querySelector('#data-status').innerText)"
+        )
+        p.page.click("#delete-yes-btn")
+        p.page.wait_for_function(
+            "() => /rebuilt/.test(document.querySelector('#data-status').innerText)", timeout=60_000
+        )
         msg = p.page.inner_text("#data-status")
         assert "rebuilt" in msg and "Kept" in msg, msg
         p.send("What is my locker code at the gym?")

@@ -8,14 +8,13 @@ small talk, claims about itself, echoes of the user, and one promise.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 
 import pytest
 
 from tests.llm_server import LLMServer, app_llm_env
 from tests.test_theanine_extract import CHAT
-from tests.test_ui_usable import Page
+from tests.test_ui_usable import IMG, Page
 from tests.ui_fixtures import RunningApp, chromium_browser
 
 pytestmark = pytest.mark.slow
@@ -43,7 +42,7 @@ def retrieved(p: Page) -> list[str]:
     return [r.split("\t")[1] for r in p.page.locator("#why-memories tbody tr").all_inner_texts()]
 
 
-def test_the_memories_of_a_chat_are_the_users_and_the_question_leads(browser, app, server):
+def test_the_memories_of_a_chat_are_the_users_and_the_question_leads(browser, app, server, screenshots):
     p = Page(browser, app.url)
     user_lines = [text for sp, text in CHAT if sp == "user"]
     replies = [text for sp, text in CHAT if sp == "assistant"]
@@ -69,8 +68,8 @@ def test_the_memories_of_a_chat_are_the_users_and_the_question_leads(browser, ap
     got = retrieved(p)
     assert "surfing lessons" in got[0], got
     assert not any(e.startswith("assistant:") and "remind" not in e for e in got), got
-    if os.environ.get("MEMORY_TEST_SCREENSHOTS") == "1":
-        p.shot("chat_users_memories_1400.png", full=False)
+    if screenshots.wanted:  # --screenshots
+        screenshots(p.page, IMG / "chat_users_memories_1400.png")
         p.narrow()
-        p.shot("chat_users_memories_400.png", full=False)
+        screenshots(p.page, IMG / "chat_users_memories_400.png")
     p.close()

@@ -41,7 +41,8 @@ MOVE = """(k) => {
 
 def step_sequence(n_steps: int, count: int) -> list[int]:
     """`count` steps spread over 1..n, each different from the one before (big and small jumps)."""
-    out, k = [], n_steps
+    out: list[int] = []
+    k = n_steps
     for i in range(count):
         k = (k + 7 + (i % 3)) % (n_steps + 1)
         if out and k == out[-1]:

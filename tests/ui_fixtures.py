@@ -43,6 +43,55 @@ def chromium_browser():
         b.close()
 
 
+def upload(page, elem_id: str, path: Path, timeout: float = 60_000) -> None:
+    """Put a file into a gr.File and wait until the component shows it (the upload is done)."""
+    page.locator(f"#{elem_id} input[type=file]").set_input_files(str(path))
+    page.wait_for_function(
+        "([id, name]) => (document.getElementById(id) || {innerText: ''}).innerText.includes(name)",
+        arg=[elem_id, path.name],
+        timeout=timeout,
+    )
+
+
+IMG_DIR = ROOT / "docs" / "img"
+MAX_SHOT_BYTES = 150 * 1024
+
+
+class Screenshots:
+    """Saves the browser tests' screenshots (tracked files under docs/) only when `--screenshots` is given."""
+
+    def __init__(self, wanted: bool):
+        self.wanted = wanted
+
+    def __call__(self, page, path: Path, full_page: bool = False, clip: dict | None = None) -> None:
+        """A PNG of the page at `path`, at most ~150 KB (colours reduced, then scaled down if needed)."""
+        if not self.wanted:
+            return
+        import io
+
+        from PIL import Image
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Fonts loaded and two frames painted since the last change: what the page shows now is drawn.
+        page.evaluate(
+            "() => document.fonts.ready.then(() => new Promise(r => requestAnimationFrame(() => "
+            "requestAnimationFrame(r))))"
+        )
+        im = Image.open(io.BytesIO(page.screenshot(full_page=full_page, clip=clip))).convert("RGB")
+        while True:
+            buf = io.BytesIO()
+            im.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(buf, "PNG", optimize=True)
+            if buf.tell() <= MAX_SHOT_BYTES or im.width < 300:
+                break
+            im = im.resize((int(im.width * 0.85), int(im.height * 0.85)), Image.Resampling.LANCZOS)
+        path.write_bytes(buf.getvalue())
+
+
+@pytest.fixture(scope="session")
+def screenshots(request) -> Screenshots:
+    return Screenshots(bool(request.config.getoption("--screenshots")))
+
+
 # --- running app.py ------------------------------------------------------------------------
 
 
@@ -130,7 +179,7 @@ TEST_REPLY_TOKENS = 40
 
 @pytest.fixture(scope="session")
 def live_app(tmp_path_factory):
-    """One real app.py (embedded defaults: llama.cpp Gemma 3 270M, MiniLM, embedded Chroma) for the session."""
+    """One real app.py (embedded defaults: the bundled llama.cpp model, MiniLM, embedded Chroma) for the session."""
     data = tmp_path_factory.mktemp("app-data")
     app = RunningApp(data, data.parent / "app.log", LLM_MAX_REPLY_TOKENS=TEST_REPLY_TOKENS)
     yield app

@@ -41,7 +41,13 @@ def _error(e: BaseException) -> gr.Error:
 
 
 def _session(s) -> dict:
-    return {"session_id": s.session_id, "number": s.seq, "date": s.date, "status": s.status, "messages": s.n_messages}
+    return {
+        "session_id": s.session_id,
+        "number": s.number or s.seq,
+        "date": s.date,
+        "status": s.status,
+        "messages": s.n_messages,
+    }
 
 
 def _end(result: EndResult) -> dict:
@@ -93,7 +99,7 @@ def _turn(m) -> dict:
 
 def register_api(service: SessionService) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
-    reply, build = fairness.reply_events(), fairness.build_events()  # shared pools (ui.fairness)
+    reply, build = fairness.reply_events(service.settings), fairness.build_events(service.settings)  # ui.fairness
 
     def new_user() -> str:
         """Create a new user and return its id (a secret: whoever holds it reads that user's memory)."""

@@ -1,8 +1,8 @@
 """How events share the server between users (Gradio concurrency), and the settings panel's lock.
 
-Replies (send, retry, compare) of all users share one pool of MEMORY_CONCURRENCY
-workers. Memory builds (end/new session, import) run in the page's background jobs
-(ui.jobs) or, through the API, in their own events pool, and then wait in the
+Replies (send, retry, compare) of all users share one pool of `settings.concurrency`
+(MEMORY_CONCURRENCY) workers. Memory builds (end/new session, import) run as the page's background work
+(sessions/work.py) or, through the API, in their own events pool, and then wait in the
 service's BuildPool (sessions.jobs), which shows their place in line. So a long
 import never takes a worker that another user's reply needs. Gradio shows a queued
 event's position in the browser by itself.
@@ -10,16 +10,16 @@ event's position in the browser by itself.
 
 from __future__ import annotations
 
-import os
+from memory.settings import Settings
 
 
-def reply_events() -> dict:
-    return {"concurrency_id": "reply", "concurrency_limit": int(os.environ.get("MEMORY_CONCURRENCY", "4"))}
+def reply_events(settings: Settings) -> dict:
+    return {"concurrency_id": "reply", "concurrency_limit": settings.concurrency}
 
 
-def build_events() -> dict:
-    # Waiting builds hold a Gradio worker thread each while they wait in BuildPool: bounded.
-    return {"concurrency_id": "memory_build", "concurrency_limit": int(os.environ.get("MEMORY_BUILD_WAITING", "8"))}
+def build_events(settings: Settings) -> dict:
+    # Waiting builds hold a Gradio worker thread each while they wait in BuildPool: bounded (MEMORY_BUILD_WAITING).
+    return {"concurrency_id": "memory_build", "concurrency_limit": settings.build_waiting}
 
 
 def llm_choice_allowed(service, settings, requested: bool | None) -> bool:

@@ -14,6 +14,7 @@ so no tag can form even where a text ends up in HTML.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -22,7 +23,16 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-MAX_NODES = 300  # most recent memories drawn; retrieved ones are always added
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return max(1, int(os.environ.get(name) or default))
+    except ValueError:
+        return default
+
+
+# Most recent memories drawn (GRAPH_MAX_NODES); retrieved and searched-for ones are always added.
+MAX_NODES = _env_int("GRAPH_MAX_NODES", 300)
 TURN_CHARS = 300  # each source turn, as shown on click
 EVENT_CHARS = 300
 STATIC_SRC = Path(__file__).resolve().parent / "static"
@@ -70,10 +80,62 @@ def short_text(value, n: int = EVENT_CHARS) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def select_nodes(nodes: list[dict], retrieved: set[str], limit: int = MAX_NODES) -> list[dict]:
-    """The most recent `limit` memories (the view lists them oldest first) plus every retrieved one."""
-    keep = {n["id"] for n in nodes[-limit:]} | (retrieved & {n["id"] for n in nodes})
+def select_nodes(nodes: list[dict], keep_ids: set[str], limit: int = MAX_NODES) -> list[dict]:
+    """The most recent `limit` memories (the view lists them oldest first) plus every one in `keep_ids`
+    (the retrieved ones, a search's matches)."""
+    keep = {n["id"] for n in nodes[-limit:]} | (keep_ids & {n["id"] for n in nodes})
     return [n for n in nodes if n["id"] in keep]
+
+
+# One sequential scale (older = dark blue, newer = yellow): a session's colour is fixed by its date.
+_STOPS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
+RELATIONS = {
+    "Changed": "#e15759",
+    "Cause": "#f28e2b",
+    "Reason": "#edc948",
+    "HinderedBy": "#b07aa1",
+    "React": "#59a14f",
+    "Want": "#4e79a7",
+    "SameTopic": "#9d9d9d",
+}
+# vis-network options, through pyvis: a seeded layout (the same graph is drawn the same way at every
+# render), physics only until the layout is stable (graph.js then turns it off).
+OPTIONS = {
+    "physics": {
+        "solver": "barnesHut",
+        "stabilization": {"enabled": True, "iterations": 200},
+        "barnesHut": {"gravitationalConstant": -3000, "springLength": 110, "avoidOverlap": 0.2},
+    },
+    "edges": {"smooth": {"type": "continuous"}, "width": 1.2, "arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}},
+    "nodes": {"size": 10, "borderWidth": 1, "font": {"size": 13, "strokeWidth": 4, "strokeColor": "#ffffff"}},
+    "interaction": {"hover": True, "tooltipDelay": 150},
+    "layout": {"randomSeed": 7},
+}
+
+
+class _IdList(list):
+    """pyvis keeps node ids in a list and checks it for every node and edge added (quadratic: 1.1 s at
+    3,000 memories); the same list with a set beside it answers `in` at once."""
+
+    def __init__(self):
+        super().__init__()
+        self._ids: set = set()
+
+    def append(self, item) -> None:
+        super().append(item)
+        self._ids.add(item)
+
+    def __contains__(self, item) -> bool:
+        return item in self._ids
+
+
+def session_colour(position: float) -> str:
+    t = max(0.0, min(1.0, float(position or 0)))
+    x = t * (len(_STOPS) - 1)
+    i = min(int(x), len(_STOPS) - 2)
+    f = x - i
+    r, g, b = (round(a + (b - a) * f) for a, b in zip(_STOPS[i], _STOPS[i + 1], strict=True))
+    return f"#{r:02x}{g:02x}{b:02x}"
 
 
 def graph_data(
@@ -84,16 +146,23 @@ def graph_data(
     turns=None,
     scope: str = "",
     limit: int = MAX_NODES,
+    found=(),
+    open_id: str = "",
 ) -> dict:
-    """One render's data, compact: sessions [id, label, position 0..1 by date], nodes [id, event, time,
-    session index, flags (1 retrieved, 2 new), source turns], edges [from index, to index, relation].
+    """One render's data: the nodes, edges and options of a pyvis Network (`get_network_data()`), plus
+    the sessions [id, label, position 0..1 by date].
 
-    `sessions`: the user's sessions in time order as (id, label, position); `turns(ids)` gives
-    {turn id: (speaker, text)} for the source turns shown on click.
+    A node's label is its memory's event; it also carries `tm` time, `si` session index, `fl` flags
+    (1 retrieved, 2 new, 4 found by a search) and `src` source turns. `sessions`: the user's
+    sessions in time order as (id, label, position); `turns(ids)` gives {turn id: (speaker, text)}
+    for the source turns shown on click; `found`: a search's matches (drawn even when older than the
+    `limit` most recent); `open_id`: the memory to open at once.
     """
-    retrieved, new = set(retrieved), set(new)
+    from pyvis.network import Network
+
+    retrieved, new, found = set(retrieved), set(new), set(found)
     all_nodes = view.get("nodes") or []
-    nodes = select_nodes(all_nodes, retrieved, limit)
+    nodes = select_nodes(all_nodes, retrieved | found | ({open_id} if open_id else set()), limit)
     sess = list(sessions or [])
     index = {sid: i for i, (sid, _, _) in enumerate(sess)}
     for n in nodes:  # a memory of a session the list does not know (should not happen)
@@ -101,54 +170,81 @@ def graph_data(
         if sid not in index:
             index[sid] = len(sess)
             sess.append((sid, sid, 1.0))
-    texts = turns([t for n in nodes for t in n.get("turns") or []]) if turns else {}
-    pos = {str(n["id"]): i for i, n in enumerate(nodes)}
-    out_nodes = []
-    for n in nodes:
-        nid = str(n["id"])
-        src = [
-            [short_text(texts[t][0], 60), short_text(texts[t][1], TURN_CHARS)]
-            for t in n.get("turns") or []
-            if t in texts
-        ]
-        out_nodes.append(
-            [
-                nid,
-                short_text(n.get("event")),
-                short_text(n.get("time"), 60),
-                index[str(n.get("session_id", ""))],
-                (1 if nid in retrieved else 0) | (2 if nid in new else 0),
-                src,
-            ]
-        )
-    out_edges = [
-        [pos[str(e.get("source"))], pos[str(e.get("target"))], short_text(e.get("relation"), 20)]
-        for e in view.get("edges") or []
-        if str(e.get("source")) in pos and str(e.get("target")) in pos
-    ]
     used = sorted({index[str(n.get("session_id", ""))] for n in nodes})
     remap = {old: i for i, old in enumerate(used)}
-    for n in out_nodes:
-        n[3] = remap[n[3]]
+    texts = turns([t for n in nodes for t in n.get("turns") or []]) if turns else {}
+    net = Network(directed=True)
+    if isinstance(net.node_ids, list) and not net.node_ids:
+        net.node_ids = _IdList()
+    net.set_options(json.dumps(OPTIONS))
+    for n in nodes:
+        nid = str(n["id"])
+        si = index[str(n.get("session_id", ""))]
+        colour = session_colour(sess[si][2])
+        # The label is the whole event (graph.js draws its first LABEL_CHARS where labels are shown).
+        net.add_node(
+            nid,
+            label=short_text(n.get("event")) or "(empty)",
+            shape="dot",
+            color=colour,
+            tm=short_text(n.get("time"), 60),
+            si=remap[si],
+            fl=(1 if nid in retrieved else 0) | (2 if nid in new else 0) | (4 if nid in found else 0),
+            src=[
+                [short_text(texts[t][0], 60), short_text(texts[t][1], TURN_CHARS)]
+                for t in n.get("turns") or []
+                if t in texts
+            ],
+        )
+    drawn = set(net.node_map)
+    for e in view.get("edges") or []:
+        a, b = str(e.get("source")), str(e.get("target"))
+        if a in drawn and b in drawn:
+            rel = short_text(e.get("relation"), 20)
+            net.add_edge(a, b, title=rel, color=RELATIONS.get(rel, "#9d9d9d"))
+    vis_nodes, vis_edges, _heading, _height, _width, options = net.get_network_data()
     return {
-        "v": 1,
+        "v": 2,
         "total": len(all_nodes),
         "scope": scope,
+        "open": open_id if open_id in drawn else "",
         "s": [[sess[i][0], short_text(sess[i][1], 80), round(float(sess[i][2]), 4)] for i in used],
-        "n": out_nodes,
-        "e": out_edges,
+        "n": vis_nodes,
+        "e": vis_edges,
+        "o": json.loads(options),
+        "ramp": [session_colour(t) for t in (0, 0.25, 0.5, 0.75, 1)],  # the legend's date scale
     }
 
 
-def graph_html(view: dict, retrieved=(), new=(), sessions=None, turns=None, height: int = 460, scope: str = "") -> str:
+def find_memories(view: dict, query: str, limit: int = 50) -> list[dict]:
+    """Every memory whose event holds all the words of `query` (case-insensitive), newest first:
+    the search runs on the server over the whole memory, not only the drawn part."""
+    words = [w for w in " ".join(str(query or "").lower().split()).split(" ") if w][:12]
+    if not words:
+        return []
+    hits = [n for n in view.get("nodes") or [] if all(w in str(n.get("event") or "").lower() for w in words)]
+    return hits[::-1][:limit]
+
+
+def graph_html(
+    view: dict,
+    retrieved=(),
+    new=(),
+    sessions=None,
+    turns=None,
+    height: int = 460,
+    scope: str = "",
+    found=(),
+    open_id: str = "",
+) -> str:
     """What gr.HTML shows: the sandboxed iframe with this render's data, or a hint when there is no memory."""
     if not view.get("nodes"):
         return (
             '<div id="memory-graph" class="mc-muted mc-graph-empty">The memory graph is empty: chat, then '
             "press <b>End session</b> to turn the session into memories.</div>"
         )
-    data = graph_data(view, retrieved, new, sessions, turns, scope)
-    frag = quote(json.dumps(data, ensure_ascii=False, separators=(",", ":")), safe="")
+    data = graph_data(view, retrieved, new, sessions, turns, scope, found=found, open_id=open_id)
+    frag = fragment(data)
     shown = len(data["n"])
     note = (
         f"{shown} of {data['total']} memories"
@@ -161,6 +257,12 @@ def graph_html(view: dict, retrieved=(), new=(), sessions=None, turns=None, heig
         f'style="width:100%;height:{int(height)}px;border:1px solid #ddd;border-radius:6px" '
         f'src="{escape(page_url() + "#" + frag, quote=True)}"></iframe></div>'
     )
+
+
+def fragment(data: dict) -> str:
+    """A render's data as a URL fragment: JSON, percent-encoded except the JSON punctuation a fragment
+    may hold as it is (the page reads it with decodeURIComponent); a third smaller than encoding all."""
+    return quote(json.dumps(data, ensure_ascii=False, separators=(",", ":")), safe=":,[]{}")
 
 
 def busy_html(text: str) -> str:

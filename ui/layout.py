@@ -43,7 +43,11 @@ CSS = """
 .mc-key {font-family: monospace; font-size: 0.85em; color: #555}
 .mc-text, .mc-reply {white-space: pre-wrap}
 .mc-graph-empty {padding: 24px; border: 1px dashed #ccc; border-radius: 6px; text-align: center}
-.mc-compare {border: 1px solid #e5e7eb; border-radius: 6px; padding: 8px; min-width: 0}
+.mc-compare-all h3 {margin: 4px 0}
+.mc-compare {border: 1px solid #e5e7eb; border-radius: 8px; padding: 8px 12px; margin: 8px 0; min-width: 0}
+.mc-compare h4 {margin: 0 0 6px}
+.mc-compare .mc-reply {font-size: 1.02em; line-height: 1.45}
+.mc-recalled {margin-top: 8px} .mc-recalled > summary {cursor: pointer; color: #1d4f91}
 /* Long unbroken strings wrap everywhere instead of pushing the page sideways. */
 #chat .message, #chat .message *, .mc-why, .mc-why *, .mc-compare, .mc-compare *, .mc-session, .mc-status,
 #session-list label {overflow-wrap: anywhere; word-break: break-word}
@@ -79,6 +83,11 @@ if (window.innerWidth <= 700) {
 </script>"""
 
 
+# Typing in the message box hides a status about the box itself (in the browser: no server call).
+CLEAR_ON_TYPE_JS = """() => { document.querySelectorAll('#status [data-clear-on-type]')
+  .forEach((e) => { e.style.display = 'none'; }); }"""
+
+
 def build_demo(
     service: SessionService, settings: Settings, storage_secret: str, allow_llm_change: bool | None = None
 ) -> gr.Blocks:
@@ -98,8 +107,9 @@ def build_demo(
         with gr.Row(equal_height=False):
             _chat_column(c, settings.options)
             _see_why_column(c, service)
-        with gr.Row(visible=False) as c.compare_row:
-            c.compare_cols = [gr.HTML(elem_id=f"compare-{s}", min_width=240) for s in STRATEGIES]
+        # Compare: full width under the chat, one card per strategy (shown again after a reload).
+        with gr.Column(visible=False, elem_id="compare-wrap") as c.compare_row:
+            c.compare_view = gr.HTML(elem_id="compare")
         _settings_panel(c, settings, allow_llm_change)
         _data_panel(c)
         register_api(service)  # first, so the documented endpoints get the plain names
@@ -167,6 +177,17 @@ def _see_why_column(c: SimpleNamespace, service: SessionService) -> None:
     "Evaluate memory designs" (ui/evaluation.py)."""
     with gr.Column(scale=6, min_width=300), gr.Tabs(elem_id="right-tabs"):
         with gr.Tab("See why", elem_id="why-tab"):
+            with gr.Row(elem_id="graph-search-row"):
+                c.graph_query = gr.Textbox(
+                    placeholder="Search every memory (e.g. surfing)",
+                    show_label=False,
+                    elem_id="graph-search",
+                    max_length=200,
+                    scale=5,
+                    min_width=160,
+                )
+                c.graph_find = gr.Button("Find", elem_id="graph-find-btn", scale=1, min_width=70, size="sm")
+            c.graph_found = gr.HTML(elem_id="graph-found")
             c.graph = gr.HTML(elem_id="graph-panel")
             c.timetravel = timetravel.build_panel()
             c.why = gr.HTML(panels.trace_html(None), elem_id="why-wrap")
@@ -236,6 +257,9 @@ def _data_panel(c: SimpleNamespace) -> None:
                     label="Also redact its source turns from the transcript", value=False, elem_id="redact"
                 )
                 c.delete_btn = gr.Button("Delete this memory", elem_id="delete-btn")
+                with gr.Row(visible=False, elem_id="delete-ask") as c.delete_ask:  # asked once before deleting
+                    c.delete_yes = gr.Button("Yes, delete it", variant="stop", elem_id="delete-yes-btn", min_width=90)
+                    c.delete_no = gr.Button("Keep it", elem_id="delete-no-btn", min_width=70)
             with gr.Column(min_width=240):
                 c.forget_confirm = gr.Checkbox(label="Yes, delete all my sessions and memory")
                 c.forget_btn = gr.Button("Forget me", variant="stop")
@@ -245,7 +269,7 @@ def _data_panel(c: SimpleNamespace) -> None:
 def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings: Settings, allow_llm_change: bool):
     """Every event of the page (what each does is in handlers.py)."""
     h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key))
-    timetravel.wire(c.timetravel, service, c.uid, h.jobs.running)
+    timetravel.wire(c.timetravel, service, c.uid, h.building)
     evaluation.wire(c.evaluation, demo, c.uid, c.forget_btn, c.forget_confirm)
     option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order Handlers.save_settings reads them in
     settings_fields = [c.strategy, c.backend, c.model, c.base_url, *option_inputs]
@@ -255,17 +279,25 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
     quiet = {"api_visibility": "private", "show_progress": "hidden"}
     fast = {**quiet, "concurrency_limit": None}
 
-    demo.load(h.load, [c.uid], [c.uid, *view, *settings_fields, c.status, c.timer, c.job], **fast)
-    c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status], **fast)
+    demo.load(
+        h.load,
+        [c.uid],
+        [c.uid, *view, *settings_fields, c.status, c.timer, c.job, c.compare_row, c.compare_view],
+        **fast,
+    )
+    c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status, c.data_status], **fast)
     chat_out = [*view, c.msg, c.status, c.stop]
-    reply = {**quiet, **fairness.reply_events()}  # one pool of reply workers shared by all users
+    reply = {**quiet, **fairness.reply_events(settings)}  # one pool of reply workers shared by all users
     replies = [
         c.msg.submit(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
         c.send.click(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
         c.retry.click(h.retry, [c.uid, c.strategy], chat_out, **reply),
     ]
-    replies.append(c.compare.click(h.compare, [c.uid, c.msg], [c.compare_row, *c.compare_cols, c.status], **reply))
+    replies.append(c.compare.click(h.compare, [c.uid, c.msg], [c.compare_row, c.compare_view, c.status], **reply))
     c.stop.click(h.stopped, [c.uid], [*view, c.status, c.stop], cancels=replies, **fast)
+    for trigger in (c.graph_query.submit, c.graph_find.click):
+        trigger(h.find_memory, [c.uid, c.graph_query], [c.graph, c.graph_found], **fast)
+    c.msg.input(None, None, None, js=CLEAR_ON_TYPE_JS, api_visibility="private")
     c.chatbot.select(h.select, [c.uid, c.msg_ids], [c.why, c.graph, c.status], **fast)
     c.strategy.input(h.set_strategy, [c.uid, c.strategy], [c.session_header, c.status], **fast)
     c.sessions.input(h.view_session, [c.uid, c.sessions], [*view, c.status], **fast)
@@ -286,13 +318,20 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
         **fast,
     )
     c.export_btn.click(h.export, [c.uid], [c.export_file, c.data_status], **fast)
-    c.delete_btn.click(
-        h.delete_memory, [c.uid, c.memory, c.redact], [c.graph, c.memory, c.data_status, c.chatbot, c.msg_ids], **fast
+    # Delete asks once: the first click names the memory and shows "Yes, delete it" / "Keep it".
+    c.delete_btn.click(h.ask_delete, [c.uid, c.memory, c.redact], [c.delete_ask, c.data_status], **fast)
+    c.delete_no.click(h.keep_memory, None, [c.delete_ask, c.data_status], **fast)
+    c.memory.input(h.keep_memory, None, [c.delete_ask, c.data_status], **fast)
+    c.delete_yes.click(
+        h.delete_memory,
+        [c.uid, c.memory, c.redact],
+        [c.graph, c.memory, c.data_status, c.chatbot, c.msg_ids, c.delete_ask],
+        **fast,
     )
     c.forget_btn.click(
         h.forget,
         [c.uid, c.forget_confirm],
-        [c.uid, *view, *settings_fields, c.forget_confirm, c.compare_row, c.export_file, c.data_status],
+        [c.uid, *view, *settings_fields, c.forget_confirm, c.compare_row, c.compare_view, c.export_file, c.data_status],
         **fast,
     )
 

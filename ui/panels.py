@@ -8,6 +8,7 @@ unescaped `<img onerror=...>` would run.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Callable
 from html import escape
 
@@ -20,12 +21,51 @@ def esc(value) -> str:
     return escape("" if value is None else str(value), quote=True)
 
 
+# An exception's class name inside a message ("OSError: ...", "(APIConnectionError: ...)"): people
+# read what happened, not Python's name for it. A few names say something and become words.
+_EXC_NAME = re.compile(
+    r"\b(?:[a-z_][a-z0-9_]*\.)*([A-Z][A-Za-z0-9]*(?:Error|Exception|Exit|Interrupt|Timeout|Warning))\b:?[ \t]*"
+)
+_EXC_WORDS = {
+    "APIConnectionError": "could not connect: ",
+    "APITimeoutError": "timed out: ",
+    "TimeoutError": "timed out: ",
+    "RateLimitError": "rate limited: ",
+    "AuthenticationError": "the key was refused: ",
+    "PermissionDeniedError": "permission denied: ",
+    "NotFoundError": "not found: ",
+    "InternalServerError": "the server failed: ",
+}
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):.*", re.S)
+
+
+def plain(text) -> str:
+    """A message as people read it: no traceback, no exception class names (memory/ and the LLM
+    client write them into errors, notices and call details)."""
+    t = _TRACEBACK.sub("", "" if text is None else str(text))
+    t = _EXC_NAME.sub(lambda m: _EXC_WORDS.get(m.group(1), ""), t)
+    t = re.sub(r"\(\s*[:;,]?\s*\)", "", t)
+    t = re.sub(r":\s*:", ":", t)
+    return " ".join(t.split())
+
+
 def status_html(text: str = "", kind: str = "info") -> str:
     """A one-line status (kind: info | ok | error | busy); empty text hides it."""
     if not text:
         return ""
     icon = {"ok": "✓", "error": "⚠", "busy": "…"}.get(kind, "ℹ")
-    return f'<div class="mc-status mc-{esc(kind)}" role="status">{icon} {esc(text)}</div>'
+    # A word about the message box ("Type a message first.") goes away as soon as typing starts (layout.py).
+    clears = ' data-clear-on-type="1"' if text.startswith("Type a message") else ""
+    return f'<div class="mc-status mc-{esc(kind)}" role="status"{clears}>{icon} {esc(plain(text))}</div>'
+
+
+def segment_title(segment: dict, n: int = 80) -> str:
+    """A segment's title: its summary, or (a segment rebuilt after a deletion has none) its opening words."""
+    title = " ".join(str(segment.get("summary") or "").split())
+    if not title:
+        words = " ".join(str(segment.get("text") or segment.get("key") or "").split())
+        title = words if len(words) <= n else words[: n - 1] + "…"
+    return title or "(untitled segment)"
 
 
 def _key_label(segment: dict) -> str:
@@ -60,7 +100,7 @@ INTRO = (
 )
 
 
-def session_header_html(seq: int, date: str, n_messages: int, strategy: str) -> str:
+def session_header_html(seq: int | str, date: str, n_messages: int, strategy: str) -> str:
     return (
         f'<div class="mc-session" id="session-header"><b>Session {seq}</b> · dated {esc(human_date(date))} '
         f'<span class="mc-muted">({esc(date)})</span> · {n_messages} messages · memory: '
@@ -72,7 +112,7 @@ def past_session_header_html(s) -> str:
     state = _state(s)
     return (
         f'<div class="mc-session mc-past-head" id="session-header" data-session="{esc(s.session_id)}">'
-        f'<b>Session {s.seq}</b> · dated {esc(human_date(s.date))} <span class="mc-muted">({esc(s.date)})'
+        f'<b>Session {s.label}</b> · dated {esc(human_date(s.date))} <span class="mc-muted">({esc(s.date)})'
         f"</span> · {s.n_messages} messages · {esc(state)} · <i>an earlier session, read only: click a reply "
         "for its trace; pick the open session in the list to go back.</i></div>"
     )
@@ -94,7 +134,7 @@ def session_choice_label(s, building: bool = False) -> str:
     """A sidebar entry (shown as text by Gradio): number, date, message count, memory status."""
     src = " · imported" if s.source == "import" else ""
     mark = "▶ " if s.status == "open" else ""
-    return f"{mark}Session {s.seq} · {human_date(s.date)} · {s.n_messages} msgs · {_state(s, building)}{src}"
+    return f"{mark}Session {s.label} · {human_date(s.date)} · {s.n_messages} msgs · {_state(s, building)}{src}"
 
 
 def progress_html(elem_id: str, title: str, fraction: float, eta: float | None, text: str, note: str) -> str:
@@ -116,7 +156,7 @@ def job_html(job) -> str:
     if job is None:
         return ""
     note = "You can keep chatting meanwhile; the graph and the sessions update when it is done."
-    return progress_html("job-progress", job.kind, job.fraction, job.eta(), job.text, note)
+    return progress_html("job-progress", job.title, job.fraction, job.eta(), job.text, note)
 
 
 def _when(ts: float | None) -> str:
@@ -167,8 +207,8 @@ def trace_html(trace: dict | None, title: str = "Why this reply", main: bool = T
         f"{esc(trace.get('tokens', 0))} tokens{' · ' + _seconds(total) if total is not None else ''}</h4>",
     ]
     if trace.get("error"):
-        out.append(f'<div class="mc-status mc-error">⚠ {esc(trace["error"])}</div>')
-    out += [f'<div class="mc-notice">ℹ {esc(n)}</div>' for n in trace.get("notices") or []]
+        out.append(f'<div class="mc-status mc-error">⚠ {esc(plain(trace["error"]))}</div>')
+    out += [f'<div class="mc-notice">ℹ {esc(plain(n))}</div>' for n in trace.get("notices") or []]
     if strategy == "theanine":
         out += _theanine_parts(trace, at)
     elif strategy == "secom":
@@ -229,7 +269,7 @@ def _secom_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
         for s in segs:
             out.append(
                 f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{esc(s.get("date"))}</b> · '
-                f"score {esc(_score(s.get('score')))} · {esc(s.get('summary'))}</div>"
+                f"score {esc(_score(s.get('score')))} · {esc(segment_title(s))}</div>"
                 f'<div class="mc-key"><b>{_key_label(s)}:</b> {esc(s.get("key"))}</div>'
                 f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
                 "</details></li>"
@@ -249,7 +289,7 @@ def _cost_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
             c.get("completion_tokens"),
             _seconds(c.get("seconds")),
             c.get("status"),
-            c.get("detail"),
+            plain(c.get("detail")),
         ]
         for c in calls
     ]
@@ -270,16 +310,62 @@ def _cost_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
     return out
 
 
-def compare_column_html(strategy: str, result: dict) -> str:
+def _recalled_summary(trace: dict | None) -> str:
+    """One line on what a strategy recalled and spent: the fold's title under its reply."""
+    if not trace:
+        return "What it recalled"
+    strategy = trace.get("strategy", "")
+    if strategy == "theanine":
+        n = len(trace.get("memories") or [])
+        what = f"{n} memories, {len(trace.get('timelines_raw') or [])} timelines"
+    elif strategy == "secom":
+        what = f"{len(trace.get('segments') or [])} segments"
+    else:
+        what = "no memory"
+    calls = trace.get("llm_calls") or []
+    total = (trace.get("timings") or {}).get("total")
+    cost = f"{len(calls)} LLM calls, {trace.get('tokens', 0)} tokens" + (f", {_seconds(total)}" if total else "")
+    return f"What it recalled: {what} · {cost}"
+
+
+def compare_card_html(strategy: str, result: dict) -> str:
+    """One strategy's answer in a full-width card: the reply first, its memory folded under it."""
     name = STRATEGY_NAMES.get(strategy, strategy)
     state = "" if result.get("done") else f' <span class="mc-muted">({esc(result.get("status"))})</span>'
     reply = (
         f'<div class="mc-reply">{esc(result.get("text"))}</div>'
         if result.get("text")
-        else '<div class="mc-muted">…</div>'
+        else f'<div class="mc-muted">{"(no reply)" if result.get("done") else "…"}</div>'
     )
-    err = f'<div class="mc-status mc-error">⚠ {esc(result["error"])}</div>' if result.get("error") else ""
-    body = trace_html(result.get("trace"), title="Why", main=False) if result.get("trace") else ""
+    err = f'<div class="mc-status mc-error">⚠ {esc(plain(result["error"]))}</div>' if result.get("error") else ""
+    trace = result.get("trace")
+    body = ""
+    if trace:
+        body = (
+            f'<details class="mc-recalled"><summary>{esc(_recalled_summary(trace))}</summary>'
+            f"{trace_html(trace, title='Why', main=False)}</details>"
+        )
     return (
-        f'<div class="mc-compare" data-strategy="{esc(strategy)}"><h4>{esc(name)}{state}</h4>{reply}{err}{body}</div>'
+        f'<section class="mc-compare" id="compare-{esc(strategy)}" data-strategy="{esc(strategy)}" '
+        f'data-done="{1 if result.get("done") else 0}"><h4>{esc(name)}{state}</h4>{reply}{err}{body}</section>'
     )
+
+
+def compare_html(message: str, results: dict, order, when: float | None = None, where: str = "") -> str:
+    """The whole comparison, one card per strategy stacked at the page's width (one column on a phone).
+
+    `results` as sessions.chat.Chat.compare yields it; `when`/`where`: when it ran and in which session,
+    for a comparison shown again after a reload.
+    """
+    if not results:
+        return ""
+    words = " ".join((message or "").split())
+    words = words if len(words) <= 160 else words[:159] + "…"
+    done = all(r.get("done") for r in results.values())
+    meta = " · ".join(x for x in (where, _when(when)) if x)
+    head = (
+        f'<h3>Compare: “{esc(words)}”</h3><div class="mc-muted">The same message answered by every strategy on '
+        f"the same history; it is not added to the chat.{' · ' + esc(meta) if meta else ''}</div>"
+    )
+    cards = "".join(compare_card_html(s, results[s]) for s in order if s in results)
+    return f'<div id="compare-panel" class="mc-compare-all" data-done="{1 if done else 0}">{head}{cards}</div>'

@@ -12,11 +12,9 @@ kept in the browser session's state: a step asks the server for that string only
 
 from __future__ import annotations
 
-import json
 import logging
 from html import escape
 from types import SimpleNamespace
-from urllib.parse import quote
 
 import gradio as gr
 
@@ -26,7 +24,7 @@ from sessions.service import user_message
 from sessions.timetravel import MemoryHistory, Step, memory_history
 
 from . import panels
-from .graph_view import graph_data, page_url, short_text
+from .graph_view import fragment, graph_data, page_url, short_text
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +69,7 @@ def frame_data(history: MemoryHistory, turns=None, at: int | None = None) -> dic
     sessions = [(s.session_id, s.label, s.position) for s in steps]
     data = graph_data(history.view, sessions=sessions, turns=turns, limit=MAX_NODES)
     n = len(steps)
-    data["t"] = [history.step_of.get(node[0], n) for node in data["n"]]
+    data["t"] = [history.step_of.get(node["id"], n) for node in data["n"]]
     labels = ["before the first session"] + [s.label for s in steps]
     data["T"] = {
         "n": n,
@@ -83,7 +81,7 @@ def frame_data(history: MemoryHistory, turns=None, at: int | None = None) -> dic
 
 def frame_html(history: MemoryHistory, turns=None, at: int | None = None, height: int = FRAME_HEIGHT) -> str:
     data = frame_data(history, turns, at)
-    frag = quote(json.dumps(data, ensure_ascii=False, separators=(",", ":")), safe="")
+    frag = fragment(data)
     return (
         f'<div id="tt-memory-graph" data-steps="{history.n_steps}" data-memories="{len(data["n"])}">'
         f'<iframe class="mc-graph-frame" title="Memory graph, session by session" sandbox="allow-scripts" '
@@ -125,7 +123,7 @@ def step_html(history: MemoryHistory, k: int) -> str:
     out = [
         f'<div id="tt-changes-panel" class="mc-why" data-step="{k}" data-memories="{total}" '
         f'data-added="{len(s.memories)}">',
-        f'<h4>After {esc(s.label)} <span class="mc-muted">(step {k} of {n})</span></h4>',
+        f'<h4>After {esc(s.label)} <span class="mc-muted">({k} of {plural(n, "ended session")})</span></h4>',
         f"<p><b>+{plural(len(s.memories), 'memory', 'memories')}</b> ({total} in all) · "
         f"+{plural(len(s.links), 'link')} · +{plural(len(s.segments), 'SeCom segment')}</p>",
     ]
@@ -161,7 +159,7 @@ def step_html(history: MemoryHistory, k: int) -> str:
     if s.segments:
         items = []
         for seg in s.segments:
-            summary = f"<b>{esc(short_text(seg['summary'], 120))}</b> · " if seg["summary"] else ""
+            summary = f"<b>{esc(short_text(panels.segment_title(seg), 120))}</b> · "
             items.append(
                 f'<li class="segment" data-id="{esc(seg["id"])}">{summary}<span class="mc-muted">exchanges '
                 f"{seg['start']}–{seg['end']}</span>"
@@ -189,7 +187,7 @@ def build_panel() -> SimpleNamespace:
                 value=0,
                 step=1,
                 label="Time travel: the memory after each session",
-                info="0 = before the first session; N = after the N-th ended session",
+                info="0 = before the first session; N = after session N (sessions numbered by date, as listed)",
                 elem_id="tt-slider",
                 visible=False,
                 scale=5,
@@ -272,7 +270,7 @@ class TimeTravel:
 def wire(t: SimpleNamespace, service: SessionService, uid, running=None) -> TimeTravel:
     """Connect the panel: opening it (or Reload) loads the history; the slider moves the frame in the
     browser and fetches that step's list. `uid` is the page's gr.BrowserState; `running(uid)` the
-    user's running memory build (ui.jobs.Jobs.running)."""
+    user's running memory work (`Handlers.building`)."""
     tt = TimeTravel(service, t, running)
     quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_limit": None}
     outs = [t.steps, t.slider, t.frame, t.changes, t.status]

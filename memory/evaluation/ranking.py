@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..bm25 import BM25Index
-from ..secom.strategy import RRF_K
+from ..fusion import RRF_K
 
 
 def rrf(*scores: np.ndarray, k: float = 60.0) -> np.ndarray:

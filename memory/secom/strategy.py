@@ -26,7 +26,9 @@ from typing import Any
 
 from ..bm25 import BM25Index, tokenize
 from ..dates import timestamp, ts_order_key
+from ..fusion import rrf
 from ..packing import Piece, Unit, pack
+from ..protocols import VectorStore
 from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
 from ..trace import Trace
@@ -35,7 +37,6 @@ from .exchanges import exchange_lines
 from .segmentation import Segmenter
 
 KIND = "secom_segments"
-RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.)
 CANDIDATES = 50  # candidates taken from each ranker before fusion / budgeting
 
 
@@ -85,7 +86,9 @@ class SecomMemory:
     where no LLM step may run.
     """
 
-    def __init__(self, store, embedder, compressor: Compressor | None, compressor_note: str, segmenter: Segmenter):
+    def __init__(
+        self, store: VectorStore, embedder, compressor: Compressor | None, compressor_note: str, segmenter: Segmenter
+    ):
         self.store = store
         self.embedder = embedder
         self.compressor = compressor
@@ -197,14 +200,12 @@ class SecomMemory:
             return self._rank_bm25(user_id, query)
         if retriever == "dense":
             return self._rank_dense(user_id, query)
-        fused: dict[str, float] = {}
         by_id: dict[str, Any] = {}
+        rankings = []
         for ranked in (self._rank_bm25(user_id, query), self._rank_dense(user_id, query)):
-            for r, (h, _) in enumerate(ranked):
-                fused[h.id] = fused.get(h.id, 0.0) + 1.0 / (RRF_K + r + 1)
-                by_id.setdefault(h.id, h)
-        order = sorted(fused, key=lambda i: (-fused[i], i))
-        return [(by_id[i], fused[i]) for i in order]
+            rankings.append([h.id for h, _ in ranked])
+            by_id.update((h.id, h) for h, _ in ranked if h.id not in by_id)
+        return [(by_id[i], score) for i, score in rrf(rankings)]
 
     def retrieve(self, user_id: str, query: str, options, trace: Trace, max_segments: int | None = None) -> list[dict]:
         """The best `options.k` segments for `query` packed into `options.budget` tokens, in
@@ -345,13 +346,7 @@ class SecomMemory:
         self._bm25.invalidate(user_id)
 
     def delete_user(self, user_id: str) -> None:
-        drop = getattr(self.store, "drop_user", None)
-        if drop is not None:
-            drop(user_id, (KIND,))
-        else:
-            hits = self.store.get(user_id, KIND)
-            if hits:
-                self.store.delete(user_id, KIND, ids=[h.id for h in hits])
+        self.store.drop_user(user_id, (KIND,))
         self._bm25.invalidate(user_id)
 
     def export(self, user_id: str) -> list[dict]:

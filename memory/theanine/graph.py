@@ -5,7 +5,7 @@ every timeline is a forward path. Connected components are kept in a
 union-find (networkx's UnionFind) so linking one memory does not rescan the graph.
 
 The graph is saved per session: the session's memories and the edges its close
-created, through a `GraphStore` (injected; memory/ does not know where it lives).
+created, through a `memory.protocols.GraphStore` (injected; memory/ does not know where it lives).
 A session is built exactly when its part is stored. `JsonGraphStore` keeps one
 JSON file per session, written atomically (one process, benchmarks and tests);
 the app stores parts in its relational database (sessions/graph_store.py), shared
@@ -19,7 +19,6 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import networkx as nx
 from networkx.utils import UnionFind
@@ -168,26 +167,6 @@ class MemoryGraph:
 
 def session_file(folder: Path, session_id: str) -> Path:
     return Path(folder) / f"{hashlib.sha256(session_id.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}.json"
-
-
-class GraphStore(Protocol):
-    """Where the per-session parts of each user's graph live (`MemoryGraph.session_dict`)."""
-
-    def version(self, user_id: str) -> int:
-        """Changes whenever the user's graph changes (in any process sharing the store)."""
-
-    def load(self, user_id: str) -> tuple[list[dict], int]:
-        """Every stored part and the version they are at."""
-
-    def save(self, user_id: str, parts: list[dict], new_session: str | None = None) -> int | None:
-        """Replace these sessions' parts, all in one transaction; returns the new version.
-
-        With `new_session` (a close): returns None and changes nothing if that session is
-        already built (another process built it first).
-        """
-
-    def drop(self, user_id: str) -> None:
-        """Everything of this user."""
 
 
 class JsonGraphStore:

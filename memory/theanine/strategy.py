@@ -9,20 +9,23 @@ from pathlib import Path
 
 import numpy as np
 
+from ..bm25 import BM25Index
 from ..embeddings import Embedder
+from ..fusion import rrf
 from ..llm import LLMSession
 from ..locks import KeyedLocks
 from ..packing import Piece, Unit, pack
+from ..protocols import GraphStore, VectorStore
 from ..records import SessionRecord
 from ..settings import Options
-from ..store import VectorStore
 from ..trace import Trace
 from . import linking, refining
 from . import timelines as timelines_mod
 from .extract import BUILT_BY
-from .graph import GraphStore, JsonGraphStore, Memory, MemoryGraph
+from .graph import JsonGraphStore, Memory, MemoryGraph
 
 KIND = "theanine_memories"
+FUSION_CANDIDATES = 50  # hybrid retrieval: memories taken from each ranking before fusing them
 TIMELINE_MAX_LEN = 12  # memories per timeline (the paper retrieves whole timelines; longer ones keep
 # the memories nearest the retrieved one)
 
@@ -44,12 +47,14 @@ class TheanineMemory:
         self.graphs: GraphStore = graphs or JsonGraphStore(self.data_dir)
         self.max_len = TIMELINE_MAX_LEN
         self._graphs: dict[str, tuple[MemoryGraph, int]] = {}  # user -> (graph, the store's version of it)
+        self._lexical: dict[str, tuple[tuple, BM25Index, list[str]]] = {}  # user -> (graph key, BM25, ids)
         self._locks = KeyedLocks(reentrant=True)
         self._guard = threading.Lock()
 
     # --- per-user graph, cached, one writer at a time ------------------------
     def lock(self, user_id: str) -> threading.RLock:
-        """The user's (reentrant) lock: one writer of the user's graph at a time."""
+        """The user's (reentrant) lock: one writer of the user's graph at a time. A short data lock, never
+        held across an LLM call (the last level of the lock order in sessions/work.py)."""
         return self._locks[user_id]
 
     def use_graph_store(self, graphs: GraphStore) -> None:
@@ -178,38 +183,37 @@ class TheanineMemory:
         Returns the raw timelines ({"anchor", "nodes", "text", "covers"}) and fills trace.memories.
         """
         with trace.timed("theanine_retrieve"):
-            vec = self.embedder.embed([context])[0]
-            hits = self.store.query(user_id, KIND, vec, options.k)
+            hits = self._rank(user_id, context, options.theanine_retriever, options.k)
         with trace.timed("theanine_untangle"), self.lock(user_id):
             graph = self.graph(user_id)
             rng = random.Random(options.seed)
             units: list[Unit] = []
             shown: set[str] = set()
-            for h in hits:
-                if h.id not in graph:
+            for hid, score in hits:
+                if hid not in graph:
                     continue
-                m = graph.memory(h.id)
+                m = graph.memory(hid)
                 trace.memories.append(
                     {
                         "id": m.id,
                         "event": m.event,
                         "time": m.time,
                         "session_id": m.session_id,
-                        "score": round(h.score, 4),
+                        "score": round(score, 4),
                         "built_by": BUILT_BY.get(m.built_by, ""),
                     }
                 )
-                if h.id in shown:
+                if hid in shown:
                     continue
                 paths = (
-                    timelines_mod.sample_timelines(graph, h.id, options.n, rng, max_len=self.max_len)
+                    timelines_mod.sample_timelines(graph, hid, options.n, rng, max_len=self.max_len)
                     if timelines
-                    else [[h.id]]
+                    else [[hid]]
                 )
                 for path in paths:
                     if timelines_mod.adds_memory(path, shown):
                         shown.update(path)
-                        units.append(self._unit(graph, path, h.id))
+                        units.append(self._unit(graph, path, hid))
             packed = pack(units, options.budget)
             out = []
             for unit, pieces in packed.chosen:
@@ -224,6 +228,34 @@ class TheanineMemory:
                 )
         trace.timelines_raw = out
         return out
+
+    def _rank(self, user_id: str, query: str, retriever: str, k: int) -> list[tuple[str, float]]:
+        """The k memories nearest `query`: by embedding similarity (the paper's way), by BM25 over the
+        memories' events, or by the reciprocal-rank fusion of both (`retriever`)."""
+        dense: list[tuple[str, float]] = []
+        if retriever != "bm25":
+            vec = self.embedder.embed([query])[0]
+            n = k if retriever == "dense" else max(k, FUSION_CANDIDATES)
+            dense = [(h.id, float(h.score)) for h in self.store.query(user_id, KIND, vec, n)]
+            if retriever == "dense":
+                return dense
+        index, ids = self._lexical_index(user_id)
+        n = k if retriever == "bm25" else max(k, FUSION_CANDIDATES)
+        lexical = [(ids[i], s) for i, s in index.top(query, n)] if ids else []
+        if retriever == "bm25":
+            return lexical
+        return rrf([[i for i, _ in dense], [i for i, _ in lexical]])[:k]
+
+    def _lexical_index(self, user_id: str) -> tuple[BM25Index, list[str]]:
+        """BM25 over the user's memories, rebuilt when the stored graph changed (its version)."""
+        with self.lock(user_id):
+            graph = self.graph(user_id)
+            key = (id(graph), self._graphs.get(user_id, (None, None))[1])
+            cached = self._lexical.get(user_id)
+            if cached is None or cached[0] != key:
+                ids = sorted(graph.g.nodes)
+                cached = self._lexical[user_id] = (key, BM25Index([graph.memory(i).event for i in ids]), ids)
+            return cached[1], cached[2]
 
     @staticmethod
     def _unit(graph: MemoryGraph, path: list[str], anchor: str) -> Unit:
@@ -262,6 +294,7 @@ class TheanineMemory:
         with self.lock(user_id):
             self.store.drop_user(user_id, (KIND,))
             self._graphs.pop(user_id, None)
+            self._lexical.pop(user_id, None)
             self.graphs.drop(user_id)
 
     def view(self, user_id: str) -> dict:

@@ -2,12 +2,13 @@
 // fetched once and cached; only the data changes per render. Every text is set as text (textContent,
 // DOM tooltips, canvas labels): nothing from a memory is parsed as HTML.
 "use strict";
-var RELATIONS = {Changed: "#e15759", Cause: "#f28e2b", Reason: "#edc948", HinderedBy: "#b07aa1",
-                 React: "#59a14f", Want: "#4e79a7", SameTopic: "#9d9d9d"};
+// The nodes, edges and options are pyvis's (ui/graph_view.py: Network.get_network_data()); a node's label
+// is its memory's event, and it also carries tm time, si session index, fl flags (1 retrieved, 2 new,
+// 4 found by a search), src source turns. This page adds the marks, which labels show, and the first view.
 var RETRIEVED = "#d62728";
-// One sequential scale (older = dark blue, newer = yellow): a session's colour is fixed by its date.
-var STOPS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
-var LABEL_PX = 13;           // font size of the labels shown at the default zoom
+var FOUND = "#1d4f91";
+var LABEL_PX = 13;           // font size of the labels at scale 1
+var READABLE_PX = 12;        // a shown label is never smaller than this on screen
 // The app may update the iframe in place, changing only the fragment: draw the new data then.
 window.addEventListener("hashchange", function () { location.reload(); });
 var data = {s: [], n: [], e: []};
@@ -18,12 +19,6 @@ var TT = data.T && Array.isArray(data.t) ? data.T : null;
 var ttStep = TT ? Math.max(0, Math.min(TT.n, +TT.at || 0)) : null;
 var NEW_BORDER = "#f08c00";  // amber: stands out on every session colour, dark blue to yellow
 
-function colour(t) {
-  t = Math.max(0, Math.min(1, +t || 0));
-  var x = t * (STOPS.length - 1), i = Math.min(Math.floor(x), STOPS.length - 2), f = x - i;
-  var c = STOPS[i].map(function (v, k) { return Math.round(v + (STOPS[i + 1][k] - v) * f); });
-  return "rgb(" + c.join(",") + ")";
-}
 function short(text, n) { return text.length <= n ? text : text.slice(0, n - 1) + "…"; }
 function el(tag, text, cls) {
   var e = document.createElement(tag);
@@ -37,50 +32,51 @@ var raw = data.n || [];
 var byId = {};
 var neighbours = {};
 var stepOf = {};
-raw.forEach(function (n, i) { byId[n[0]] = n; neighbours[n[0]] = []; stepOf[n[0]] = TT ? +data.t[i] || 0 : 0; });
-if (TT) raw.forEach(function (n) { n[4] = (n[4] & 1) | (stepOf[n[0]] === ttStep ? 2 : 0); });
-(data.e || []).forEach(function (e) {
-  var a = raw[e[0]], b = raw[e[1]];
-  if (a && b) { neighbours[a[0]].push(b[0]); neighbours[b[0]].push(a[0]); }
+raw.forEach(function (n, i) {
+  n.fl = +n.fl || 0; n.base = n.color; n.ev = String(n.label || "");
+  byId[n.id] = n; neighbours[n.id] = []; stepOf[n.id] = TT ? +data.t[i] || 0 : 0;
 });
-// The memories this render is about: the retrieved ones (else the new ones), and their neighbours.
-function flagged(bit) { return raw.filter(function (n) { return n[4] & bit; }).map(function (n) { return n[0]; }); }
-var marked = flagged(1).length ? flagged(1) : flagged(2);
+if (TT) raw.forEach(function (n) { n.fl = (n.fl & 1) | (stepOf[n.id] === ttStep ? 2 : 0); });
+var rawEdges = (data.e || []).filter(function (e) { return byId[e.from] && byId[e.to]; });
+rawEdges.forEach(function (e) { neighbours[e.from].push(e.to); neighbours[e.to].push(e.from); });
+// The memories this render is about: the found ones, else the retrieved ones, else the new ones; and their neighbours.
+function flagged(bit) { return raw.filter(function (n) { return n.fl & bit; }).map(function (n) { return n.id; }); }
+var marked = flagged(4).length ? flagged(4) : (flagged(1).length ? flagged(1) : flagged(2));
 var focus = {};
 marked.forEach(function (id) { focus[id] = true; neighbours[id].forEach(function (x) { focus[x] = true; }); });
 
 function tooltip(n) {
-  var s = sessions[n[3]] || ["", ""];
+  var s = sessions[n.si] || ["", ""];
   var box = el("div");
-  box.appendChild(el("div", n[1]));
-  box.appendChild(el("div", "time: " + n[2]));
+  box.appendChild(el("div", n.ev));
+  box.appendChild(el("div", "time: " + n.tm));
   box.appendChild(el("div", "session: " + s[1]));
-  if (TT) box.appendChild(el("div", "added at step " + stepOf[n[0]] + " of " + TT.n));
+  if (TT) box.appendChild(el("div", "added by " + ((TT.labels || [])[stepOf[n.id]] || "step " + stepOf[n.id])));
   var marks = [];
-  if (n[4] & 1) marks.push("retrieved for this reply");
-  if (n[4] & 2) marks.push(TT ? "added by this session" : "new");
+  if (n.fl & 4) marks.push("found by your search");
+  if (n.fl & 1) marks.push("retrieved for this reply");
+  if (n.fl & 2) marks.push(TT ? "added by this session" : "new");
   if (marks.length) box.appendChild(el("div", "(" + marks.join(", ") + ")"));
   box.appendChild(el("div", "click: source turns"));
   return box;
 }
+// The marks on pyvis's base look (colour by session date): a star for a retrieved memory, a diamond for a
+// new one (with an amber outline in time travel), a square outline for a search's match.
 function look(n) {
-  var c = colour((sessions[n[3]] || [])[2]);
-  var retrieved = n[4] & 1, fresh = n[4] & 2;
-  // Time travel marks what the step added with a diamond and an amber outline (the legend says so).
-  var border = retrieved ? RETRIEVED : (fresh && TT ? NEW_BORDER : c);
-  return {shape: retrieved ? "star" : (fresh ? "diamond" : "dot"), size: retrieved ? 22 : (fresh ? 16 : 10),
-          borderWidth: retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border}};
+  var c = typeof n.base === "string" ? n.base : "#888";
+  var retrieved = n.fl & 1, fresh = n.fl & 2, found = n.fl & 4;
+  var border = found ? FOUND : (retrieved ? RETRIEVED : (fresh && TT ? NEW_BORDER : c));
+  return {shape: retrieved ? "star" : (fresh ? "diamond" : (found ? "square" : "dot")),
+          size: retrieved ? 22 : (fresh || found ? 16 : 10),
+          borderWidth: found || retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border}};
 }
-function visNode(n, showLabel) {
+var nodes = new vis.DataSet(raw.map(function (n) {
   var v = look(n);
-  v.id = n[0]; v.label = showLabel ? short(n[1], 48) : ""; v.title = tooltip(n);
-  v.font = {size: LABEL_PX, strokeWidth: 4, strokeColor: "#ffffff"};
+  v.id = n.id; v.label = ""; v.title = tooltip(n);
   return v;
-}
-var nodes = new vis.DataSet(raw.map(function (n) { return visNode(n, !!focus[n[0]]); }));
-var rawEdges = (data.e || []).filter(function (e) { return raw[e[0]] && raw[e[1]]; });
+}));
 // An edge exists from the step of its newer end (the close that linked the new memory to an older one).
-function edgeStep(e) { return Math.max(stepOf[raw[e[0]][0]], stepOf[raw[e[1]][0]]); }
+function edgeStep(e) { return Math.max(stepOf[e.from], stepOf[e.to]); }
 function edgeLook(e, i) {
   var v = {id: i};
   if (TT) { var k = edgeStep(e); v.hidden = k > ttStep; v.width = k === ttStep ? 3.5 : 1.2; }
@@ -88,83 +84,113 @@ function edgeLook(e, i) {
 }
 var edges = new vis.DataSet(rawEdges.map(function (e, i) {
   var v = edgeLook(e, i);
-  v.from = raw[e[0]][0]; v.to = raw[e[1]][0]; v.title = e[2]; v.color = RELATIONS[e[2]] || "#9d9d9d";
-  v.arrows = {to: {enabled: true, scaleFactor: 0.5}};
+  v.from = e.from; v.to = e.to; v.title = e.title; v.color = e.color;
   return v;
 }));
-var network = new vis.Network(document.getElementById("mynetwork"), {nodes: nodes, edges: edges}, {
-  physics: {solver: "barnesHut", stabilization: {enabled: true, iterations: 200},
-            barnesHut: {gravitationalConstant: -3000, springLength: 110, avoidOverlap: 0.2}},
-  edges: {smooth: {type: "continuous"}, width: 1.2},
-  interaction: {hover: true, tooltipDelay: 150},
-  layout: {randomSeed: 7}         // the same graph is drawn the same way at every render
-});
+var network = new vis.Network(document.getElementById("mynetwork"), {nodes: nodes, edges: edges}, data.o || {});
 
-// --- which memories are shown: everything, this reply's neighbourhood, one session; and a search ------
+// --- which memories are shown: everything, this reply's neighbourhood, one session; and a filter ------
 var scope = document.getElementById("scope");
 var search = document.getElementById("search");
 function option(value, text) { var o = el("option", text); o.value = value; scope.appendChild(o); }
-option("all", "Everything (" + raw.length + (data.total > raw.length ? " of " + data.total : "") + ")");
+option("all", "Everything drawn (" + raw.length + (data.total > raw.length ? " of " + data.total : "") + ")");
 if (TT) option("focus", "What this session added, with its links");
+else if (flagged(4).length) option("focus", "The memories found, with their neighbours");
 else if (marked.length) option("focus", "This reply's memories and neighbours");
 sessions.forEach(function (s, i) { option("s" + i, s[1]); });
 if (data.scope && [].some.call(scope.options, function (o) { return o.value === data.scope; })) scope.value = data.scope;
+if (data.total > raw.length) search.placeholder = "Filter the drawn…";
 
 function visibleIds() {
   var q = search.value.trim().toLowerCase(), v = scope.value, out = [];
   raw.forEach(function (n) {
-    var inScope = v === "all" || (v === "focus" && focus[n[0]]) || v === "s" + n[3];
-    var exists = !TT || stepOf[n[0]] <= ttStep;
-    if (exists && inScope && (!q || n[1].toLowerCase().indexOf(q) >= 0)) out.push(n[0]);
+    var inScope = v === "all" || (v === "focus" && focus[n.id]) || v === "s" + n.si;
+    var exists = !TT || stepOf[n.id] <= ttStep;
+    if (exists && inScope && (!q || n.ev.toLowerCase().indexOf(q) >= 0)) out.push(n.id);
   });
   return out;
 }
-function fitTo(ids, core) {
-  if (!ids.length) return;
-  network.fit({nodes: ids, animation: false});
-  // Zoom out only as far as keeps labels readable, centred on the core (the retrieved memories);
-  // a large graph is explored by panning, zoom and search.
-  if (network.getScale() * LABEL_PX < 12) {
-    var c = (core || []).filter(function (id) { return ids.indexOf(id) >= 0; });
-    network.fit({nodes: c.length ? c : ids, animation: false});
-    if (network.getScale() * LABEL_PX < 12) network.moveTo({scale: 12 / LABEL_PX, position: densest(c.length ? c : ids)});
-  }
-  if (network.getScale() > 1.3) network.moveTo({scale: 1.3});    // a few memories: keep some context around
-}
-// Where to look when the memories do not all fit at a readable scale: the one with most others in view.
-function densest(ids) {
-  var p = network.getPositions(ids), box = document.getElementById("mynetwork");
-  var rx = box.clientWidth / 2 / (12 / LABEL_PX), ry = box.clientHeight / 2 / (12 / LABEL_PX), best = ids[0], most = -1;
-  ids.forEach(function (a) {
-    var n = ids.filter(function (b) { return Math.abs(p[a].x - p[b].x) < rx * 0.8 && Math.abs(p[a].y - p[b].y) < ry * 0.8; }).length;
-    if (n > most) { most = n; best = a; }
+
+// --- the view: every label inside the frame and readable ----------------------------------------------
+var box = document.getElementById("mynetwork");
+var labelled = {};          // the memories whose label is drawn
+var zoomedIn = false;
+function fontPx() { return Math.max(LABEL_PX, READABLE_PX / network.getScale()); }
+function setLabels(show) {
+  var size = fontPx(), up = [];
+  raw.forEach(function (n) {
+    var on = !!(show[n.id] && (labelled[n.id] || zoomedIn));
+    up.push({id: n.id, label: on ? short(n.ev, 48) : "", font: {size: on ? size : LABEL_PX}});
   });
-  var near = ids.filter(function (b) { return Math.abs(p[best].x - p[b].x) < rx * 0.8 && Math.abs(p[best].y - p[b].y) < ry * 0.8; });
-  return centre(near);
+  nodes.update(up);
 }
-function centre(ids) {
-  var p = network.getPositions(ids), x = 0, y = 0;
-  ids.forEach(function (id) { x += p[id].x; y += p[id].y; });
-  return {x: x / ids.length, y: y / ids.length};
+// The box around the given memories with their labels, in canvas units (vis-network measures labels when
+// it draws: draw first).
+function boxOf(ids) {
+  network.redraw();
+  var b = null;
+  ids.forEach(function (id) {
+    var r = network.getBoundingBox(id);
+    if (!r) return;
+    b = b ? {left: Math.min(b.left, r.left), right: Math.max(b.right, r.right), top: Math.min(b.top, r.top),
+             bottom: Math.max(b.bottom, r.bottom)} : r;
+  });
+  return b;
 }
+function fitBox(ids) {
+  var b = boxOf(ids);
+  if (!b) return network.getScale();
+  var pad = 24, w = Math.max(box.clientWidth - 2 * pad, 50), h = Math.max(box.clientHeight - 2 * pad, 50);
+  var s = Math.min(w / Math.max(b.right - b.left, 1), h / Math.max(b.bottom - b.top, 1), 1.3);
+  network.moveTo({position: {x: (b.left + b.right) / 2, y: (b.top + b.bottom) / 2}, scale: s, animation: false});
+  return s;
+}
+// First view: the labelled memories when they fit with readable labels; else the core (found, retrieved
+// or new) with its neighbours around it, only the core labelled, labels enlarged to stay readable; the
+// core alone when even that is too far out. Refitted after the labels grow, so they stay inside.
+var MIN_SCALE = 0.35;
+function fitTo(ids, core, show) {
+  if (!ids.length) return;
+  labelled = {};
+  ids.forEach(function (id) { labelled[id] = true; });
+  setLabels(show);
+  var s = fitBox(ids);
+  if (s * LABEL_PX >= READABLE_PX) return;
+  var c = (core || []).filter(function (id) { return show[id]; });
+  if (!c.length) c = ids.slice(-20);  // nothing marked: the newest memories
+  var around = c.slice();
+  c.forEach(function (id) { (neighbours[id] || []).forEach(function (x) { if (show[x] && around.indexOf(x) < 0) around.push(x); }); });
+  labelled = {};
+  c.forEach(function (id) { labelled[id] = true; });
+  var frame = around;
+  for (var i = 0; i < 3; i++) {
+    setLabels(show);
+    if (fitBox(frame) < MIN_SCALE && frame !== c) { frame = c; i = -1; }
+  }
+  setLabels(show);
+}
+var shownNow = {};
 function apply(refit) {
   var show = {}, q = search.value.trim();
   visibleIds().forEach(function (id) { show[id] = true; });
-  var labelled = Object.keys(show).length <= 40 ? show : (q ? show : focus);
+  shownNow = show;
+  var ids = Object.keys(show);
+  var candidates = ids.length <= 40 || q ? ids : ids.filter(function (id) { return focus[id]; });
   nodes.update(raw.map(function (n) {
     var v = TT ? look(n) : {};
-    v.id = n[0]; v.hidden = !show[n[0]]; v.label = (labelled[n[0]] || zoomedIn) ? short(n[1], 48) : "";
+    v.id = n.id; v.hidden = !show[n.id];
     return v;
   }));
-  document.getElementById("count").textContent = Object.keys(show).length + " shown";
-  var lab = Object.keys(show).filter(function (id) { return labelled[id]; });
-  if (refit) fitTo(lab.length ? lab : Object.keys(show), q ? lab : marked);
-  return Object.keys(show).length;
+  document.getElementById("count").textContent = ids.length + " shown";
+  if (refit) fitTo(candidates.length ? candidates : ids, q ? candidates : marked, show);
+  else setLabels(show);
+  return ids.length;
 }
-var zoomedIn = false;
+var lastFont = 0;
 network.on("zoom", function () {
   var z = network.getScale() * LABEL_PX >= 16;      // zoomed in: every visible memory gets its label
-  if (z !== zoomedIn) { zoomedIn = z; apply(false); }
+  var f = fontPx();
+  if (z !== zoomedIn || Math.abs(f - lastFont) / lastFont > 0.1) { zoomedIn = z; lastFont = f; setLabels(shownNow); }
 });
 search.addEventListener("input", function () { apply(true); });
 scope.addEventListener("change", function () { apply(true); });
@@ -174,6 +200,8 @@ network.once("stabilizationIterationsDone", function () {
   network.setOptions({physics: false});
   ready = true;
   if (TT) { showStep(pending === null ? ttStep : pending); } else apply(true);
+  lastFont = fontPx();
+  if (data.open && byId[data.open]) openPanel(data.open);
   window.graphReady = true;
   if (TT && window.parent !== window) window.parent.postMessage({ttReady: true}, "*");
 });
@@ -181,7 +209,7 @@ network.once("stabilizationIterationsDone", function () {
 // --- time travel: the app posts {ttStep: k}; memories added after session k are hidden, session k's marked -----
 function showStep(k) {
   ttStep = k;
-  raw.forEach(function (n) { n[4] = (n[4] & 1) | (stepOf[n[0]] === k ? 2 : 0); });
+  raw.forEach(function (n) { n.fl = (n.fl & 1) | (stepOf[n.id] === k ? 2 : 0); });
   marked = flagged(2);
   focus = {};
   marked.forEach(function (id) { focus[id] = true; neighbours[id].forEach(function (x) { if (stepOf[x] <= k) focus[x] = true; }); });
@@ -203,16 +231,15 @@ if (TT) window.addEventListener("message", function (e) {
 
 // --- click: the memory's source turns ------------------------------------------------------------
 var panel = document.getElementById("panel");
-network.on("click", function (p) {
-  if (!p.nodes.length) { panel.hidden = true; return; }
-  var n = byId[p.nodes[0]], s = sessions[n[3]] || ["", ""];
+function openPanel(id) {
+  var n = byId[id], s = sessions[n.si] || ["", ""];
   panel.textContent = "";
   var close = el("button", "×"); close.setAttribute("aria-label", "Close");
   close.onclick = function () { panel.hidden = true; };
   panel.appendChild(close);
-  panel.appendChild(el("h3", n[1]));
-  panel.appendChild(el("div", s[1] + " · " + n[2]));
-  var turns = n[5] || [];
+  panel.appendChild(el("h3", n.ev));
+  panel.appendChild(el("div", s[1] + " · " + n.tm));
+  var turns = n.src || [];
   panel.appendChild(el("h3", turns.length ? "Source turns" : "No source turns recorded"));
   turns.forEach(function (t) {
     var d = el("div", undefined, "turn");
@@ -221,43 +248,54 @@ network.on("click", function (p) {
     panel.appendChild(d);
   });
   panel.hidden = false;
+  panel.dataset.id = id;
+  network.selectNodes([id]);
+}
+network.on("click", function (p) {
+  if (!p.nodes.length) { panel.hidden = true; return; }
+  openPanel(p.nodes[0]);
 });
 
 // --- legend: one colour scale, the marks, the relations present ----------------------------------
 (function legend() {
-  var box = document.getElementById("legend");
+  var lg = document.getElementById("legend");
   if (sessions.length) {
     var sc = el("span", undefined, "scale");
     sc.appendChild(el("span", sessions[0][1].split(" · ").slice(-1)[0]));
     var ramp = el("span", undefined, "ramp");
-    ramp.style.background = "linear-gradient(90deg," + [0, .25, .5, .75, 1].map(colour).join(",") + ")";
+    ramp.style.background = "linear-gradient(90deg," + (data.ramp || ["#888", "#888"]).join(",") + ")";
     sc.appendChild(ramp);
     sc.appendChild(el("span", sessions[sessions.length - 1][1].split(" · ").slice(-1)[0]));
     sc.title = sessions.length + " sessions, coloured by date";
-    box.appendChild(sc);
+    lg.appendChild(sc);
   }
-  if (!TT) box.appendChild(el("span", "★ retrieved (" + raw.filter(function (n) { return n[4] & 1; }).length + ")"));
-  var fresh = el("span", (TT ? "◆ added by this session (" : "◆ new (") + raw.filter(function (n) { return n[4] & 2; }).length + ")");
+  var nFound = flagged(4).length;
+  if (nFound) lg.appendChild(el("span", "■ found (" + nFound + ")"));
+  if (!TT) lg.appendChild(el("span", "★ retrieved (" + flagged(1).length + ")"));
+  var fresh = el("span", (TT ? "◆ added by this session (" : "◆ new (") + flagged(2).length + ")");
   fresh.id = "legend-new";
   if (TT) { fresh.title = "Diamonds with an amber outline and thick edges: what this session added and linked"; fresh.style.borderBottom = "3px solid " + NEW_BORDER; }
-  box.appendChild(fresh);
+  lg.appendChild(fresh);
   var present = {};
-  (data.e || []).forEach(function (e) { present[e[2]] = true; });
-  Object.keys(RELATIONS).filter(function (r) { return present[r]; }).forEach(function (r) {
-    var s = el("span", r, "rel"); s.style.borderColor = RELATIONS[r]; box.appendChild(s);
+  rawEdges.forEach(function (e) { present[e.title] = e.color; });
+  Object.keys(present).sort().forEach(function (r) {
+    var s = el("span", r, "rel"); s.style.borderColor = present[r]; lg.appendChild(s);
   });
   // A legend that wraps on a narrow frame pushes the graph down instead of covering it.
   var wrap = document.getElementById("wrap");
-  wrap.style.top = Math.max(58, box.offsetTop + box.offsetHeight) + "px";
+  wrap.style.top = Math.max(58, lg.offsetTop + lg.offsetHeight) + "px";
 })();
 
-// For tests: each retrieved memory's label and its on-screen font size at the current zoom.
-window.labelCheck = function () {
+// For tests: each marked memory's label, its on-screen font size, whether its node and its label's box
+// are inside the frame at the current view.
+window.labelCheck = function (bit) {
   var scale = network.getScale();
-  return raw.filter(function (n) { return n[4] & 1; }).map(function (n) {
-    var v = nodes.get(n[0]);
-    var p = network.canvasToDOM(network.getPositions([n[0]])[n[0]]), box = document.getElementById("mynetwork");
-    return {id: n[0], label: v.label, hidden: !!v.hidden, px: scale * LABEL_PX,
-            inView: p.x >= 0 && p.y >= 0 && p.x <= box.clientWidth && p.y <= box.clientHeight};
+  return raw.filter(function (n) { return n.fl & (bit || 1); }).map(function (n) {
+    var v = nodes.get(n.id);
+    var p = network.canvasToDOM(network.getPositions([n.id])[n.id]);
+    var b = network.getBoundingBox(n.id), tl = network.canvasToDOM({x: b.left, y: b.top}), br = network.canvasToDOM({x: b.right, y: b.bottom});
+    return {id: n.id, label: v.label, hidden: !!v.hidden, px: scale * ((v.font && v.font.size) || LABEL_PX),
+            inView: p.x >= 0 && p.y >= 0 && p.x <= box.clientWidth && p.y <= box.clientHeight,
+            labelIn: tl.x >= 0 && tl.y >= 0 && br.x <= box.clientWidth && br.y <= box.clientHeight};
   });
 };

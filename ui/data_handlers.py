@@ -1,0 +1,129 @@
+"""The page's "Your data" handlers: import a history, export it, delete a memory, Forget me.
+
+`DataHandlers` is the base of `ui.handlers.Handlers` and runs on its views and checks (`_view`,
+`_graph`, `_memory_choices`, `_settings_values`, `_start_build`, `_fail`, `building`), which the
+module docstring of ui/handlers.py describes.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from sessions import UserError, check_user_id, new_user_id
+from sessions.importer import MAX_FILE_BYTES
+
+from . import panels
+
+
+class DataHandlers:
+    def import_history(self, uid, path, sample_id):
+        c = self.c
+        try:
+            uid = check_user_id(uid)
+            if not path:
+                raise UserError("Choose a JSON file to import first.")
+            if self.building(uid):
+                raise UserError("Memory is still being built; import again when the progress bar finishes.")
+            if Path(path).stat().st_size > MAX_FILE_BYTES:
+                raise UserError(
+                    f"The file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; import a smaller history."
+                )
+            data = Path(path).read_bytes()
+            result = self.svc.import_history(uid, data, sample_id or "", build=False)
+            started = self._start_build(uid, "import")
+            view = self._view(uid)
+            view.update(started)
+            view[c.data_status] = panels.status_html(result.message, "ok")
+            return {**view, c.import_file: None}
+        except Exception as e:
+            return {**self._fail(e, c.data_status), c.import_file: None}
+
+    def export(self, uid):
+        c = self.c
+        try:
+            uid = check_user_id(uid)
+            data = self.svc.export(uid)
+            # A fresh temporary folder per export; the file name never comes from user input.
+            path = Path(tempfile.mkdtemp(prefix="memory-export-")) / "memory-export.json"
+            path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+            return {
+                c.export_file: gr.update(value=str(path), visible=True),
+                c.data_status: panels.status_html("Your export is ready to download.", "ok"),
+            }
+        except Exception as e:
+            return self._fail(e, c.data_status)
+
+    def ask_delete(self, uid, memory_id, redact=False):
+        """The first click on Delete: which memory, and what goes with it; the second click deletes."""
+        c = self.c
+        try:
+            uid = check_user_id(uid)
+            if not memory_id:
+                raise UserError("Choose a memory to delete.")
+            node = next((n for n in self.svc.graph(uid).get("nodes") or [] if str(n["id"]) == memory_id), None)
+            if node is None:
+                raise UserError("That memory no longer exists.")
+            also = " and blank its source turns in the transcript" if redact else ""
+            event = " ".join(str(node.get("event") or "").split())[:120]
+            return {
+                c.delete_ask: gr.update(visible=True),
+                c.data_status: panels.status_html(
+                    f"Delete “{event}” from THEANINE and SeCom{also}? This cannot be undone.", "info"
+                ),
+            }
+        except Exception as e:
+            return {**self._fail(e, c.data_status), c.delete_ask: gr.update(visible=False)}
+
+    def keep_memory(self):
+        return {self.c.delete_ask: gr.update(visible=False), self.c.data_status: ""}
+
+    def delete_memory(self, uid, memory_id, redact=False):
+        c = self.c
+        try:
+            uid = check_user_id(uid)
+            if not memory_id:
+                raise UserError("Choose a memory to delete.")
+            if self.building(uid):
+                raise UserError("Memory is being built; delete when the progress bar finishes.")
+            gone = self.svc.delete_memory(uid, memory_id, redact=bool(redact))
+            msg = gone["message"] if gone else "That memory no longer exists."
+            out = {
+                c.graph: self._graph(uid),
+                c.memory: self._memory_choices(uid),
+                c.data_status: panels.status_html(msg, "ok" if gone else "info"),
+                c.delete_ask: gr.update(visible=False),
+            }
+            if gone and gone.get("redacted"):
+                out.update({k: v for k, v in self._view(uid).items() if k in (c.chatbot, c.msg_ids)})
+            return out
+        except Exception as e:
+            return self._fail(e, c.data_status)
+
+    def forget(self, uid, confirmed):
+        """Delete everything, then continue as a brand-new user with a new id."""
+        c = self.c
+        try:
+            uid = check_user_id(uid)
+            if not confirmed:
+                raise UserError("Tick the box to confirm that everything should be deleted.")
+            if self.building(uid):
+                raise UserError("Memory is being built; forget me when the progress bar finishes.")
+            self.svc.forget(uid)
+            fresh = new_user_id()
+            self.svc.current_session(fresh)
+            return {
+                c.uid: fresh,
+                **self._view(fresh),
+                **self._settings_values(fresh),
+                c.forget_confirm: False,
+                c.compare_row: gr.update(visible=False),
+                c.compare_view: "",
+                c.export_file: gr.update(value=None, visible=False),
+                c.data_status: panels.status_html("All your sessions and memory were deleted.", "ok"),
+            }
+        except Exception as e:
+            return self._fail(e, c.data_status)

@@ -1,0 +1,93 @@
+"""Handlers for looking around: Compare (every strategy on one message, kept across a reload) and the
+graph search over every memory. A mixin of ui.handlers.Handlers (it uses its service, components and
+graph view)."""
+
+from __future__ import annotations
+
+import logging
+
+import gradio as gr
+
+from memory.settings import STRATEGIES
+from sessions import check_user_id
+from sessions.lifecycle import human_date, plural
+
+from . import panels
+from .graph_view import find_memories, short_text
+
+log = logging.getLogger(__name__)
+
+
+class ExploreHandlers:
+    svc: object
+    c: object
+
+    def _session_name(self, uid: str, session_id: str) -> str:
+        s = next((s for s in self.svc.sessions(uid) if s.session_id == session_id), None)
+        return f"Session {s.label} · {human_date(s.date)}" if s else ""
+
+    # --- Compare ----------------------------------------------------------------------------------
+    def compare(self, uid, message):
+        c = self.c
+        try:
+            uid = check_user_id(uid)
+            where = self._session_name(uid, self.svc.current_session(uid).session_id)
+            for results in self.svc.compare(uid, message):
+                yield {
+                    c.compare_row: gr.update(visible=True),
+                    c.compare_view: panels.compare_html(message, results, STRATEGIES, where=where),
+                    c.status: panels.status_html("Comparing: each strategy answers in turn (below the chat)…", "busy"),
+                }
+            yield {
+                c.status: panels.status_html(
+                    "Compared (below the chat): the same message, every strategy, same history.", "ok"
+                )
+            }
+        except Exception as e:
+            yield self._fail(e, c.status)
+
+    def _last_compare(self, uid: str) -> dict:
+        """The latest comparison, shown again after a reload (it is stored per user)."""
+        c = self.c
+        last = self.svc.last_compare(uid)
+        if not last:
+            return {c.compare_row: gr.update(visible=False), c.compare_view: ""}
+        html = panels.compare_html(
+            last["message"],
+            last["results"],
+            STRATEGIES,
+            when=last["created_at"],
+            where=self._session_name(uid, last["session_id"]),
+        )
+        return {c.compare_row: gr.update(visible=True), c.compare_view: html}
+
+    # --- graph search -------------------------------------------------------------------------------
+    def find_memory(self, uid, query):
+        """Search every memory (not only the drawn ones); the graph is drawn again with the matches,
+        and the newest match opened with its source turns."""
+        c = self.c
+        try:
+            uid = check_user_id(uid)
+            q = " ".join(str(query or "").split())[:200]
+            if not q:
+                return {c.graph: self._graph(uid), c.graph_found: ""}
+            if self.building(uid):
+                return {c.graph_found: panels.status_html("Memory is being built; search when it is done.", "info")}
+            view = self.svc.graph(uid)
+            hits = find_memories(view, q)
+            total = len(view.get("nodes") or [])
+            if not hits:
+                msg = f"No memory holds “{q}” (searched all {plural(total, 'memory', 'memories')})."
+                return {c.graph_found: panels.status_html(msg, "info")}
+            first = hits[0]
+            where = self._session_name(uid, str(first.get("session_id", "")))
+            msg = (
+                f"Found {plural(len(hits), 'memory', 'memories')} of {total} holding “{q}”; opened the newest"
+                f"{' (' + where + ')' if where else ''}: {short_text(first.get('event'), 120)}"
+            )
+            return {
+                c.graph: self._graph(uid, found=[str(h["id"]) for h in hits], open_id=str(first["id"])),
+                c.graph_found: panels.status_html(msg, "ok"),
+            }
+        except Exception as e:
+            return self._fail(e, c.graph_found)
