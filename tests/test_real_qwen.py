@@ -37,7 +37,8 @@ def qwen_server(tmp_path_factory):
 
 def test_reply_close_and_refine_through_a_real_server(qwen_server, tmp_path):
     cfg = LLMConfig(backend="openai", model="qwen", base_url=qwen_server, timeout=240, max_retries=1, n_ctx=4096)
-    agent = MemoryAgent.from_settings(Settings(data_dir=tmp_path, llm=cfg, llm_steps="on", options=OPTS))
+    settings = Settings(data_dir=tmp_path, llm=cfg, llm_steps="on", segmenter="llm", options=OPTS)
+    agent = MemoryAgent.from_settings(settings)
 
     first = "I adopted a beagle puppy named Rex today. My friend Ana wants to meet him."
     events = list(agent.reply("u", [], first, "2024-03-02", OPTS))
