@@ -222,7 +222,7 @@ class Options:
     strategy: str = env("MEMORY_STRATEGY", "theanine", choices=STRATEGIES)
     temperature: float = env("LLM_TEMPERATURE", 0.6)
     j: int = 3  # THEANINE: associative memories per new memory
-    k: int = 3  # memories (THEANINE) / segments (SeCom) retrieved per reply
+    k: int = 10  # memories (THEANINE) / segments (SeCom) retrieved per reply (docs/defaults.md)
     n: int = 1  # THEANINE: timelines sampled per retrieved memory
     query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
     refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
