@@ -48,7 +48,8 @@ def test_reply_close_and_refine_through_a_real_server(qwen_server, tmp_path):
     session = SessionRecord("s1", "2024-03-02", [Turn("user", first, "s1:0"), Turn("assistant", reply, "s1:1")])
     report = agent.close_session("u", session, OPTS)
     calls = {c.purpose: c for c in report.trace.llm_calls}
-    assert {"summarise", "segment"} <= set(calls) and calls["summarise"].prompt_tokens > 0  # the server answered
+    # (one exchange: SeCom's segmenter needs no call for it)
+    assert "summarise" in calls and calls["summarise"].prompt_tokens > 0  # the server answered
     nodes = agent.graph_view("u")["nodes"]
     assert nodes and report.new_segments
     for n in nodes:  # third-person statements about a speaker; the assistant's words never filed as the user's
