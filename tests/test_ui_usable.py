@@ -398,7 +398,8 @@ def test_delete_removes_the_fact_from_secom_segments(browser, app, server):
         )
         msg = p.page.inner_text("#data-status")
         assert "rebuilt" in msg and "Kept" in msg, msg
-        p.send("What is my locker code at the gym?")
+        # The question alone is the retrieval query now: it names what the kept turns are about.
+        p.send("What is my locker code at the gym where I go swimming?")
         p.page.wait_for_selector("#why-segments", timeout=60_000)
         assert "4417" not in p.page.locator("#why-segments").text_content()
         assert "swimming" in p.page.locator("#why-segments").text_content()
