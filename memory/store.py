@@ -8,6 +8,7 @@ function, so Chroma never tries to download one).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,9 @@ class VectorStore:
         self._client: Any = None
         self._cols: dict[str, object] = {}
         self._lock = threading.Lock()
+        # The embedded store's files are only touched by one call at a time: a purge rewrites parts
+        # of the index files that a concurrent write would be extending (memory.chroma_purge).
+        self._files: contextlib.AbstractContextManager[Any] = threading.RLock() if self.path is not None else contextlib.nullcontext()
 
     @property
     def client(self):
@@ -81,7 +85,8 @@ class VectorStore:
     # Every public call goes through _call, which turns a lost server into StoreUnavailable.
     def _call(self, fn):
         try:
-            return fn()
+            with self._files:
+                return fn()
         except StoreUnavailable:
             raise
         except Exception as e:
@@ -221,8 +226,10 @@ class VectorStore:
         """After deletions: no deleted text stays in the embedded store's files (memory.chroma_purge)."""
         from .chroma_purge import purge
 
-        with self._lock:
-            return purge(self.path) if self.path is not None else False
+        if self.path is None:
+            return False
+        with self._files:
+            return purge(self.path)
 
     def drop_user(self, user_id: str, kinds: tuple[str, ...]) -> None:
         def go():
