@@ -73,7 +73,9 @@ class VectorStore:
         self._lock = threading.Lock()
         # The embedded store's files are only touched by one call at a time: a purge rewrites parts
         # of the index files that a concurrent write would be extending (memory.chroma_purge).
-        self._files: contextlib.AbstractContextManager[Any] = threading.RLock() if self.path is not None else contextlib.nullcontext()
+        self._files: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if self.path is not None else contextlib.nullcontext()
+        )
 
     @property
     def client(self):
