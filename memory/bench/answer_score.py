@@ -15,49 +15,11 @@ from collections import Counter
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation + "‘’“”")
-_STOP = frozenset(
-    [
-        "and",
-        "or",
-        "but",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "with",
-        "by",
-        "from",
-        "as",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "he",
-        "she",
-        "they",
-        "them",
-        "his",
-        "her",
-        "their",
-        "i",
-        "me",
-        "my",
-        "we",
-        "our",
-        "you",
-        "your",
-    ]
-)
+_STOP_WORDS = """
+and or but of in on at to for with by from as is are was were be been it its this that these those he she they
+them his her their i me my we our you your
+"""
+_STOP = frozenset(_STOP_WORDS.split())
 
 
 def normalise(text: str) -> str:
