@@ -1,7 +1,7 @@
 """The one entry point used by the app and the benchmarks.
 
     agent = MemoryAgent.from_settings(Settings.from_env())
-    for ev in agent.reply(user_id, history, message, session_date, options):
+    for ev in agent.reply(user_id, history, message, date, options):
         if ev.kind == "delta": print(ev.text, end="")
         elif ev.kind == "done": trace = ev.trace        # ev.text is the full reply
     report = agent.close_session(user_id, SessionRecord(...), options, progress=cb)
@@ -100,7 +100,7 @@ def recent_history(
 
 def retrieval_query(history: list[Turn], message: str, opts: Options) -> str:
     """What both memories are searched with: the new message, after the last `opts.query_turns` turns
-    (0 = the message alone). The message leads: earlier turns dilute it (chosen by measurement, README)."""
+    (0 = the message alone). The message leads: earlier turns dilute it (chosen by measurement, docs/defaults.md)."""
     return dialogue_text(history, message, last=opts.query_turns) if opts.query_turns else message
 
 
@@ -151,12 +151,13 @@ class MemoryAgent:
         user_id: str,
         history: list[Turn],
         message: str,
-        session_date: str = "",
+        date: str = "",
         options: Options | None = None,
         llm: LLMConfig | None = None,
         hint: str = "",
     ) -> Iterator[ReplyEvent]:
-        """Stream a reply. `hint`: an extra system instruction (TeaFarm's optional false-premise one)."""
+        """Stream a reply. `date`: the session's date (the system prompt's today); `hint`: an extra system
+        instruction (TeaFarm's optional false-premise one)."""
         opts = options or self.settings.options
         trace = Trace(strategy=opts.strategy)
         text = ""
@@ -176,7 +177,7 @@ class MemoryAgent:
                 ctx = yield from self._memory_steps(user_id, history, message, opts, trace, session if steps else None)
                 if opts.strategy == "theanine" and ctx.lines and not steps:
                     trace.notice(OFFLINE_REPLY)
-                msgs = reply_messages(opts.strategy, ctx.lines, history, message, session_date, hint)
+                msgs = reply_messages(opts.strategy, ctx.lines, history, message, date, hint)
                 with trace.timed("reply"):
                     for piece in session.stream("reply", msgs, max_tokens=opts.max_reply_tokens):
                         text += piece
@@ -311,9 +312,6 @@ class MemoryAgent:
 
     def export_user(self, user_id: str) -> dict:
         return {"theanine_graph": self.theanine.graph(user_id).to_dict(), "secom_segments": self.secom.export(user_id)}
-
-    def delete_memory(self, user_id: str, memory_id: str) -> bool:
-        return self.theanine.delete_memory(user_id, memory_id)
 
     def forget_memory(self, user_id: str, memory_id: str, session_of) -> dict | None:
         """Delete a memory from every representation: the THEANINE node (graph and Chroma) and, in

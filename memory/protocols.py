@@ -26,13 +26,7 @@ class VectorStore(Protocol):
     """
 
     def add(
-        self,
-        user_id: str,
-        kind: str,
-        ids: list[str],
-        documents: list[str],
-        embeddings: np.ndarray,
-        metadatas: list[dict],
+        self, user_id: str, kind: str, ids: list[str], docs: list[str], vecs: np.ndarray, metas: list[dict]
     ) -> None:
         """Insert, or replace the records with these ids."""
 
@@ -83,23 +77,12 @@ class Agent(Protocol):
     """What the session layer (sessions/) asks of the memory agent."""
 
     def reply(
-        self,
-        user_id: str,
-        history: list[Turn],
-        message: str,
-        session_date: str = "",
-        options: Options | None = None,
-        llm: LLMConfig | None = None,
+        self, user_id: str, history: list[Turn], message: str, date: str, options: Options, llm: LLMConfig | None
     ) -> Iterator[ReplyEvent]:
         """Stream a reply: "status" and "delta" events, then one "done" (its trace says if it failed)."""
 
     def close_session(
-        self,
-        user_id: str,
-        session: SessionRecord,
-        options: Options | None = None,
-        progress: Progress | None = None,
-        llm: LLMConfig | None = None,
+        self, user_id: str, session: SessionRecord, options: Options, progress: Progress, llm: LLMConfig | None
     ) -> CloseReport:
         """Build both memories from one session; idempotent per session id. Raises LLMError / StoreUnavailable."""
 

@@ -119,13 +119,7 @@ class VectorStore:
         return col
 
     def add(
-        self,
-        user_id: str,
-        kind: str,
-        ids: list[str],
-        documents: list[str],
-        embeddings: np.ndarray,
-        metadatas: list[dict],
+        self, user_id: str, kind: str, ids: list[str], docs: list[str], vecs: np.ndarray, metas: list[dict]
     ) -> None:
         if not ids:
             return
@@ -135,10 +129,7 @@ class VectorStore:
             for i in range(0, len(ids), 1000):
                 s = slice(i, i + 1000)
                 col.upsert(
-                    ids=ids[s],
-                    documents=documents[s],
-                    embeddings=np.asarray(embeddings[s], dtype=np.float32),
-                    metadatas=metadatas[s],
+                    ids=ids[s], documents=docs[s], embeddings=np.asarray(vecs[s], dtype=np.float32), metadatas=metas[s]
                 )
 
         self._call(go)

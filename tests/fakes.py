@@ -43,20 +43,11 @@ class ScriptedLLM:
             item = item(messages)
         return item if isinstance(item, str) else json.dumps(item)
 
-    def chat(
-        self,
-        messages: list[dict],
-        *,
-        temperature: float,
-        max_tokens: int,
-        json_schema: dict | None = None,
-        purpose: str = "",
-    ) -> Completion:
+    # The script answers whatever the schema, seed or purpose of a call.
+    def chat(self, messages: list[dict], *, temperature: float, max_tokens: int, **ignored: object) -> Completion:
         return Completion(self._next(messages), 10, 5)
 
-    def stream(
-        self, messages: list[dict], *, temperature: float, max_tokens: int, seed: int | None = None, purpose: str = ""
-    ) -> Iterator[str]:
+    def stream(self, messages: list[dict], *, temperature: float, max_tokens: int, **ignored: object) -> Iterator[str]:
         text = self._next(messages)
         for i in range(0, len(text), 4):
             yield text[i : i + 4]
@@ -103,15 +94,9 @@ class ScriptedAgent:
         self.graph_store = graphs  # the scripted graphs stay in this object; the store is only kept
 
     def reply(
-        self,
-        user_id: str,
-        history: list[Turn],
-        message: str,
-        session_date: str = "",
-        options: Options | None = None,
-        llm: LLMConfig | None = None,
+        self, user_id: str, history: list[Turn], message: str, date: str, options: Options, llm: LLMConfig | None
     ) -> Iterator[ReplyEvent]:
-        strategy = options.strategy if options else "theanine"
+        strategy = options.strategy
         self.calls.append(("reply", user_id, [t.text for t in history], message, strategy))
         trace = Trace(strategy=strategy)
         yield ReplyEvent("status", "Retrieving...")
@@ -146,16 +131,10 @@ class ScriptedAgent:
         yield ReplyEvent("done", text, trace)
 
     def close_session(
-        self,
-        user_id: str,
-        session: SessionRecord,
-        options: Options | None = None,
-        progress: Progress | None = None,
-        llm: LLMConfig | None = None,
+        self, user_id: str, session: SessionRecord, options: Options, progress: Progress, llm: LLMConfig | None
     ) -> CloseReport:
         self.calls.append(("close", user_id, session.session_id, [t.text for t in session.turns]))
-        if progress:
-            progress(0.1, "summarising")
+        progress(0.1, "summarising")
         if self.fail_closes:
             self.fail_closes -= 1
             raise LLMError("scripted outage")
@@ -175,8 +154,7 @@ class ScriptedAgent:
             report.new_memories.append(mid)
         report.new_segments.append(f"{session.session_id}:seg0")
         g["built"].add(session.session_id)
-        if progress:
-            progress(1.0, "done")
+        progress(1.0, "done")
         return report
 
     def graph_view(self, user_id: str) -> dict:
@@ -247,18 +225,11 @@ class MemoryStore:
         return [i for i, (_d, _e, m) in col.items() if (ids is None or i in ids) and self._match(m, where)]
 
     def add(
-        self,
-        user_id: str,
-        kind: str,
-        ids: list[str],
-        documents: list[str],
-        embeddings: np.ndarray,
-        metadatas: list[dict],
+        self, user_id: str, kind: str, ids: list[str], docs: list[str], vecs: np.ndarray, metas: list[dict]
     ) -> None:
         with self.lock:
             col = self._col(user_id, kind)
-            vecs = np.asarray(embeddings, dtype=np.float64)
-            for i, d, e, m in zip(ids, documents, vecs, metadatas, strict=True):
+            for i, d, e, m in zip(ids, docs, np.asarray(vecs, dtype=np.float64), metas, strict=True):
                 assert all(isinstance(v, (str, int, float, bool)) for v in m.values())
                 col[i] = (d, e / max(float(np.linalg.norm(e)), 1e-12), dict(m))
 

@@ -96,9 +96,9 @@ class Recording(ScriptedLLM):
         super().__init__(*script)
         self.max_tokens = []
 
-    def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
+    def chat(self, messages, *, temperature, max_tokens, **ignored):
         self.max_tokens.append(max_tokens)
-        return super().chat(messages, temperature=temperature, max_tokens=max_tokens, json_schema=json_schema)
+        return super().chat(messages, temperature=temperature, max_tokens=max_tokens)
 
 
 def one_memory_per_turn(messages):

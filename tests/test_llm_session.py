@@ -37,7 +37,7 @@ def test_json_is_repaired_validated_and_falls_back():
 
 def test_stream_cut_midway_raises_a_clear_error():
     class Cut(ScriptedLLM):
-        def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
+        def stream(self, messages, *, temperature, max_tokens, **ignored):
             yield "Hel"
             raise TransientLLMError("connection reset")
 
@@ -59,7 +59,7 @@ def test_an_empty_stream_is_asked_again_with_another_seed_then_left_to_the_calle
     seeds = []
 
     class Empty(ScriptedLLM):
-        def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
+        def stream(self, messages, *, temperature, max_tokens, seed=None, **ignored):
             seeds.append(seed)
             yield from (["  ", "\n"] if len(seeds) < 3 else ["Hi", " there"])
 

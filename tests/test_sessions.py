@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memory.errors import InvalidOptions
-from memory.settings import LLMConfig, Settings
+from memory.settings import LLMConfig, Options, Settings
 from sessions import SessionService, UserError, new_user_id
 from sessions.ids import InvalidUserId, check_user_id
 from sessions.importer import ImportFormatError
@@ -220,7 +220,7 @@ def test_a_crash_between_end_and_build_is_recovered(tmp_path):
     ended = next(s for s in svc2.sessions(uid) if s.session_id == cur.session_id)
     assert ended.status == "closed"
     # Close is idempotent: building again reports it was already built.
-    report = agent2.close_session(uid, svc2.lifecycle.record(uid, ended))
+    report = agent2.close_session(uid, svc2.lifecycle.record(uid, ended), Options(), lambda f, m: None, None)
     assert report.already_built
 
 
