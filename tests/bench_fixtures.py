@@ -77,6 +77,15 @@ def write_tiny(path: Path, n_samples: int = 1) -> Path:
     return path
 
 
+def run_recall_bench(tmp_path: Path, *args: str) -> dict:
+    """`python -m memory.bench locomo` over the tiny conversation, with these options; its results file."""
+    from memory.bench import locomo_recall
+
+    out = tmp_path / "res" / "locomo.json"
+    assert locomo_recall.main(["--data", str(write_tiny(tmp_path / "tiny.json")), "--out", str(out), *args]) == 0
+    return json.loads(out.read_text())
+
+
 def small_locomo(source: str | Path, sample_id: str = "conv-30", n_sessions: int = 3) -> dict:
     """The first `n_sessions` sessions of one LoCoMo conversation, with the questions (and observation facts)
     whose evidence lies in them: a small real file for tests that run the whole benchmark."""

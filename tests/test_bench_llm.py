@@ -11,7 +11,7 @@ import json
 import pytest
 
 from memory.bench import qa, teafarm
-from tests.bench_fixtures import write_tiny
+from tests.bench_fixtures import run_recall_bench, write_tiny
 from tests.llm_server import LLMServer
 
 
@@ -108,31 +108,9 @@ def test_qa_and_teafarm_plumbing_with_the_embedded_model(tmp_path, monkeypatch):
 def test_locomo_agent_path_with_the_configured_llm_summariser(tmp_path, fake_endpoint, monkeypatch):
     """Issue 10: `--summariser llm` closes the sessions with the configured endpoint (injected into
     MemoryAgent through llm_factory) and scores the memory text the reply would receive."""
-    from memory.bench import locomo_recall as locomo
-
     monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
-    data = write_tiny(tmp_path / "tiny.json")
-    out = tmp_path / "locomo.json"
-    assert (
-        locomo.main(
-            [
-                "--data",
-                str(data),
-                "--out",
-                str(out),
-                "--budgets",
-                "50,1000",
-                "--retrievers",
-                "bm25",
-                "--summariser",
-                "llm",
-                "--methods",
-                "secom,theanine-topk",
-            ]
-        )
-        == 0
-    )
-    d = json.loads(out.read_text())
+    budgets = ["--budgets", "50,1000", "--retrievers", "bm25"]
+    d = run_recall_bench(tmp_path, *budgets, "--summariser", "llm", "--methods", "secom,theanine-topk")
     assert d["config"]["path"] == "agent" and "fake" in d["config"]["llm"]
     close = d["close"]["llm"]["conv-t0"]
     assert close["llm_calls"] > 0 and close["memories"] > 0

@@ -1,8 +1,6 @@
 """`python -m memory.bench locomo`: packing, evidence recall on answers known by construction,
 and the command's JSON and plot."""
 
-import json
-
 import pytest
 
 from memory.bench import locomo_recall, recall_units
@@ -10,7 +8,7 @@ from memory.evaluation.scoring import evidence_recall
 from memory.packing import Piece, Unit, pack
 from memory.settings import Options
 from memory.tokens import count_tokens
-from tests.bench_fixtures import write_tiny
+from tests.bench_fixtures import run_recall_bench, write_tiny
 
 
 def unit(uid, *texts, anchor=0, covers=None):
@@ -74,15 +72,7 @@ def test_recall_on_known_answers(tmp_path, fake_embedder, chroma_store):
 
 
 def test_command_writes_results_config_and_plot(tmp_path):
-    path = write_tiny(tmp_path / "tiny.json")
-    out = tmp_path / "res" / "locomo.json"
-    assert (
-        locomo_recall.main(
-            ["--data", str(path), "--out", str(out), "--budgets", "40,1000", "--seed", "3", "--path", "units"]
-        )
-        == 0
-    )
-    d = json.loads(out.read_text())
+    d = run_recall_bench(tmp_path, "--budgets", "40,1000", "--seed", "3", "--path", "units")
     methods = {r["method"] for r in d["results"]}
     assert methods == set(recall_units.METHODS)
     assert {r["retriever"] for r in d["results"]} == {"bm25", "dense", "hybrid"}
@@ -116,26 +106,8 @@ def test_agent_path_closes_sessions_through_the_agent_with_each_summariser(tmp_p
     for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND", "LLM_GGUF_PATH", "SECOM_SEGMENTER"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
-    path = write_tiny(tmp_path / "tiny.json")
-    out = tmp_path / "agent.json"
-    assert (
-        locomo_recall.main(
-            [
-                "--data",
-                str(path),
-                "--out",
-                str(out),
-                "--budgets",
-                "50,1000",
-                "--retrievers",
-                "bm25",
-                "--summariser",
-                "offline,reference",
-            ]
-        )
-        == 0
-    )
-    d = json.loads(out.read_text())
+    budgets = ["--budgets", "50,1000", "--retrievers", "bm25"]
+    d = run_recall_bench(tmp_path, *budgets, "--summariser", "offline,reference")
     assert d["config"]["path"] == "agent" and d["config"]["summarisers"] == ["offline", "reference"]
     rows = {(r["summariser"], r["method"], r["budget"]): r for r in d["results"]}
     assert {s for s, _, _ in rows} == {"-", "offline", "reference"}

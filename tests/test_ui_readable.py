@@ -18,27 +18,14 @@ import pytest
 
 from memory.tokens import count_tokens
 from tests import locomo_synth
-from tests.llm_server import LLMServer, app_llm_env
-from tests.ui_fixtures import IMG_DIR, RunningApp, chromium_browser, upload
+from tests.ui_fixtures import IMG_DIR, chromium_browser, scripted_app, upload
 
 pytestmark = pytest.mark.slow
 GRAPH_LIMIT = 20  # memories drawn (GRAPH_MAX_NODES): the import makes more, so old ones are not drawn
 LONG_CHARS = 50_000
 
 
-@pytest.fixture(scope="module")
-def server():
-    with LLMServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def app(tmp_path_factory, server):
-    data = tmp_path_factory.mktemp("readable-app")
-    env = app_llm_env(server, LLM_TIMEOUT=120, LLM_MAX_RETRIES=0, GRAPH_MAX_NODES=GRAPH_LIMIT)
-    a = RunningApp(data, data.parent / "readable-app.log", **env)
-    yield a
-    a.stop()
+server, app = scripted_app("readable", LLM_TIMEOUT=120, GRAPH_MAX_NODES=GRAPH_LIMIT)
 
 
 browser = pytest.fixture(scope="module")(chromium_browser)

@@ -22,8 +22,7 @@ import pytest
 
 from tests.bench_fixtures import long_locomo
 from tests.conftest import LOCOMO_SMALL
-from tests.llm_server import LLMServer, app_llm_env
-from tests.ui_fixtures import RunningApp, chromium_browser, upload
+from tests.ui_fixtures import chromium_browser, scripted_app, upload
 
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
@@ -33,19 +32,7 @@ LONG = "x" * 600  # one unbroken string
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def server():
-    with LLMServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def app(tmp_path_factory, server):
-    data = tmp_path_factory.mktemp("usable-app")
-    env = app_llm_env(server, LLM_TIMEOUT=120, LLM_MAX_RETRIES=0, SECOM_SEGMENTER="llm", SECOM_RETRIEVER="bm25")
-    a = RunningApp(data, data.parent / "usable-app.log", **env)
-    yield a
-    a.stop()
+server, app = scripted_app("usable", LLM_TIMEOUT=120, SECOM_SEGMENTER="llm", SECOM_RETRIEVER="bm25")
 
 
 browser = pytest.fixture(scope="module")(chromium_browser)

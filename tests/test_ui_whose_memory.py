@@ -12,29 +12,16 @@ import sqlite3
 
 import pytest
 
-from tests.llm_server import LLMServer, app_llm_env
 from tests.test_theanine_extract import CHAT
 from tests.test_ui_usable import IMG, Page
-from tests.ui_fixtures import RunningApp, chromium_browser
+from tests.ui_fixtures import chromium_browser, scripted_app
 
 pytestmark = pytest.mark.slow
 
 browser = pytest.fixture(scope="module")(chromium_browser)
 
 
-@pytest.fixture(scope="module")
-def server():
-    with LLMServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def app(tmp_path_factory, server):
-    data = tmp_path_factory.mktemp("whose-app")
-    env = app_llm_env(server, LLM_TIMEOUT=60, LLM_MAX_RETRIES=0, MEMORY_LLM_STEPS="off")
-    a = RunningApp(data, data.parent / "whose-app.log", **env)
-    yield a
-    a.stop()
+server, app = scripted_app("whose", LLM_TIMEOUT=60, MEMORY_LLM_STEPS="off")
 
 
 def retrieved(p: Page) -> list[str]:

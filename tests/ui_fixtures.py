@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.llm_server import LLMServer, app_llm_env
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,6 +172,25 @@ class RunningApp:
                 self.proc.kill()
                 self.proc.wait(10)
         self._log.close()
+
+
+def scripted_app(name: str, **settings):
+    """A module's `server` and `app` fixtures: the scripted OpenAI-compatible server (tests/llm_server.py)
+    and app.py talking to it with these settings. In a test module: `server, app = scripted_app("x", ...)`."""
+
+    @pytest.fixture(scope="module")
+    def server():
+        with LLMServer() as s:
+            yield s
+
+    @pytest.fixture(scope="module")
+    def app(tmp_path_factory, server):
+        data = tmp_path_factory.mktemp(f"{name}-app")
+        a = RunningApp(data, data.parent / f"{name}-app.log", **app_llm_env(server, LLM_MAX_RETRIES=0, **settings))
+        yield a
+        a.stop()
+
+    return server, app
 
 
 # Reply length for tests: the embedded model writes ~70 tokens/s on 2 cores.
