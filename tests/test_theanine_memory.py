@@ -7,7 +7,7 @@ from memory.records import SessionRecord, Turn
 from memory.settings import Options
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
-from tests.fakes import ScriptedLLM
+from tests.fakes import WAIT, ScriptedLLM
 
 
 def sess(sid, date, *texts):
@@ -138,3 +138,40 @@ def test_memories_rank_by_bm25_dense_or_their_fusion_and_the_index_follows_chang
     trace = Trace("theanine")
     tm.retrieve("u1", "cello", Options(theanine_retriever="bm25", k=1), trace, timelines=False)
     assert trace.memories == []
+
+
+def test_replies_retrieve_while_a_close_waits_for_its_relation_labels(tmp_path, chroma_store, fake_embedder):
+    """The relation step (an LLM call, minutes on a slow endpoint) runs outside the user's graph lock:
+    a retrieval of the same user finishes while the close is still waiting for its labels."""
+    import threading
+
+    tm = make(tmp_path, chroma_store, fake_embedder)
+    opts = Options()
+    s1 = sess("s1", "2023-05-01", "I adopted a puppy named Biscuit today", "Congratulations!")
+    assert tm.build("u1", s1, LLMSession(ScriptedLLM(answer_for), Trace("close")), opts, Trace("close"))
+    asked, release = threading.Event(), threading.Event()
+
+    def held(messages):
+        if "For every pair" in messages[-1]["content"]:
+            asked.set()
+            assert release.wait(WAIT)
+        return answer_for(messages)
+
+    s2 = sess("s2", "2023-05-08", "My puppy Biscuit chewed my shoes", "Oh no!")
+    built: list = []
+    close = threading.Thread(
+        target=lambda: built.append(tm.build("u1", s2, LLMSession(ScriptedLLM(held), Trace("close")), opts, Trace("c")))
+    )
+    close.start()
+    try:
+        assert asked.wait(WAIT)
+        got: list = []
+        reply = threading.Thread(target=lambda: got.append(tm.retrieve("u1", "my puppy Biscuit", opts, Trace("r"))))
+        reply.start()
+        reply.join(WAIT)
+        assert got and got[0][0]["nodes"] == ["s1:m0"]  # answered from the graph as it was, during the close
+        assert not built  # the close is still waiting for its labels
+    finally:
+        release.set()
+        close.join(WAIT)
+    assert built == [["s2:m0"]] and list(tm.graph("u1").g.edges(data="relation")) == [("s1:m0", "s2:m0", "Cause")]

@@ -139,13 +139,10 @@ class TheanineMemory:
         # closes of one user are serialised by the agent, so no other build can add this session.
         with trace.timed("theanine_summarise"):
             mems = linking.summarise(session, llm)
-        with self.lock(user_id):
-            if session.session_id in self.graph(user_id).built_sessions:
-                return None
-            try:
-                return self._locked_add(user_id, session.session_id, mems, llm, options, trace)
-            except _AlreadyBuilt:
-                return None
+        try:
+            return self._add_session(user_id, session.session_id, mems, llm, options, trace)
+        except _AlreadyBuilt:
+            return None
 
     def add_memories(
         self, user_id: str, session_id: str, mems: list[Memory], llm: LLMSession | None, options: Options, trace: Trace
@@ -153,27 +150,38 @@ class TheanineMemory:
         """Link memories of one session into the graph and index them; the graph part is stored last,
         in one transaction, so a crash before it leaves the session unbuilt and a rerun rebuilds it once."""
         try:
-            return self._locked_add(user_id, session_id, mems, llm, options, trace)
+            return self._add_session(user_id, session_id, mems, llm, options, trace)
         except _AlreadyBuilt:
             return []
 
-    def _locked_add(self, user_id, session_id, mems, llm, options, trace) -> list[str]:
+    def _add_session(self, user_id, session_id, mems, llm, options, trace) -> list[str]:
+        # The candidates and their relation labels (batched LLM calls: minutes on a slow endpoint) are
+        # found outside the graph lock, so the user's replies keep retrieving meanwhile. They only read
+        # the graph: its writers (builds, deletions) are serialised by the agent's writer lock (level 3
+        # of the order in sessions/work.py). The graph changes below are made under the lock, whole.
+        with self.lock(user_id):
+            graph = self.graph(user_id)
+            if session_id in graph.built_sessions:
+                raise _AlreadyBuilt(session_id)
+        with trace.timed("theanine_link"):
+            self.store.delete(user_id, KIND, where={"session_id": session_id})  # leftovers of a crashed run
+            vecs = self.embedder.embed([m.event for m in mems]) if mems else np.zeros((0, 1))
+            cands = self._candidates(graph, user_id, session_id, mems, vecs, options.j)
+        with trace.timed("theanine_relations"):
+            # Offline Changed labels (memory.theanine.changes) compare masked sentences with the same embedder.
+            labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm, ChangeRule(self.embedder))
         with self.lock(user_id):
             try:
-                return self._add_memories(user_id, session_id, mems, llm, options, trace)
+                return self._add_memories(user_id, session_id, mems, vecs, cands, labels)
             except BaseException:
                 self._graphs.pop(user_id, None)  # drop a half-updated cache; the stored graph is intact
                 raise
 
-    def _add_memories(self, user_id, session_id, mems, llm, options, trace) -> list[str]:
-        graph = self.graph(user_id)
-        with trace.timed("theanine_link"):
-            self.store.delete(user_id, KIND, where={"session_id": session_id})  # leftovers of a crashed run
-            vecs = self.embedder.embed([m.event for m in mems]) if mems else np.zeros((0, 1))
-            cands = self._candidates(user_id, session_id, mems, vecs, options.j)
-        with trace.timed("theanine_relations"):
-            # Offline Changed labels (memory.theanine.changes) compare masked sentences with the same embedder.
-            labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm, ChangeRule(self.embedder))
+    def _add_memories(self, user_id, session_id, mems, vecs, cands, labels) -> list[str]:
+        graph = self.graph(user_id)  # the cached graph, or the stored one if another process wrote meanwhile
+        if session_id in graph.built_sessions:
+            raise _AlreadyBuilt(session_id)
+        cands = [c for c in cands if c.old_id in graph]
         g_t = {c.old_id: graph.component_of(c.old_id) for c in cands}  # components before this session
         for m in mems:
             graph.add_memory(m)
@@ -198,9 +206,8 @@ class TheanineMemory:
         return [m.id for m in mems]
 
     def _candidates(
-        self, user_id: str, session_id: str, mems: list[Memory], vecs: np.ndarray, j: int
+        self, graph: MemoryGraph, user_id: str, session_id: str, mems: list[Memory], vecs: np.ndarray, j: int
     ) -> list[linking.Candidate]:
-        graph = self.graph(user_id)
         out = []
         for m, v in zip(mems, vecs, strict=False):
             # No `where` filter: Chroma evaluates it over the whole collection (slow at 100k), and this
