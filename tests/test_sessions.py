@@ -205,7 +205,12 @@ def test_pending_sessions_are_built_in_date_order_not_file_order(tmp_path):
     svc.import_history(uid, json.dumps(data), build=False)
     closed = []
     close = agent.close_session
-    agent.close_session = lambda user, record, *a, **kw: closed.append(record.date) or close(user, record, *a, **kw)
+
+    def recording(user, record, *a, **kw):
+        closed.append(record.date)
+        return close(user, record, *a, **kw)
+
+    agent.close_session = recording
     res = svc.build_pending(uid)
     assert closed == ["2023-05-08", "2023-05-15"] and len(res.closed) == 2
     assert [n["event"] for n in svc.graph(uid)["nodes"]] == ["I adopted Rex", "Rex is sick"]
