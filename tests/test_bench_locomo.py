@@ -1,6 +1,8 @@
 """`python -m memory.bench locomo`: packing, evidence recall on answers known by construction,
 and the command's JSON and plot."""
 
+import json
+
 import pytest
 
 from memory.bench import locomo_recall, recall_units
