@@ -22,6 +22,7 @@ from gradio.utils import get_upload_folder
 
 from memory.errors import InvalidOptions
 from sessions import SessionService, UserError, check_user_id
+from sessions.errors import NOT_STORED, DatabaseUnavailable, database_down
 from sessions.exports import ExportFiles
 from sessions.identity import client_of
 from sessions.lifecycle import date_positions, human_date
@@ -171,7 +172,9 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
         }
 
     def _fail(self, exc: BaseException, where) -> dict:
-        if not isinstance(exc, (UserError, InvalidOptions)):
+        if database_down(exc):  # an outage, not a bug: one line in the log
+            log.warning("handler failed: the database cannot be reached")
+        elif not isinstance(exc, (UserError, InvalidOptions)):
             log.exception("handler failed")
         return {where: panels.status_html(field_message(exc), "error")}
 
@@ -294,7 +297,12 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
 
     def send(self, uid, message, strategy):
         def start(uid):
-            chat, ids = chat_messages(self.svc.messages(uid))
+            try:
+                chat, ids = chat_messages(self.svc.messages(uid))
+            except Exception as e:
+                if database_down(e):  # nothing stored: the text stays in the box
+                    raise DatabaseUnavailable(NOT_STORED) from None
+                raise
             yield from self._stream(uid, self.svc.send(uid, message, strategy), chat, ids)
 
         yield from self._run_reply(uid, start)
