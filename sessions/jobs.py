@@ -41,11 +41,26 @@ def _lower_priority(nice: int) -> None:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
+def _builds_compute_on_their_own_thread() -> None:
+    """Torch's intra-op workers (and tokenizers' pool) are shared by the process and keep the priority
+    of the thread that made them, so a build fanning out onto them would compete with replies at full
+    priority. With one intra-op thread a build computes on its own reniced thread; replies embed one
+    short query, which one thread does as fast."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)
+
+
 class BuildPool:
     """A few worker threads for memory builds; callers wait for the result and see their place in line."""
 
     def __init__(self, workers: int = 1, nice: int = 10, poll: float = 0.25):
         self.workers = max(1, workers)
+        if nice > 0:
+            _builds_compute_on_their_own_thread()
         self._executor = ThreadPoolExecutor(
             self.workers, thread_name_prefix="memory-build", initializer=_lower_priority, initargs=(nice,)
         )
