@@ -36,9 +36,11 @@ class LimitReached(UserError):
 
 def _lower_priority(nice: int) -> None:
     # Linux schedules threads one by one: renicing this worker thread leaves the reply threads alone.
+    # Relative to the process's own priority: an app started under `nice` still puts builds below replies.
     if nice > 0 and hasattr(os, "setpriority"):
+        tid = threading.get_native_id()
         with suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
 
 
 def _builds_compute_on_their_own_thread() -> None:

@@ -73,6 +73,13 @@ class SessionService(Upkeep):
         self.current_session(uid)
         return uid
 
+    def sign_in(self, account_id: str) -> str:
+        """A signed-in account's user id (sessions/accounts.py, derived on the server), registered on
+        its first sign-in; not rate-limited: one account is one user."""
+        uid = self.identity.register(account_id)
+        self.current_session(uid)
+        return uid
+
     def is_known(self, user_id: object) -> bool:
         return self.identity.known(user_id)
 

@@ -10,7 +10,8 @@ Starts app.py (it needs the /import_history endpoint of the offline-mode change)
 embedded defaults in a temporary data dir, with MEMORY_LLM_STEPS=off (memory builds without LLM
 calls, honoured once the offline-mode change is in). User B first sends `replies` messages with
 nothing else running (after one warm-up reply), then user A starts the import through the API
-and B sends `replies` more while it runs. Prints each latency, both medians, their ratio (target
+and B sends `replies` more while it runs, then `replies` more after it (the "no import" median is
+of the replies before and after). Prints each latency, both medians, their ratio (target
 <= 2x), whether the import was still running at B's last reply, and the import's own duration.
 """
 
@@ -132,6 +133,11 @@ def run_case(a, reply_tokens: int, text: str) -> tuple[float, float] | None:
             )
         still_running = importer.is_alive()
         importer.join(3600)
+        # B alone again after the import: the baseline is before and after, so a change in the machine's
+        # other load during the run (a shared machine) weighs on both sides alike.
+        for i in range(a.replies):
+            alone.append(timed_reply(cb, ub, QUESTIONS[(i + 4) % len(QUESTIONS)], a.strategy))
+            print(f"  B alone after the import, reply {i + 1}: {alone[-1]:.2f} s", flush=True)
         m0, m1 = statistics.median(alone), statistics.median(during)
         print("\nresults")
         print(f"  MEMORY_LLM_STEPS={a.llm_steps} (set in the app's environment); import through /import_history")
