@@ -228,7 +228,8 @@ class Options:
     refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
     compression_rate: float = env("SECOM_COMPRESSION_RATE", 0.75)  # LLMLingua-2 `rate`: fraction of tokens KEPT
     retriever: str = env("SECOM_RETRIEVER", "bm25", choices=RETRIEVERS)  # SeCom: bm25 | dense | hybrid
-    theanine_retriever: str = "dense"  # THEANINE's top-k memories: dense (the paper's) | bm25 | hybrid
+    # THEANINE's top-k memories: hybrid (dense + BM25, measured best: docs/defaults.md) | dense (the paper's) | bm25
+    theanine_retriever: str = "hybrid"
     budget: int = 1000  # tokens of retrieved memory given to the reply
     seed: int = 0
     max_reply_tokens: int = env("LLM_MAX_REPLY_TOKENS", 256)

@@ -220,7 +220,7 @@ class Lifecycle:
         return result
 
     def close_pending(self, user_id: str, progress: Progress | None = None) -> list[CloseOutcome]:
-        """Build the memory of every session of the user left "closing", oldest first."""
+        """Build the memory of every session of the user left "closing", in date order."""
         if not self.store.sessions(user_id, status="closing"):
             return []
         return self.build_runner(lambda p: self._close_pending(user_id, p), progress)
@@ -230,10 +230,13 @@ class Lifecycle:
         # The claim makes this process the only builder of the user's sessions, across replicas;
         # pending sessions are read after it, so one another process built meanwhile is skipped.
         with self.store.close_claim(user_id):
+            # By date, as the list numbers them: THEANINE links a memory to the earlier ones, so a
+            # history imported (or corrected) out of order is still built in time order.
+            numbers = {r.session_id: r.number for r in self.sessions(user_id)}
             pending = self.store.sessions(user_id, status="closing")
-            numbers = {r.session_id: r.number for r in self.sessions(user_id)}  # as the list shows them
             for s in pending:
                 s.number = numbers.get(s.session_id, 0)
+            pending.sort(key=lambda s: s.number)
             out = []
             for i, s in enumerate(pending):
 

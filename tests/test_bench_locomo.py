@@ -149,3 +149,56 @@ def test_agent_path_closes_sessions_through_the_agent_with_each_summariser(tmp_p
     ref = d["close"]["reference"]["conv-t0"]
     assert ref["memories"] == 4 and ref["llm_calls"] > 0  # went through the engine's summary step
     assert d["close"]["offline"]["conv-t0"]["llm_calls"] == 0  # llm_steps=False: no LLM call at all
+
+
+def test_questions_are_asked_after_real_turns_of_a_session_without_their_evidence():
+    from memory.bench.locomo_recall import load
+    from memory.evaluation.agent_run import chat_before
+    from tests.conftest import LOCOMO_SMALL
+
+    conv = load(LOCOMO_SMALL, ["conv-26"])[0]
+    by_id = {t.turn_id: t for s in conv.sessions for t in s.turns}
+    for i, q in enumerate(conv.questions):
+        history = chat_before(conv, i, 4, seed=0)
+        assert len(history) == 4 and history == chat_before(conv, i, 4, seed=0)  # seeded
+        sessions = {t.turn_id.split(":")[0] for t in history}
+        assert len(sessions) == 1 and not sessions & {e.split(":")[0] for e in q.evidence}
+        # consecutive real turns; the last one's speaker is the user who asks next
+        numbers = [int(t.turn_id.split(":")[1]) for t in history]
+        assert numbers == list(range(numbers[0], numbers[0] + 4))
+        assert history[-1].speaker == "user" and all(t.text == by_id[t.turn_id].text for t in history)
+    assert chat_before(conv, 0, 0) == []
+
+
+def test_app_defaults_rows_use_the_installed_options(tmp_path, monkeypatch):
+    """The "app defaults" rows retrieve with the options a fresh install replies with (k, retrievers),
+    the per-method rows with BENCH_K items and each requested retriever."""
+    from memory.evaluation import agent_run
+    from memory.settings import Options
+    from tests.conftest import LOCOMO_SMALL
+
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND", "LLM_GGUF_PATH", "SECOM_SEGMENTER"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
+    seen = []
+    real = agent_run.MemoryAgent.memory_context
+
+    def spy(self, user_id, history, message, opts, *a, **kw):
+        seen.append((opts.strategy, opts.k, opts.retriever, opts.theanine_retriever, len(history)))
+        return real(self, user_id, history, message, opts, *a, **kw)
+
+    monkeypatch.setattr(agent_run.MemoryAgent, "memory_context", spy)
+    out = tmp_path / "agent.json"
+    args = ["--data", str(LOCOMO_SMALL), "--conversations", "conv-26", "--out", str(out), "--budgets", "1000"]
+    assert locomo_recall.main([*args, "--methods", "secom,app-defaults", "--retrievers", "dense"]) == 0
+    d = json.loads(out.read_text())
+    installed = Options()
+    assert {(r["method"], r["retriever"]) for r in d["results"]} == {
+        ("secom", "dense"),
+        ("app-defaults:secom", installed.retriever),
+        ("app-defaults:theanine", installed.theanine_retriever),
+    }
+    assert d["config"]["after_turns"] == 4 and d["config"]["app_defaults"]["k"] == installed.k
+    assert ("secom", agent_run.BENCH_K, "dense", "dense", 4) in seen
+    assert ("secom", installed.k, installed.retriever, installed.theanine_retriever, 4) in seen
+    assert ("theanine", installed.k, installed.retriever, installed.theanine_retriever, 4) in seen

@@ -193,6 +193,29 @@ def test_sessions_are_listed_in_time_order_imports_by_their_own_dates(tmp_path):
     assert [s.label for s in rows] == ["1", "2", "3"] and svc.current_session(uid).label == "3"
 
 
+def test_pending_sessions_are_built_in_date_order_not_file_order(tmp_path):
+    svc, agent = make(tmp_path)
+    uid = new_user_id()
+    data = {
+        "sessions": [
+            {"date": "2023-05-15", "turns": [{"speaker": "user", "text": "Rex is sick"}]},
+            {"date": "2023-05-08", "turns": [{"speaker": "user", "text": "I adopted Rex"}]},
+        ]
+    }
+    svc.import_history(uid, json.dumps(data), build=False)
+    closed = []
+    close = agent.close_session
+
+    def recording(user, record, *a, **kw):
+        closed.append(record.date)
+        return close(user, record, *a, **kw)
+
+    agent.close_session = recording
+    res = svc.build_pending(uid)
+    assert closed == ["2023-05-08", "2023-05-15"] and len(res.closed) == 2
+    assert [n["event"] for n in svc.graph(uid)["nodes"]] == ["I adopted Rex", "Rex is sick"]
+
+
 def test_failed_close_stays_pending_and_is_recovered_after_restart(tmp_path):
     svc, _agent = make(tmp_path, ScriptedAgent(fail_closes=1))
     uid = new_user_id()

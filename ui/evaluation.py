@@ -32,6 +32,7 @@ METHOD_NAMES = {
     "secom": "SeCom segments",
     "theanine-topk": "THEANINE memories (top-k)",
     "theanine-timeline": "THEANINE timelines",
+    "app-defaults": "app defaults (SeCom and THEANINE as installed)",
 }
 SUMMARISER_NAMES = {
     "offline": "offline (no LLM: the app's offline memory)",

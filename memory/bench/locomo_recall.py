@@ -28,6 +28,8 @@ from .common import progress
 from .plots import plot_recall
 from .recall_units import DEFAULT_TIMELINE_LEN, METHODS
 
+ALL_METHODS = tuple(dict.fromkeys(METHODS + AGENT_METHODS))
+
 
 def load(path: str | Path, only: list[str] | None = None) -> list[Conversation]:
     """The conversations of a LoCoMo file (a missing conversation ends the command)."""
@@ -93,7 +95,19 @@ def _parser():
         default=list(DEFAULT_BUDGETS),
         help="token budgets, comma-separated (default 250,500,1000,2000)",
     )
-    p.add_argument("--methods", type=common.str_list, default=list(METHODS), help=f"subset of {','.join(METHODS)}")
+    p.add_argument(
+        "--methods",
+        type=common.str_list,
+        default=None,
+        help=f"subset of {','.join(ALL_METHODS)} (default: all of the path's; app-defaults, --path agent only, "
+        "is SeCom and THEANINE with the installed settings)",
+    )
+    p.add_argument(
+        "--after-turns",
+        type=int,
+        default=RunSpec.after_turns,
+        help="--path agent: ask each question after this many real dialogue turns (default 4; 0: alone)",
+    )
     p.add_argument(
         "--retrievers",
         type=common.str_list,
@@ -156,11 +170,16 @@ def _parser():
 def main(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    bad = [m for m in args.methods if m not in METHODS] + [r for r in args.retrievers if r not in DEFAULT_RETRIEVERS]
+    if args.methods is None:
+        args.methods = list(AGENT_METHODS if args.path == "agent" else METHODS)
+    bad = [m for m in args.methods if m not in ALL_METHODS]
+    bad += [r for r in args.retrievers if r not in DEFAULT_RETRIEVERS]
     if bad:
         p.error(f"unknown method or retriever: {', '.join(bad)}")
     if args.path == "agent":
         return _main_agent(p, args)
+    if "app-defaults" in args.methods:
+        p.error("app-defaults is measured on the app's path: add --path agent")
     convs = load(args.data, args.conversations)
     out = recall_units.run(args, convs)
     return _report(args, out, f"LoCoMo evidence recall ({', '.join(out['config']['conversations'])})", out["results"])
@@ -194,6 +213,7 @@ def agent_spec(args) -> RunSpec:
         seed=args.seed,
         contexts=args.contexts,
         embedder=args.embedder,
+        after_turns=args.after_turns,
     )
 
 

@@ -22,6 +22,7 @@ Summarisers (`--summariser`, comma-separated for several):
 from __future__ import annotations
 
 import dataclasses
+import random
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -35,6 +36,7 @@ from ..agent import MemoryAgent
 from ..embeddings import make_embedder
 from ..llm import LLM, LLMSession, make_llm
 from ..packing import pack
+from ..records import Turn
 from ..secom.segmentation import segmenter_for
 from ..settings import Settings
 from ..theanine import strategy as ts
@@ -153,7 +155,7 @@ class _Steps:
 
 def _n_steps(convs, spec: RunSpec) -> int:
     base = [m for m in spec.methods if m in ("turn", "session")]
-    agent = sum(len(spec.retrievers) if m == "secom" else 1 for m in spec.methods if m not in base)
+    agent = sum(2 if m == "app-defaults" else len(spec.retrievers) for m in spec.methods if m not in base)
     per_conv = [
         len(c.sessions) * len(spec.summarisers)
         + len(c.questions) * (len(base) * len(spec.retrievers))
@@ -223,20 +225,53 @@ def _score_baselines(conv, spec: RunSpec, embedder, rows: _Rows, steps: _Steps) 
                 steps.step()
 
 
+def chat_before(conv, i: int, n: int, seed: int = 0) -> list[Turn]:
+    """`n` consecutive real turns of a session that holds none of question i's evidence, as the
+    user/assistant history of a chat that was about something else (the question's asker is the user)."""
+    if n <= 0:
+        return []
+    q = conv.questions[i]
+    held = {e.split(":")[0] for e in q.evidence}
+    pool = [s for s in conv.sessions if len(s.turns) > n and s.turns[0].turn_id.split(":")[0] not in held]
+    if not pool:
+        return []
+    rng = random.Random(f"{seed}:{conv.sample_id}:{i}")
+    sess = rng.choice(pool)
+    at = rng.randrange(n, len(sess.turns) + 1)
+    turns = sess.turns[at - n : at]
+    me = turns[-1].speaker  # the speaker of the last turn asks the question next
+    return [Turn("user" if t.speaker == me else "assistant", t.text, t.turn_id) for t in turns]
+
+
 def _score_agent(b: Built, conv, method: str, retriever: str, spec: RunSpec, options, rows: _Rows, steps) -> None:
-    """Every question at every budget, scored on the memory text `MemoryAgent.reply` would put in its prompt."""
-    strategy = "secom" if method == "secom" else "theanine"
+    """Every question at every budget, scored on the memory text `MemoryAgent.reply` would put in its prompt.
+
+    `method` "app-defaults:secom" / "app-defaults:theanine" keeps the installed options (k, retrievers,
+    query form); the other methods retrieve BENCH_K items with `retriever`, so that the budget decides.
+    """
+    as_installed = method.startswith("app-defaults:")
+    strategy = "secom" if method.endswith("secom") else "theanine"
     session = LLMSession(b.llm, Trace("bench"), 0.0, 0) if b.llm is not None else None
     for i, q in enumerate(conv.questions):
+        history = chat_before(conv, i, spec.after_turns, spec.seed)
         for budget in spec.budgets:
-            opts = options.with_(strategy=strategy, budget=budget, k=BENCH_K, retriever=retriever)
+            opts = options.with_(strategy=strategy, budget=budget)
+            if not as_installed:
+                opts = opts.with_(k=BENCH_K, retriever=retriever, theanine_retriever=retriever)
             ctx = b.agent.memory_context(
-                b.user, [], q.question, opts, Trace(strategy), session, timelines=method != "theanine-topk"
+                b.user, history, q.question, opts, Trace(strategy), session, timelines=method != "theanine-topk"
             )
             covered = {t for c in ctx.covers for t in c}
             pairs = list(zip(ctx.lines, ctx.covers, strict=False))
             rows.add(conv, i, (b.summariser, method, retriever, budget), covered, pairs)
         steps.step()
+
+
+def _agent_rows(method: str, spec: RunSpec, options) -> list[tuple[str, str]]:
+    """(method, retriever) rows scored for one requested method."""
+    if method == "app-defaults":
+        return [("app-defaults:secom", options.retriever), ("app-defaults:theanine", options.theanine_retriever)]
+    return [(method, r) for r in spec.retrievers]
 
 
 def _score_summariser(conv, summ: str, spec: RunSpec, settings, options, tmp: Path, rows: _Rows, steps) -> dict:
@@ -249,9 +284,8 @@ def _score_summariser(conv, summ: str, spec: RunSpec, settings, options, tmp: Pa
         f"({b.close['memories']} memories, {b.close['segments']} segments, {b.close['llm_calls']} LLM calls)"
     )
     at = 1000 if 1000 in spec.budgets else spec.budgets[-1]
-    for method in [m for m in spec.methods if m not in ("turn", "session")]:
-        # THEANINE retrieves by dense similarity (the app's way); SeCom by the options' retriever.
-        for r in spec.retrievers if method == "secom" else ["dense"]:
+    for requested in [m for m in spec.methods if m not in ("turn", "session")]:
+        for method, r in _agent_rows(requested, spec, options):
             t0 = time.perf_counter()
             _score_agent(b, conv, method, r, spec, options, rows, steps)
             mine = [x[2] for x in rows.per[(summ, method, r, at)] if x[0] == conv.sample_id]
@@ -344,6 +378,13 @@ def config(convs, spec: RunSpec, settings, options, data: str, seconds: float) -
         "tokenizer": "tiktoken cl100k_base",
         "embedder": settings.embedder,
         "k": BENCH_K,
+        "after_turns": spec.after_turns,
+        "app_defaults": {
+            "k": options.k,
+            "retriever": options.retriever,
+            "theanine_retriever": options.theanine_retriever,
+            "query_turns": options.query_turns,
+        },
         "j": options.j,
         "n": options.n,
         "timeline_max_len": ts.TIMELINE_MAX_LEN,
@@ -352,7 +393,7 @@ def config(convs, spec: RunSpec, settings, options, data: str, seconds: float) -
         "segment_max_len": spec.segment_max_len,
         "compressor": settings.compressor_model,
         "llm": settings.llm.describe() if "llm" in spec.summarisers else None,
-        "theanine_retriever": "dense (the app's)",
+        "theanine_retriever": "each of the retrievers (app-defaults: the installed one)",
         "packing": "memory.packing.pack (shared by reply and benchmark)",
         "contexts": spec.contexts,
         "seconds": round(seconds, 1),

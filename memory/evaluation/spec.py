@@ -6,7 +6,9 @@ import dataclasses
 import os
 
 SUMMARISERS = ("offline", "reference", "llm")
-AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline")
+AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline", "app-defaults")
+# "app-defaults": SeCom and THEANINE exactly as a fresh install replies (its k, retrievers, query form),
+# beside the per-method rows, which retrieve BENCH_K items so that the budget decides.
 DEFAULT_RETRIEVERS = ("bm25", "dense", "hybrid")
 DEFAULT_BUDGETS = (250, 500, 1000, 2000)
 MIN_BUDGET = 50  # the app's lowest setting
@@ -35,6 +37,9 @@ class RunSpec:
     seed: int = 0
     contexts: bool = False  # keep each strategy's packed context in the per-question rows
     embedder: str | None = None  # None: the configured one
+    # Each question is asked after this many real dialogue turns (from a session that holds none of
+    # its evidence), as in a chat that was about something else; 0: the question alone.
+    after_turns: int = 4
 
     def problems(self, has_llm: bool | None = None) -> list[str]:
         """What makes this run impossible, in words for people (empty: it can run)."""
@@ -50,6 +55,8 @@ class RunSpec:
             out.append(f"unknown summariser: {', '.join(bad) or 'none'} (choose from {', '.join(SUMMARISERS)})")
         if not self.budgets or any(not isinstance(b, int) or b < MIN_BUDGET for b in self.budgets):
             out.append(f"budgets start at {MIN_BUDGET} tokens (the app's lowest setting)")
+        if not isinstance(self.after_turns, int) or not 0 <= self.after_turns <= 20:
+            out.append("the turns before each question must be a whole number from 0 to 20")
         configured = llm_configured() if has_llm is None else has_llm
         if "llm" in self.summarisers and not configured:
             out.append("summariser llm needs a configured endpoint (OPENAI_BASE_URL / OPENAI_API_KEY / LLM_BACKEND)")
