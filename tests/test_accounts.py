@@ -146,3 +146,24 @@ def test_without_a_secret_a_kept_one_is_used(tmp_path, on_a_space):
     a, b = app.accounts(on), app.accounts(on)
     assert a is not None and b is not None and a.user_id(profile()) == b.user_id(profile())  # kept across restarts
     assert (tmp_path / "hf_login.secret").stat().st_mode & 0o077 == 0
+
+
+def test_gradio_passes_the_signed_in_profile_to_the_page_load(page):
+    """Gradio's own argument injection (helpers.special_args, what an event runs through) reads the
+    OAuth session that its login callback stored and hands load_signed_in the profile."""
+    import time
+
+    from gradio.helpers import special_args
+    from starlette.requests import Request
+
+    _svc, h = page
+    info = {"userinfo": dict(profile()), "expires_at": time.time() + 3600, "access_token": "t", "scope": "openid"}
+
+    def request(session: dict) -> gr.Request:
+        return gr.Request(Request({"type": "http", "headers": [], "session": session}))
+
+    args, *_ = special_args(h.load_signed_in, [None], request({"oauth_info": info}))
+    assert isinstance(args[2], gr.OAuthProfile) and args[2]["sub"] == profile()["sub"]
+    assert h.load_signed_in(*args)[h.c.uid] == Accounts(SECRET).user_id(profile())
+    args, *_ = special_args(h.load_signed_in, [None], request({}))  # not signed in
+    assert args[2] is None
