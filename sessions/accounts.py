@@ -17,6 +17,8 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
+from memory.errors import InvalidSetting
+
 from .ids import USER_ID_RE
 
 ACCOUNT_PREFIX = "hf-"
@@ -42,7 +44,7 @@ class Accounts:
 
     def __init__(self, secret: str):
         if len(secret) < 16:
-            raise ValueError("the account id secret must be at least 16 characters")
+            raise InvalidSetting("MEMORY_HF_ID_SECRET must be at least 16 characters")  # app.py: "Cannot start: ..."
         self._key = secret.encode("utf-8")
 
     def user_id(self, profile: Mapping | None) -> str | None:

@@ -46,7 +46,7 @@ def test_an_account_maps_to_one_id_derived_with_the_secret():
     no_sub = gr.OAuthProfile({"name": "", "preferred_username": "ana", "profile": "", "picture": ""})
     assert a.user_id(no_sub) == a.user_id(gr.OAuthProfile(dict(no_sub))) != a.user_id(profile())
     assert a.user_id(None) is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="MEMORY_HF_ID_SECRET"):
         Accounts("short")
 
 
