@@ -13,6 +13,11 @@ from .records import Turn
 SYSTEM = "You are a friendly assistant who talks with the same person across many conversations. Today is {date}."
 FALSE_PREMISE_HINT = "Do not invent past events, and correct a false premise politely."
 TITLES = {"theanine": "Memory timelines from earlier conversations", "secom": "Excerpts of earlier conversations"}
+# How to use the memory (the official THEANINE response instructions, in our words); only with a memory.
+USE_MEMORY = (
+    "Use what helps with the current message; ignore a memory that does not fit it or could mislead. "
+    "Do not recite everything you remember, and keep to the conversation's tone."
+)
 
 
 def memory_block(strategy: str, memory_lines: list[str]) -> str:
@@ -20,7 +25,7 @@ def memory_block(strategy: str, memory_lines: list[str]) -> str:
     if not memory_lines:
         return ""
     title = TITLES.get(strategy, "Memories")
-    return f"{title}:\n" + "\n".join(f"- {line}" for line in memory_lines)
+    return f"{title}:\n" + "\n".join(f"- {line}" for line in memory_lines) + f"\n\n{USE_MEMORY}"
 
 
 def reply_messages(

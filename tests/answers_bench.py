@@ -22,6 +22,7 @@ from pathlib import Path
 
 from memory.bench.answer_score import has_all_words, token_f1
 from memory.locomo_format import clean_evidence
+from memory.settings import Settings
 from tests.ui_fixtures import RunningApp
 
 STRATEGIES = ("theanine", "secom", "none")
@@ -88,7 +89,8 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     sample = next(s for s in json.loads(Path(a.data).read_text()) if s["sample_id"] == a.sample)
     qs = questions(sample, a.questions)
-    env = dict(kv.split("=", 1) for kv in a.env)
+    # The app's own default reply model (the UI plumbing tests' runner pins a faster one).
+    env = {"LLM_EMBEDDED_MODEL": Settings.from_env({}).llm.bundled_model, **dict(kv.split("=", 1) for kv in a.env)}
     from gradio_client import Client
 
     results = []

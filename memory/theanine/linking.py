@@ -37,7 +37,9 @@ class Candidate:
 
 PART_TOKENS = 2500  # a longer session is summarised in parts of at most this many dialogue tokens
 ANSWER_TOKENS_PER_TURN = 48  # answer budget: room for about one memory per turn, whatever the session's size
-EXCERPT_CHARS = 300  # source dialogue kept with each memory (the relation prompt shows it)
+# Source dialogue kept with each memory (the relation prompt shows it): whole turns up to this many
+# characters; the relation calls are split so that each fits the model's window (relate_pairs).
+EXCERPT_CHARS = 1200
 RELATION_ANSWER_PER_PAIR = 24  # answer tokens per pair asked
 
 
@@ -63,8 +65,15 @@ def _parts(numbered: list[str], llm: LLMSession, base: int) -> list[tuple[int, i
 
 
 def _excerpt(turns, idx: list[int]) -> str:
-    text = " / ".join(f"{turns[i].speaker}: {' '.join(turns[i].text.split())}" for i in idx)
-    return text[:EXCERPT_CHARS]
+    """The memory's source turns, whole: a turn that would pass EXCERPT_CHARS is left out (only a
+    first turn longer than that is cut)."""
+    parts: list[str] = []
+    for i in idx:
+        part = f"{turns[i].speaker}: {' '.join(turns[i].text.split())}"
+        if parts and sum(len(p) + 3 for p in parts) + len(part) > EXCERPT_CHARS:
+            break
+        parts.append(part)
+    return " / ".join(parts)[:EXCERPT_CHARS]
 
 
 def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:

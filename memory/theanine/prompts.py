@@ -22,7 +22,8 @@ SUMMARISE_SCHEMA = {
                     "event": {"type": "string"},
                     "turns": {"type": "array", "items": {"type": "integer"}},
                 },
-                "required": ["speaker", "event"],
+                # turns required: a memory's provenance (and the relation prompt's excerpts) need them
+                "required": ["speaker", "event", "turns"],
             },
         }
     },
@@ -32,6 +33,15 @@ SUMMARISE_SCHEMA = {
 
 ASSISTANT = "assistant"  # the app's own turns: what the assistant said is not a fact about a person
 _SECOND_PERSON = re.compile(r"\byou(r|rs|rself|'re|'ve|'ll|'d)?\b", re.I)
+
+
+# A worked example (the official prompt has one): what counts as a fact, and what does not.
+SUMMARY_EXAMPLE = """For example, from
+[0] Mia: I finally booked the flight to Lisbon for June!
+[1] Tom: Nice. I can't travel this year, my knee surgery is in May.
+[2] Mia: Oh no, good luck with it.
+the memories are "Mia booked a flight to Lisbon for June." (turns [0]) and "Tom has knee surgery in
+May, so he cannot travel this year." (turns [1]); "good luck" is not a fact about anyone."""
 
 
 def summarise_messages(
@@ -48,13 +58,17 @@ def summarise_messages(
         else ""
     )
     return [
-        {"role": "system", "content": "You write long-term memories of a conversation. Answer in JSON only."},
+        {
+            "role": "system",
+            "content": "You write long-term memories of a conversation. Answer in JSON only.\n\n" + SUMMARY_EXAMPLE,
+        },
         {
             "role": "user",
             "content": f"Conversation{who} of {date}{where}:\n{dialogue}\n\n"
             "List every fact about each speaker worth remembering in later conversations "
             "(events, plans, preferences, feelings, changes, people and things they mention), one short "
             "third-person sentence each that names the speaker, with the numbers of the turns it comes from. "
+            "Write only facts that can be deduced from what the speakers say; guess nothing. "
             f"{whose}Leave none out. Answer as "
             '{"memories": [{"speaker": "...", "event": "...", "turns": [0]}]}',
         },
@@ -135,7 +149,7 @@ RELATION_GUIDE = """Relations, read as "A <relation> B" (A is the earlier memory
 - Changed: A changed into B (a preference, state, plan or fact about the person is different in B).
 - Cause: A causes B.
 - Reason: A is due to B (B is the reason for A).
-- HinderedBy: A is hindered by B (B gets in the way of A).
+- HinderedBy: B can be hindered by A, and vice versa (one gets in the way of the other).
 - React: B is a speaker's reaction to A.
 - Want: because of A, a speaker wants B.
 - SameTopic: A and B are about the same topic, and none of the relations above holds.
