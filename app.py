@@ -31,17 +31,38 @@ def load_env() -> None:
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 
-def browser_secret(settings: Settings) -> str:
-    """The key that encrypts each browser's user id; stable, so a restart keeps every user's history."""
-    if settings.browser_secret:
-        return settings.browser_secret
-    path = Path(settings.data_dir) / "browser_state.secret"
+def kept_secret(path: Path) -> str:
+    """A random secret made once and kept in the data dir (mode 0600)."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32))
     return path.read_text().strip()
+
+
+def browser_secret(settings: Settings) -> str:
+    """The key that encrypts each browser's user id; stable, so a restart keeps every user's history."""
+    return settings.browser_secret or kept_secret(Path(settings.data_dir) / "browser_state.secret")
+
+
+def accounts(settings: Settings):
+    """With MEMORY_HF_LOGIN=1: the signed-in accounts' ids, keyed by MEMORY_HF_ID_SECRET (or, when unset,
+    a secret kept in the data dir: losing the data dir then changes every account's id)."""
+    if not settings.hf_login:
+        return None
+    from gradio import oauth, utils
+
+    from sessions.accounts import Accounts
+
+    if utils.get_space() is None or not oauth.OAUTH_CLIENT_ID:
+        # Gradio's OAuth needs a Space with `hf_oauth: true` (off one it would ask this machine's HF login).
+        log.warning("MEMORY_HF_LOGIN=1 needs a Space with hf_oauth: true in its README; sign-in is off")
+        return None
+
+    if not settings.hf_id_secret:
+        log.warning("MEMORY_HF_LOGIN=1 without MEMORY_HF_ID_SECRET: account ids are keyed by a secret in the data dir")
+    return Accounts(settings.hf_id_secret or kept_secret(Path(settings.data_dir) / "hf_login.secret"))
 
 
 def build():
@@ -64,7 +85,13 @@ def build():
     threading.Thread(target=service.recover_pending_closes, name="recover-closes", daemon=True).start()
     if not settings.allow_llm_change:
         log.info("LLM choice locked for visitors (public deployment; MEMORY_ALLOW_LLM_CHANGE=1 unlocks it)")
-    demo = build_demo(service, settings, browser_secret(settings), allow_llm_change=settings.allow_llm_change)
+    demo = build_demo(
+        service,
+        settings,
+        browser_secret(settings),
+        allow_llm_change=settings.allow_llm_change,
+        accounts=accounts(settings),
+    )
     # Replies share one pool (ui.fairness); memory builds wait in the service's own build pool.
     demo.queue(default_concurrency_limit=settings.concurrency)
     return demo

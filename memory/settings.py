@@ -303,6 +303,9 @@ class Settings:
     build_waiting: int = env("MEMORY_BUILD_WAITING", 8, lo=1, hi=1024)  # build events waiting at once
     # The key of the browser-stored user id; "" = a random one kept in the data dir (app.browser_secret).
     browser_secret: str = env("MEMORY_BROWSER_SECRET", "", secret=True)
+    # "Sign in with Hugging Face" as the identity (sessions/accounts.py), and the key of its ids.
+    hf_login: bool = env("MEMORY_HF_LOGIN", False)
+    hf_id_secret: str = env("MEMORY_HF_ID_SECRET", "", secret=True)
 
     # Read by llm_change_allowed and the API key rule, not declared on a field.
     DERIVED: ClassVar[tuple[str, ...]] = (
@@ -353,7 +356,7 @@ class Settings:
 
     def public(self) -> dict:
         """Everything safe to show or log (no keys, no browser secret)."""
-        d = {k: v for k, v in asdict(self).items() if k not in ("llm", "options", "browser_secret")}
+        d = {k: v for k, v in asdict(self).items() if k not in ("llm", "options", "browser_secret", "hf_id_secret")}
         d["data_dir"] = str(self.data_dir)
         d["llm"] = self.llm.public()
         d["options"] = self.options.to_dict()

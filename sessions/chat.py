@@ -15,7 +15,7 @@ from memory.records import Turn
 from memory.settings import STRATEGIES, LLMConfig, Options
 from memory.text import clean_obj, clean_text
 
-from .errors import UserError
+from .errors import NOT_STORED, DatabaseUnavailable, UserError, database_down
 from .lifecycle import Lifecycle
 from .store import MessageRow, SessionRow, Store
 
@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_CHARS = 200_000  # stored whole; the agent cuts what the LLM reads (with a notice)
 INTERRUPTED = "The reply was interrupted before it finished. Your message is saved; press Retry."
 EMPTY_REPLY = "The language model gave an empty answer. Your message is saved; press Retry."
+REPLY_NOT_STORED = (
+    "The database cannot be reached just now: your message is saved, but its reply could not be stored. "
+    "Press Retry in a moment."
+)
 
 
 @dataclass
@@ -63,14 +67,19 @@ class Chat:
 
     def send(self, user_id: str, message: str, options: Options, llm: LLMConfig | None) -> Iterator[ChatUpdate]:
         message = check_message(message)
-        for _ in range(3):
-            session = self.lifecycle.current(user_id)
-            history = history_before(self.store.messages(user_id, session.session_id), session)
-            msg_id = self.store.add_user_message(user_id, session.session_id, message)
-            if msg_id is not None:
-                break
-        else:
-            raise UserError("The session changed while sending (ended in another tab?); send again.")
+        try:
+            for _ in range(3):
+                session = self.lifecycle.current(user_id)
+                history = history_before(self.store.messages(user_id, session.session_id), session)
+                msg_id = self.store.add_user_message(user_id, session.session_id, message)
+                if msg_id is not None:
+                    break
+            else:
+                raise UserError("The session changed while sending (ended in another tab?); send again.")
+        except Exception as e:
+            if database_down(e):  # said before anything is shown as sent: the sender keeps the text
+                raise DatabaseUnavailable(NOT_STORED) from None
+            raise
         yield ChatUpdate("stored", message_id=msg_id)
         yield from self._reply(user_id, session, history, message, msg_id, options, llm)
 
@@ -126,10 +135,19 @@ class Chat:
             # The browser went away mid-stream: record it so the chat shows Retry next time.
             self.store.add_reply(user_id, session.session_id, msg_id, text, options.strategy, trace, INTERRUPTED)
             raise
-        except Exception:
-            log.exception("reply failed")
-            error = "Something went wrong while replying. Your message is saved; press Retry."
-        reply_id = self.store.add_reply(user_id, session.session_id, msg_id, text, options.strategy, trace, error)
+        except Exception as e:
+            if database_down(e):
+                log.warning("reply failed: the database cannot be reached")
+                error = REPLY_NOT_STORED
+            else:
+                log.exception("reply failed")
+                error = "Something went wrong while replying. Your message is saved; press Retry."
+        try:
+            reply_id = self.store.add_reply(user_id, session.session_id, msg_id, text, options.strategy, trace, error)
+        except Exception as e:
+            if database_down(e):  # the message is stored and has no reply: Retry answers it
+                raise DatabaseUnavailable(REPLY_NOT_STORED) from None
+            raise
         yield ChatUpdate("done", text, message_id=msg_id, reply_id=reply_id, trace=trace, error=error)
 
     def compare(

@@ -56,6 +56,12 @@ class Identity:
         self.store.ensure_user(uid)
         return uid
 
+    def register(self, user_id: str) -> str:
+        """Serve `user_id` from now on (an id the server derived itself, e.g. a signed-in account's)."""
+        uid = check_user_id(user_id)
+        self.store.ensure_user(uid)
+        return uid
+
     def check(self, user_id: object) -> str:
         """The id if it may be used: well formed and, with `issued_only`, issued by this server."""
         uid = check_user_id(user_id)

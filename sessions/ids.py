@@ -20,7 +20,10 @@ class InvalidUserId(UserError):
 
 
 def new_user_id() -> str:
-    return secrets.token_urlsafe(24)  # 32 url-safe characters, 192 bits
+    while True:
+        uid = secrets.token_urlsafe(24)  # 32 url-safe characters, 192 bits
+        if not uid.startswith("hf-"):  # that prefix marks signed-in accounts (sessions/accounts.py)
+            return uid
 
 
 def check_user_id(value: object) -> str:

@@ -36,9 +36,24 @@ class LimitReached(UserError):
 
 def _lower_priority(nice: int) -> None:
     # Linux schedules threads one by one: renicing this worker thread leaves the reply threads alone.
+    # Relative to the process's own priority: an app started under `nice` still puts builds below replies.
     if nice > 0 and hasattr(os, "setpriority"):
+        tid = threading.get_native_id()
         with suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+
+
+def _builds_compute_on_their_own_thread() -> None:
+    """Torch's intra-op workers (and tokenizers' pool) are shared by the process and keep the priority
+    of the thread that made them, so a build fanning out onto them would compete with replies at full
+    priority. With one intra-op thread a build computes on its own reniced thread; replies embed one
+    short query, which one thread does as fast."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)
 
 
 class BuildPool:
@@ -46,6 +61,8 @@ class BuildPool:
 
     def __init__(self, workers: int = 1, nice: int = 10, poll: float = 0.25):
         self.workers = max(1, workers)
+        if nice > 0:
+            _builds_compute_on_their_own_thread()
         self._executor = ThreadPoolExecutor(
             self.workers, thread_name_prefix="memory-build", initializer=_lower_priority, initargs=(nice,)
         )

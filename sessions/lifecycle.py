@@ -25,7 +25,7 @@ from memory.errors import LLMError, StoreUnavailable
 from memory.records import SessionRecord, Turn
 from memory.text import clean_obj, clean_text
 
-from .errors import UserError
+from .errors import UserError, database_down
 from .store import SessionRow, Store
 
 log = logging.getLogger(__name__)
@@ -265,16 +265,26 @@ class Lifecycle:
                 f"Building the memory of session {session.label} failed: {e}. The session is saved; "
                 "its memory will be built again at the next End session or app start."
             )
-        except Exception:
-            log.exception("close_session failed")
+        except Exception as e:
+            down = database_down(e)
+            if down:
+                log.warning("close_session failed: the database cannot be reached")
+            else:
+                log.exception("close_session failed")
             error = (
-                f"Building the memory of session {session.label} failed. The session is saved; "
-                "its memory will be built again at the next End session or app start."
+                f"Building the memory of session {session.label} failed"
+                + (": the database cannot be reached just now" if down else "")
+                + ". The session is saved; its memory will be built again at the next End session or app start."
             )
         else:
             d = clean_obj(report_dict(report))
             self.store.mark_closed(user_id, session.session_id, d)
             return CloseOutcome(session.session_id, report=d)
         error = clean_text(error)
-        self.store.mark_close_failed(user_id, session.session_id, error)
+        try:
+            self.store.mark_close_failed(user_id, session.session_id, error)
+        except Exception as e:
+            if not database_down(e):
+                raise
+            # The session stays "closing" (that is what a retry looks for); only the note is not stored.
         return CloseOutcome(session.session_id, error=error)

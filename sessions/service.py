@@ -18,7 +18,7 @@ from memory.url_guard import check_url
 from . import prefs as _prefs
 from . import scrub
 from .chat import Chat, ChatUpdate
-from .errors import UserError
+from .errors import DATABASE_DOWN, NOT_STORED, DatabaseUnavailable, UserError, database_down
 from .graph_store import SqlGraphStore
 from .identity import Identity, IdentityConfig
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
@@ -73,6 +73,13 @@ class SessionService(Upkeep):
         self.current_session(uid)
         return uid
 
+    def sign_in(self, account_id: str) -> str:
+        """A signed-in account's user id (sessions/accounts.py, derived on the server), registered on
+        its first sign-in; not rate-limited: one account is one user."""
+        uid = self.identity.register(account_id)
+        self.current_session(uid)
+        return uid
+
     def is_known(self, user_id: object) -> bool:
         return self.identity.known(user_id)
 
@@ -123,8 +130,13 @@ class SessionService(Upkeep):
         return self.store.messages(user_id, sid)
 
     def send(self, user_id: str, message: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
-        user_id = self._user(user_id)
-        opts, llm = self.options(user_id, strategy), self.llm(user_id)
+        try:
+            user_id = self._user(user_id)
+            opts, llm = self.options(user_id, strategy), self.llm(user_id)
+        except Exception as e:
+            if database_down(e):  # nothing was stored: the sender keeps the text
+                raise DatabaseUnavailable(NOT_STORED) from None
+            raise
         return self.work.stream(user_id, "reply", lambda: self.chat.send(user_id, message, opts, llm))
 
     def retry(self, user_id: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
@@ -458,6 +470,8 @@ def user_message(exc: BaseException) -> str:
     """What to show for an exception: its own text when written for people, else a generic line."""
     if isinstance(exc, (UserError, InvalidOptions)):
         return clean_text(str(exc))
+    if database_down(exc):
+        return DATABASE_DOWN
     if isinstance(exc, MemoryLibError):
         return clean_text(f"The memory store had a problem: {exc}. Please try again.")
     return "Something went wrong. Please try again."

@@ -398,3 +398,23 @@ def test_delete_memory_and_forget(tmp_path):
     assert not svc.store.user_exists(uid)
     assert svc.store.sessions(uid) == [] and svc.graph(uid)["nodes"] == []
     assert svc.graph(other)["nodes"] and svc.messages(other) == [] and svc.sessions(other)[0].status == "closed"
+
+
+def test_build_workers_run_below_the_process_priority_even_under_nice():
+    """MEMORY_BUILD_NICE lowers a build thread relative to the process, so an app started under `nice`
+    still runs builds below its replies (an absolute nice 10 would equal the replies' nice 10)."""
+    import os
+    import threading
+
+    from sessions.jobs import BuildPool
+
+    def own_nice(_progress):
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    pool = BuildPool(1, nice=5)
+    try:
+        assert pool.run(own_nice) == min(19, base + 5)
+    finally:
+        pool.shutdown()
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base  # the caller's thread is unchanged

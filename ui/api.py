@@ -20,6 +20,7 @@ Every id is validated before use: only ids this server issued (by /new_user or t
 """
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -27,6 +28,7 @@ import gradio as gr
 
 from memory.errors import InvalidOptions
 from sessions import SessionService, UserError
+from sessions.errors import database_down
 from sessions.identity import client_of
 from sessions.lifecycle import EndResult
 from sessions.recall import recall as recall_memory
@@ -35,11 +37,15 @@ from sessions.service import user_message
 from . import fairness
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _error(e: BaseException) -> gr.Error:
     """The client's error: the readable message; a refusal written for people (busy, a limit, a bad
     value) is not logged with a traceback, unlike a failure."""
+    if database_down(e):  # an outage, not a bug: one line in the log, no traceback
+        log.warning("database unavailable: %s", type(e).__name__)
+        return gr.Error(user_message(e), print_exception=False)
     return gr.Error(user_message(e), print_exception=not isinstance(e, (UserError, InvalidOptions)))
 
 

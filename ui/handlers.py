@@ -22,6 +22,8 @@ from gradio.utils import get_upload_folder
 
 from memory.errors import InvalidOptions
 from sessions import SessionService, UserError, check_user_id
+from sessions.accounts import Accounts, is_account_id
+from sessions.errors import NOT_STORED, DatabaseUnavailable, database_down
 from sessions.exports import ExportFiles
 from sessions.identity import client_of
 from sessions.lifecycle import date_positions, human_date
@@ -67,8 +69,10 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
         allow_llm_change: bool = True,
         has_api_key: bool = False,
         exports: ExportFiles | None = None,
+        accounts: Accounts | None = None,
     ):
         self.svc, self.c, self.allow_llm_change = service, c, allow_llm_change
+        self.accounts = accounts  # sign-in as the identity (sessions/accounts.py), when the deployer enables it
         self.has_api_key = has_api_key
         self.exports = exports or ExportFiles(Path(get_upload_folder()) / "memory-chat-exports")
 
@@ -171,11 +175,33 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
         }
 
     def _fail(self, exc: BaseException, where) -> dict:
-        if not isinstance(exc, (UserError, InvalidOptions)):
+        if database_down(exc):  # an outage, not a bug: one line in the log
+            log.warning("handler failed: the database cannot be reached")
+        elif not isinstance(exc, (UserError, InvalidOptions)):
             log.exception("handler failed")
         return {where: panels.status_html(field_message(exc), "error")}
 
     # --- page load ------------------------------------------------------------------------------
+    def load_signed_in(
+        self,
+        uid,
+        request: gr.Request = None,  # type: ignore[assignment]  # Gradio passes the request
+        profile: gr.OAuthProfile | None = None,
+    ):
+        """The page load with "Sign in with Hugging Face": a signed-in account's own id (the same in
+        every browser) replaces the browser's; signed out, the browser's copy of an account id is
+        dropped (a new anonymous id is issued), so the next person at this browser does not get it."""
+        account = self.accounts.user_id(profile) if self.accounts is not None else None
+        if account is not None:
+            try:
+                self.svc.sign_in(account)
+            except Exception as e:
+                return {self.c.uid: uid, **self._fail(e, self.c.status)}
+            uid = account
+        elif is_account_id(uid):
+            uid = None
+        return self.load(uid, request)
+
     def load(self, uid, request: gr.Request = None):  # type: ignore[assignment]  # Gradio passes the request
         """A browser without an id this server issued gets a new one, kept in its localStorage."""
         c = self.c
@@ -294,7 +320,12 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
 
     def send(self, uid, message, strategy):
         def start(uid):
-            chat, ids = chat_messages(self.svc.messages(uid))
+            try:
+                chat, ids = chat_messages(self.svc.messages(uid))
+            except Exception as e:
+                if database_down(e):  # nothing stored: the text stays in the box
+                    raise DatabaseUnavailable(NOT_STORED) from None
+                raise
             yield from self._stream(uid, self.svc.send(uid, message, strategy), chat, ids)
 
         yield from self._run_reply(uid, start)

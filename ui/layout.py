@@ -12,6 +12,7 @@ import gradio as gr
 
 from memory.settings import BACKENDS, RETRIEVERS, STRATEGIES, Options, Settings
 from sessions import SessionService
+from sessions.accounts import Accounts
 from sessions.chat import MAX_MESSAGE_CHARS
 from sessions.lifecycle import today
 
@@ -89,9 +90,14 @@ CLEAR_ON_TYPE_JS = """() => { document.querySelectorAll('#status [data-clear-on-
 
 
 def build_demo(
-    service: SessionService, settings: Settings, storage_secret: str, allow_llm_change: bool | None = None
+    service: SessionService,
+    settings: Settings,
+    storage_secret: str,
+    allow_llm_change: bool | None = None,
+    accounts: Accounts | None = None,
 ) -> gr.Blocks:
-    """The page: sessions sidebar, chat beside "See why", settings and data panels; then the events."""
+    """The page: sessions sidebar, chat beside "See why", settings and data panels; then the events.
+    With `accounts` (MEMORY_HF_LOGIN=1), a "Sign in with Hugging Face" button: a signed-in account is the user."""
     allow_llm_change = fairness.llm_choice_allowed(service, settings, allow_llm_change)
     c = SimpleNamespace()  # every component the handlers read or update, by name
     gr.set_static_paths([static_dir()])  # the graph page and vis-network, fetched once per browser
@@ -101,6 +107,8 @@ def build_demo(
         c.msg_ids = gr.State([])
         c.timer = gr.Timer(1.0, active=False)  # polls a background memory build while one runs
         _sidebar(c)
+        if accounts is not None:
+            gr.LoginButton(elem_id="hf-login")  # Gradio's OAuth routes; the profile reaches Handlers.load_signed_in
         gr.HTML(panels.banner_html(settings.llm.describe(), settings.llm.is_bundled, not allow_llm_change))
         gr.HTML(panels.INTRO)
         c.job = gr.HTML(elem_id="job-wrap")  # the one progress bar of the page
@@ -113,7 +121,7 @@ def build_demo(
         _settings_panel(c, settings, allow_llm_change)
         _data_panel(c)
         register_api(service)  # first, so the documented endpoints get the plain names
-        _wire(demo, c, service, settings, allow_llm_change)
+        _wire(demo, c, service, settings, allow_llm_change, accounts)
     return demo
 
 
@@ -267,9 +275,16 @@ def _data_panel(c: SimpleNamespace) -> None:
         c.data_status = gr.HTML(elem_id="data-status")
 
 
-def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings: Settings, allow_llm_change: bool):
+def _wire(
+    demo: gr.Blocks,
+    c: SimpleNamespace,
+    service: SessionService,
+    settings: Settings,
+    allow_llm_change: bool,
+    accounts: Accounts | None = None,
+):
     """Every event of the page (what each does is in handlers.py)."""
-    h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key))
+    h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key), accounts=accounts)
     timetravel.wire(c.timetravel, service, c.uid, h.building)
     evaluation.wire(c.evaluation, demo, c.uid, c.forget_btn, c.forget_confirm)
     option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order Handlers.save_settings reads them in
@@ -281,7 +296,7 @@ def _wire(demo: gr.Blocks, c: SimpleNamespace, service: SessionService, settings
     fast = {**quiet, "concurrency_limit": None}
 
     demo.load(
-        h.load,
+        h.load if accounts is None else h.load_signed_in,
         [c.uid],
         [c.uid, *view, *settings_fields, c.status, c.timer, c.job, c.compare_row, c.compare_view],
         **fast,
