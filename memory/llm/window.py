@@ -22,6 +22,22 @@ RESERVE = 32  # tokens kept free besides the answer (the template's closing, a s
 Counter = Callable[[str], int]
 
 
+def calls_that_fit(costs: list[int], base: int, room: Callable[[int], int], cap: int | None = None) -> list[list[int]]:
+    """Items (their prompt tokens, `costs`) grouped in order into as few calls as fit: a call of n items
+    takes `base` + their costs <= room(n) (the window less the answer n items need), and at most `cap`
+    item tokens. An item too large for any call goes alone (its caller falls back)."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    used = 0
+    for i, n in enumerate(costs):
+        if cur and (base + used + n > room(len(cur) + 1) or (cap is not None and used + n > cap)):
+            out.append(cur)
+            cur, used = [], 0
+        cur.append(i)
+        used += n
+    return [*out, cur] if cur else out
+
+
 def estimated(text: str) -> int:
     return math.ceil(count_tokens(text) * MARGIN)
 

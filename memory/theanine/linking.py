@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..dates import iso_key, order_key
 from ..llm import LLMSession
+from ..llm.window import calls_that_fit
 from ..records import SessionRecord
 from . import prompts
 from .changes import ChangeRule
@@ -51,17 +52,9 @@ def _parts(numbered: list[str], llm: LLMSession, base: int) -> list[tuple[int, i
     """[start, end) ranges of turns, each at most PART_TOKENS long, and each fitting the context window
     with its answer (`base`: the prompt's tokens without turns). A turn too long for any part is a
     part alone (its call falls back on the extracted statements)."""
-    out, lo, used = [], 0, 0
-    for i, line in enumerate(numbered):
-        n = llm.count(line) + 1
-        fits = base + used + n <= llm.room(_summary_answer(i + 1 - lo))
-        if i > lo and (used + n > PART_TOKENS or not fits):
-            out.append((lo, i))
-            lo, used = i, 0
-        used += n
-    if numbered:
-        out.append((lo, len(numbered)))
-    return out
+    costs = [llm.count(line) + 1 for line in numbered]
+    groups = calls_that_fit(costs, base, lambda n: llm.room(_summary_answer(n)), cap=PART_TOKENS)
+    return [(g[0], g[-1] + 1) for g in groups]
 
 
 def _excerpt(turns, idx: list[int]) -> str:
@@ -149,17 +142,8 @@ def _relation_answer(n_pairs: int) -> int:
 def _batches(llm: LLMSession, pairs: list[tuple[dict, dict]], ask: list[int]) -> list[list[int]]:
     """The pairs `ask` in as many calls as the context window needs: each call's prompt and answer fit."""
     base = llm.prompt_tokens(prompts.relation_messages([]))
-    out: list[list[int]] = []
-    cur: list[int] = []
-    used = 0
-    for i in ask:
-        n = llm.count(prompts.pair_block(pairs[i][0], pairs[i][1])) + 1
-        if cur and base + used + n > llm.room(_relation_answer(len(cur) + 1)):
-            out.append(cur)
-            cur, used = [], 0
-        cur.append(i)
-        used += n
-    return [*out, cur] if cur else out
+    costs = [llm.count(prompts.pair_block(pairs[i][0], pairs[i][1])) + 1 for i in ask]
+    return [[ask[j] for j in g] for g in calls_that_fit(costs, base, lambda n: llm.room(_relation_answer(n)))]
 
 
 def classify(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 
 from ..llm import LLMSession
+from ..llm.window import calls_that_fit
 from ..tokens import count_tokens
 from . import prompts
 
@@ -31,17 +32,9 @@ def _end_of(dialogue: str, max_tokens: int) -> str:
 
 def _batches(llm: LLMSession, dialogue: str, texts: list[str]) -> list[list[int]]:
     base = llm.prompt_tokens(prompts.refine_messages(dialogue, []))
-    out: list[list[int]] = []
-    cur: list[int] = []
-    used = 0
-    for i, t in enumerate(texts):
-        n = llm.count(f"Timeline {len(cur)}: {t}") + 1
-        if cur and base + used + n > llm.room(_answer(len(cur) + 1)):
-            out.append(cur)
-            cur, used = [], 0
-        cur.append(i)
-        used += n
-    return [*out, cur] if cur else out
+    # Numbered by the timeline's place in the list: never fewer digits than its place in its call.
+    costs = [llm.count(f"Timeline {i}: {t}") + 1 for i, t in enumerate(texts)]
+    return calls_that_fit(costs, base, lambda n: llm.room(_answer(n)))
 
 
 def refine(llm: LLMSession, dialogue: str, texts: list[str], each: bool = False) -> list[str]:
