@@ -21,8 +21,6 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from memory.userspace import user_key
-
 from . import db, quarantine, repair, schema, stored_json
 from .quarantine import Damage
 
@@ -38,8 +36,8 @@ _ROWS = {
 
 @dataclass
 class Finding:
-    key: str  # the user's hash
-    user_id: str  # "" when the hash has no user row (an orphan graph row)
+    key: str  # the owner's key (every owner column holds keys: migration 6)
+    user_id: str  # the same key, or "" when it has no user row (an orphan graph row)
     damage: Damage
     done: str = ""
 
@@ -57,7 +55,7 @@ def scan(engine: Engine) -> Report:
     with db.read(engine) as c:
         if engine.dialect.name == "sqlite":
             rep.integrity = str(c.exec_driver_sql("PRAGMA integrity_check").scalar())
-        ids = {user_key(u): u for u in c.execute(sa.select(schema.users.c.user_id)).scalars()}
+        users = set(c.execute(sa.select(schema.users.c.user_id)).scalars())  # keys, as every owner column
         for (table, column), _ in stored_json.COLUMNS.items():
             t = schema.metadata.tables[table]
             key_col, owner_col, session_col = _ROWS[table]
@@ -68,11 +66,10 @@ def scan(engine: Engine) -> Report:
                 _, bad = stored_json.read(table, column, r[2])
                 if not bad:
                     continue
-                owner = str(r[1])
-                k = owner if owner_col == "user_key" else user_key(owner)
+                k = str(r[1])
                 row_key = "prefs" if table == "users" else str(r[0])
                 d = Damage(table, row_key, column, str(r[3]) if session_col else "", r[2])
-                rep.findings.append(Finding(k, ids.get(k, ""), d))
+                rep.findings.append(Finding(k, k if k in users else "", d))
             rep.scanned[f"{table}.{column}"] = n
     for k in {f.key for f in rep.findings}:
         quarantine.flag(engine, k, [f.damage for f in rep.findings if f.key == k])

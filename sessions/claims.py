@@ -42,7 +42,7 @@ def close_claim(store, user_id: str):
 
 @contextmanager
 def _advisory(engine, user_id: str):
-    a, b = db.lock_key(CLOSE_LOCK, user_id)
+    a, b = db.lock_key(CLOSE_LOCK, user_key(user_id))  # by key, as the lock file: ids and keys meet
     conn = engine.connect()
     try:
         conn.execute(sa.text("SELECT pg_advisory_lock(:a, :b)"), {"a": a, "b": b})

@@ -4,6 +4,8 @@ A user id is the bearer credential of a browser or an API client (sessions/ids.p
 `issued_only` (the app's default), an id the server did not issue (a chosen "aaaa...", one of a
 forgotten user) is refused, so per-user limits are per issued id; issuing is rate-limited per
 client address on public deployments, so one client cannot mint ids to multiply those limits.
+The database stores only each id's key (memory.userspace): an id shaped like a key is refused, so
+the keys in a copy of the database are no credentials.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .ids import InvalidUserId, check_user_id, new_user_id
+from memory.userspace import is_user_key
+
+from .ids import InvalidUserId, UserKey, check_user_id, new_user_id
 from .jobs import LimitReached
 
 UNKNOWN = "Unknown user id: ids are given by this server. Reload the page (or call /new_user) to get one."
@@ -53,21 +57,27 @@ class Identity:
         """A new user id, registered; LimitReached when `client` asked for too many this hour."""
         self._take(client or "?")
         uid = new_user_id()
-        self.store.ensure_user(uid)
+        self.store.ensure_user(UserKey.of(uid))
         return uid
 
     def register(self, user_id: str) -> str:
         """Serve `user_id` from now on (an id the server derived itself, e.g. a signed-in account's)."""
         uid = check_user_id(user_id)
-        self.store.ensure_user(uid)
+        self.store.ensure_user(UserKey.of(uid))
         return uid
 
-    def check(self, user_id: object) -> str:
-        """The id if it may be used: well formed and, with `issued_only`, issued by this server."""
+    def check(self, user_id: object) -> UserKey:
+        """The id's key if the id may be used: well formed, not a key itself and, with `issued_only`,
+        issued by this server."""
+        if isinstance(user_id, UserKey):  # checked already, or read from the database by the server
+            return user_id
         uid = check_user_id(user_id)
-        if self.config.issued_only and not self.store.user_exists(uid):
+        if is_user_key(uid):
             raise InvalidUserId(UNKNOWN)
-        return uid
+        key = UserKey.of(uid)
+        if self.config.issued_only and not self.store.user_exists(key):
+            raise InvalidUserId(UNKNOWN)
+        return key
 
     def known(self, user_id: object) -> bool:
         try:

@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import hashlib
 import os
 import sys
 import time
+
+from memory.userspace import user_key
+
+from .ids import UserKey
 
 DAY = 86400.0
 
 
 def fingerprint(user_id: str) -> str:
-    return hashlib.sha256(user_id.encode()).hexdigest()[:12]
+    """What the report prints for a user: the start of its key (the id is a credential)."""
+    return user_key(user_id)[:12]
 
 
 def idle_users(store, days: float, now: float | None = None) -> list[tuple[str, float]]:
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None, service=None, out=sys.stdout, now: float
             print("Nothing deleted (report only). Add --delete to delete these users.", file=out)
         return 0
     for uid, _ in users:
-        service.forget(uid)
+        service.forget(UserKey(uid))  # a key read from the database: the server acts for this user
         print(f"  deleted user {fingerprint(uid)}", file=out)
     print(f"Deleted {len(users)} idle users.", file=out)
     return 0

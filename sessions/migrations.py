@@ -2,8 +2,9 @@
 
 Why not Alembic: the schema is small and owned by this app alone; migrations must run by
 themselves at every replica's start (no separate command, no alembic.ini / env.py to ship), in
-one transaction, and adopt the pre-versioning SQLite files as version 1. A list of frozen DDL
-steps does that in ~100 lines; a step is never edited once released, a change is a new step.
+one transaction, and adopt the pre-versioning SQLite files as version 1. A list of frozen steps
+(DDL text, or a function where rows must be rewritten) does that in ~100 lines; a step is never
+edited once released, a change is a new step.
 
 Two replicas starting at once: on PostgreSQL the whole upgrade runs under a transaction-level
 advisory lock (DDL is transactional there); on SQLite under BEGIN IMMEDIATE. The loser waits,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -147,12 +149,30 @@ CREATE TABLE quarantine (
 )
 """
 
-MIGRATIONS: list[tuple[int, str, str]] = [
+
+def _v6_store_keys_not_ids(conn: Connection) -> None:
+    """Version 6: the user tables hold each id's key (memory.userspace.user_key, frozen: sha256, 40 hex
+    digits), as the memory stores already did, not the id itself, which is the browser's credential."""
+    from memory.userspace import user_key
+
+    tables = ("users", "sessions", "messages", "compares")
+    ids: set[str] = set()
+    for t in tables:
+        ids.update(r[0] for r in conn.exec_driver_sql(f"SELECT DISTINCT user_id FROM {t}"))
+    for uid in sorted(ids):
+        key = user_key(uid)
+        if key != uid:
+            for t in tables:
+                conn.execute(sa.text(f"UPDATE {t} SET user_id = :k WHERE user_id = :u"), {"k": key, "u": uid})
+
+
+MIGRATIONS: list[tuple[int, str, str | Callable[[Connection], None]]] = [
     (1, "sessions, messages, traces, preferences, compare runs", V1),
     (2, "THEANINE graph: memories, edges, built sessions, per-user version", V2),
     (3, "per-user change counters of derived memory caches", V3),
     (4, "source turn ids; how a memory was made and its excerpt", V4),
     (5, "quarantine of damaged stored values", V5),
+    (6, "users stored by key, not by id", _v6_store_keys_not_ids),
 ]
 LATEST = MIGRATIONS[-1][0]
 
@@ -188,12 +208,16 @@ def upgrade(engine: Engine) -> list[int]:
         for version, name, ddl in MIGRATIONS:
             if version in done:
                 continue
-            for stmt in ddl.format(**_types(conn)).split(";"):
-                if stmt.strip():
-                    conn.exec_driver_sql(stmt)
+            if callable(ddl):
+                ddl(conn)
+            else:
+                for stmt in ddl.format(**_types(conn)).split(";"):
+                    if stmt.strip():
+                        conn.exec_driver_sql(stmt)
             _record(conn, version, name)
             new.append(version)
     if new:
+        db.purge_deleted(engine)  # rewritten rows (version 6: the ids) leave no old copy in the log
         log.info("database schema upgraded: applied %s", new)
     return new
 

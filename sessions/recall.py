@@ -11,8 +11,6 @@ from __future__ import annotations
 from memory.errors import InvalidOptions
 from memory.trace import Trace
 
-from .ids import check_user_id
-
 MAX_QUERY_CHARS = 4000
 
 
@@ -39,7 +37,7 @@ def _scores(trace: Trace) -> list[float | None]:
 
 
 def recall(service, user_id: str, query: str, strategy: str = "", as_of: str = "") -> dict:
-    user_id = check_user_id(user_id)
+    user_id = service.user(user_id)
     query = (query or "").strip()[:MAX_QUERY_CHARS]
     if not query:
         raise InvalidOptions("query is empty")

@@ -21,6 +21,7 @@ from .chat import Chat, ChatUpdate
 from .errors import DATABASE_DOWN, NOT_STORED, DatabaseUnavailable, UserError, database_down
 from .graph_store import SqlGraphStore
 from .identity import Identity, IdentityConfig
+from .ids import UserKey
 from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .jobs import BuildPool, ImportRate, LimitReached
 from .lifecycle import EndResult, Lifecycle, Progress, check_date, iso_date, parse_date, plural
@@ -64,7 +65,9 @@ class SessionService(Upkeep):
         self.chat = Chat(self.store, agent, self.lifecycle)
 
     # --- identity ----------------------------------------------------------------------------
-    def _user(self, user_id: object) -> str:
+    def user(self, user_id: object) -> UserKey:
+        """The key the user is stored and served under (sessions/ids.py); InvalidUserId for an id that
+        may not be used. Every method passes its user on as this key, never as the id."""
         return self.identity.check(user_id)
 
     def new_user(self, client: str = "") -> str:
@@ -85,7 +88,7 @@ class SessionService(Upkeep):
 
     # --- settings of a user ---------------------------------------------------------------
     def prefs(self, user_id: str) -> dict:
-        return self.store.get_prefs(self._user(user_id))
+        return self.store.get_prefs(self.user(user_id))
 
     def options(self, user_id: str, strategy: str | None = None) -> Options:
         return _prefs.options_for(self.settings.options, self.prefs(user_id), strategy)
@@ -102,6 +105,7 @@ class SessionService(Upkeep):
 
     def save_settings(self, user_id: str, options: dict, llm: dict | None = None) -> Options:
         """Validate and save; raises InvalidOptions (message for people) and keeps the old values."""
+        user_id = self.user(user_id)
         p = self.prefs(user_id)
         new = dict(p, options=dict(p.get("options") or {}, **_prefs.validated_options(self.settings.options, options)))
         if llm is not None:
@@ -112,6 +116,7 @@ class SessionService(Upkeep):
         return self.options(user_id)
 
     def set_strategy(self, user_id: str, strategy: str) -> Options:
+        user_id = self.user(user_id)
         opts = self.options(user_id, strategy)  # raises InvalidOptions on an unknown strategy
         self.store.set_prefs(user_id, dict(self.prefs(user_id), strategy=strategy))
         return opts
@@ -119,19 +124,19 @@ class SessionService(Upkeep):
     # --- chat -------------------------------------------------------------------------------
     def current_session(self, user_id: str) -> SessionRow:
         """The open session, with its number in time order (as the session list shows it)."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         s = self.lifecycle.current(user_id)
         s.number = next((r.number for r in self.lifecycle.sessions(user_id) if r.session_id == s.session_id), 0)
         return s
 
     def messages(self, user_id: str, session_id: str | None = None) -> list[MessageRow]:
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         sid = session_id or self.lifecycle.current(user_id).session_id
         return self.store.messages(user_id, sid)
 
     def send(self, user_id: str, message: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
         try:
-            user_id = self._user(user_id)
+            user_id = self.user(user_id)
             opts, llm = self.options(user_id, strategy), self.llm(user_id)
         except Exception as e:
             if database_down(e):  # nothing was stored: the sender keeps the text
@@ -140,35 +145,35 @@ class SessionService(Upkeep):
         return self.work.stream(user_id, "reply", lambda: self.chat.send(user_id, message, opts, llm))
 
     def retry(self, user_id: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         opts, llm = self.options(user_id, strategy), self.llm(user_id)
         return self.work.stream(user_id, "reply", lambda: self.chat.retry(user_id, opts, llm))
 
     def stop_reply(self, user_id: str) -> None:
         """The user pressed Stop: once the cancelled reply has recorded its interruption (or after
         STOP_WAIT_S, when it is stuck in a slow call), the chat lane is free for Retry."""
-        self.work.stop(self._user(user_id), "chat", STOP_WAIT_S)
+        self.work.stop(self.user(user_id), "chat", STOP_WAIT_S)
 
     def compare(self, user_id: str, message: str) -> Iterator[dict]:
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         opts, llm = self.options(user_id), self.llm(user_id)
         return self.work.stream(user_id, "compare", lambda: self.chat.compare(user_id, message, opts, llm))
 
     def last_compare(self, user_id: str) -> dict | None:
         """The user's latest comparison (message, results, session, time): the page shows it again after a reload."""
-        rows = self.store.compares(self._user(user_id), last=1)
+        rows = self.store.compares(self.user(user_id), last=1)
         return rows[0] if rows else None
 
     def reply_for(self, user_id: str, message_id: int) -> MessageRow | None:
         """The reply a chat message stands for: itself if it is a reply, else the reply to it."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         m = self.store.message(user_id, int(message_id))
         if m is None or m.role == "assistant":
             return m
         return self.store.reply_to(user_id, m.id)
 
     def last_reply(self, user_id: str) -> MessageRow | None:
-        return self.store.last_reply(self._user(user_id))
+        return self.store.last_reply(self.user(user_id))
 
     # --- sessions -----------------------------------------------------------------------------
     def end_session(
@@ -176,11 +181,11 @@ class SessionService(Upkeep):
     ) -> EndResult:
         """End the open session; the next one is dated `next_date` (not before this one). With
         build=False the memory is left for `build_pending` (the page runs it in the background)."""
-        return self._end(self._user(user_id), next_date, progress, build)
+        return self._end(self.user(user_id), next_date, progress, build)
 
     def new_session(self, user_id: str, date: str, progress: Progress | None = None, build: bool = True) -> EndResult:
         """Start a session on `date`; the open one is ended first if it has messages."""
-        return self._end(self._user(user_id), check_date(date), progress, build)
+        return self._end(self.user(user_id), check_date(date), progress, build)
 
     def _end(self, user_id: str, next_date: str | None, progress: Progress | None, build: bool) -> EndResult:
         self._check_room(user_id, new_sessions=1)
@@ -191,7 +196,7 @@ class SessionService(Upkeep):
 
     def build_pending(self, user_id: str, progress: Progress | None = None) -> EndResult:
         """Build the memory of every ended session still waiting for it (after build=False)."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         with self.work.hold(user_id, "close"):
             return self._build_pending(user_id, progress)
 
@@ -199,7 +204,7 @@ class SessionService(Upkeep):
         """`build_pending` in the background (the page), as work of `kind` ("close", or "import" after an
         import); its progress and result are on the Work (`self.work.running` / `take_finished` with the
         "memory" lane). Busy when a build runs."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         return self.work.start(user_id, kind, lambda w: self._build_pending(user_id, w.progress))
 
     def _build_pending(self, user_id: str, progress: Progress | None) -> EndResult:
@@ -220,7 +225,7 @@ class SessionService(Upkeep):
 
     def default_next_date(self, user_id: str) -> str:
         """The proposed date of the next session: the last session's date plus one day."""
-        return self.lifecycle.default_next_date(self._user(user_id))
+        return self.lifecycle.default_next_date(self.user(user_id))
 
     def _check_room(self, user_id: str, new_sessions: int) -> None:
         """Per-user bounds on stored sessions and memories (Limits); LimitReached says what to do."""
@@ -242,13 +247,14 @@ class SessionService(Upkeep):
 
     def sessions(self, user_id: str) -> list[SessionRow]:
         """The user's sessions in time order (by date, then number)."""
-        return self.lifecycle.sessions(self._user(user_id))
+        return self.lifecycle.sessions(self.user(user_id))
 
     def recover_pending_closes(self) -> int:
         """At start: finish every close a crash or failure left undone. Returns how many were retried
         (a user already building is skipped: that build takes the pending sessions too)."""
         n = 0
-        for user_id in self.store.users_with_pending_closes():
+        for key in self.store.users_with_pending_closes():
+            user_id = UserKey(key)  # read from the database: the server acts for this user itself
             try:
                 with self.work.hold(user_id, "close"):
                     n += len(self.lifecycle.close_pending(user_id))
@@ -258,6 +264,7 @@ class SessionService(Upkeep):
 
     def latest_new_memories(self, user_id: str) -> list[str]:
         """Memory ids added by the most recent completed close (marked "new" in the graph)."""
+        user_id = self.user(user_id)
         for s in reversed(self.sessions(user_id)):
             if s.status == "closed" and s.report and not s.report.get("already_built"):
                 return list(s.report.get("new_memories") or [])
@@ -265,15 +272,15 @@ class SessionService(Upkeep):
 
     # --- memory views and management -------------------------------------------------------------
     def graph(self, user_id: str) -> dict:
-        return self.agent.graph_view(self._user(user_id))
+        return self.agent.graph_view(self.user(user_id))
 
     def segments(self, user_id: str) -> list[dict]:
         """The user's SeCom segments (text, key, session)."""
-        return list(self.agent.export_user(self._user(user_id)).get("secom_segments") or [])
+        return list(self.agent.export_user(self.user(user_id)).get("secom_segments") or [])
 
     def turn_texts(self, user_id: str, turn_ids) -> dict[str, tuple[str, str]]:
         """{turn id: (speaker, text)} for the given turn ids (a memory's provenance), from the transcript."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         wanted = {str(t) for t in turn_ids or ()}
         out: dict[str, tuple[str, str]] = {}
         if not wanted:
@@ -293,7 +300,7 @@ class SessionService(Upkeep):
         its source turns, rebuilt without them). With `redact`, those turns are also blanked in the
         transcript. Returns what was removed and kept ("message" says it for people), or None when
         the memory does not exist."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         if not isinstance(memory_id, str) or not memory_id.strip() or len(memory_id) > MAX_MEMORY_ID_CHARS:
             raise UserError("Choose a memory to delete.")
         records: dict[str, tuple] = {}
@@ -335,7 +342,7 @@ class SessionService(Upkeep):
 
         The user id itself is left out: it is the browser's credential and a shared file must not leak it.
         """
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         sessions = []
         for s in self.store.sessions(user_id):
             msgs = self.store.messages(user_id, s.session_id, include_errors=False)
@@ -362,7 +369,7 @@ class SessionService(Upkeep):
     ) -> EndResult:
         """Store a history (see sessions.importer) as closed sessions and build their memory at once
         (build=False: stored only; `build_pending` builds it, e.g. in the background)."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         with self.work.hold(user_id, "import"):
             self.import_rate.take(user_id)
             try:
@@ -415,7 +422,7 @@ class SessionService(Upkeep):
 
     def forget(self, user_id: str) -> None:
         """Delete everything about the user: memory in every store first, then sessions and messages."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         # The claim: no replica is building this user's memory while it is deleted.
         with self.work.hold(user_id, "forget"), self.store.close_claim(user_id):
             self.agent.forget_user(user_id)

@@ -94,7 +94,7 @@ class Store:
     def _lock_user(self, conn: Connection, user_id: str) -> None:
         """Serialise one user's read-then-write steps across replicas (SQLite: BEGIN IMMEDIATE already does)."""
         if self.postgres:
-            conn.execute(sa.select(U.c.user_id).where(U.c.user_id == user_id).with_for_update())
+            conn.execute(sa.select(U.c.user_id).where(U.c.user_id == user_key(user_id)).with_for_update())
 
     def close_claim(self, user_id: str):
         """Context manager: this process alone builds the user's pending sessions until it exits."""
@@ -104,15 +104,17 @@ class Store:
     def ensure_user(self, user_id: str) -> None:
         check_user_id(user_id)
         with self._write() as c:
-            db.insert_ignore(c, U, {"user_id": user_id, "created_at": time.time(), "prefs": "{}"}, ["user_id"])
+            db.insert_ignore(
+                c, U, {"user_id": user_key(user_id), "created_at": time.time(), "prefs": "{}"}, ["user_id"]
+            )
 
     def user_exists(self, user_id: str) -> bool:
         with self._connect() as c:
-            return c.execute(sa.select(U.c.user_id).where(U.c.user_id == user_id)).first() is not None
+            return c.execute(sa.select(U.c.user_id).where(U.c.user_id == user_key(user_id))).first() is not None
 
     def get_prefs(self, user_id: str) -> dict:
         with self._connect() as c:
-            raw = c.execute(sa.select(U.c.prefs).where(U.c.user_id == user_id)).scalar()
+            raw = c.execute(sa.select(U.c.prefs).where(U.c.user_id == user_key(user_id))).scalar()
         prefs, bad = stored_json.read("users", "prefs", raw or "")
         if bad:  # the defaults apply until the user saves settings again
             quarantine.flag(self.engine, user_key(user_id), [Damage("users", "prefs", "prefs", "", raw)])
@@ -121,14 +123,14 @@ class Store:
     def set_prefs(self, user_id: str, prefs: dict) -> None:
         self.ensure_user(user_id)
         with self._write() as c:
-            c.execute(U.update().where(U.c.user_id == user_id).values(prefs=json.dumps(clean_obj(prefs))))
+            c.execute(U.update().where(U.c.user_id == user_key(user_id)).values(prefs=json.dumps(clean_obj(prefs))))
             quarantine.clear(c, user_key(user_id), "users")  # settings saved again: the damaged ones are replaced
 
     def delete_user(self, user_id: str) -> None:
         check_user_id(user_id)
         with self._write() as c:
             for table in (M, C, S, U):
-                c.execute(table.delete().where(table.c.user_id == user_id))
+                c.execute(table.delete().where(table.c.user_id == user_key(user_id)))
             quarantine.clear(c, user_key(user_id))
 
     # --- sessions ----------------------------------------------------------------------
@@ -137,7 +139,7 @@ class Store:
         return (
             int(
                 c.execute(
-                    sa.select(sa.func.coalesce(sa.func.max(S.c.seq), 0)).where(S.c.user_id == user_id)
+                    sa.select(sa.func.coalesce(sa.func.max(S.c.seq), 0)).where(S.c.user_id == user_key(user_id))
                 ).scalar_one()
             )
             + 1
@@ -149,7 +151,7 @@ class Store:
         sid = f"s{seq}"
         c.execute(
             S.insert().values(
-                user_id=user_id,
+                user_id=user_key(user_id),
                 session_id=sid,
                 seq=seq,
                 date=clean_text(date),
@@ -165,7 +167,9 @@ class Store:
         self.ensure_user(user_id)
         with self._write() as c:
             self._lock_user(c, user_id)
-            sid = c.execute(sa.select(S.c.session_id).where(S.c.user_id == user_id, S.c.status == "open")).scalar()
+            sid = c.execute(
+                sa.select(S.c.session_id).where(S.c.user_id == user_key(user_id), S.c.status == "open")
+            ).scalar()
             sid = sid or self._insert_session(c, user_id, default_date, "open", "chat")
         row = self.session(user_id, sid)
         assert row is not None  # made above, in this transaction
@@ -173,11 +177,13 @@ class Store:
 
     def session(self, user_id: str, session_id: str) -> SessionRow | None:
         return self._read_row(
-            SessionRow, user_id, sa.select(S, _N_OK).where(S.c.user_id == user_id, S.c.session_id == session_id)
+            SessionRow,
+            user_id,
+            sa.select(S, _N_OK).where(S.c.user_id == user_key(user_id), S.c.session_id == session_id),
         )
 
     def sessions(self, user_id: str, status: str | None = None) -> list[SessionRow]:
-        q = sa.select(S, _N_OK).where(S.c.user_id == user_id)
+        q = sa.select(S, _N_OK).where(S.c.user_id == user_key(user_id))
         if status:
             q = q.where(S.c.status == status)
         return self._read_rows(SessionRow, user_id, q.order_by(S.c.seq))
@@ -186,7 +192,7 @@ class Store:
         with self._write() as c:
             c.execute(
                 S.update()
-                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "open")
+                .where(S.c.user_id == user_key(user_id), S.c.session_id == session_id, S.c.status == "open")
                 .values(date=clean_text(date))
             )
 
@@ -197,14 +203,14 @@ class Store:
         with self._write() as c:
             self._lock_user(c, user_id)
             status = c.execute(
-                sa.select(S.c.status).where(S.c.user_id == user_id, S.c.session_id == session_id)
+                sa.select(S.c.status).where(S.c.user_id == user_key(user_id), S.c.session_id == session_id)
             ).scalar()
             if status is None:
                 return None
             values: dict = {"date": clean_text(date)}
             if status == "closed":
                 values.update(status="closing", close_error=None)
-            c.execute(S.update().where(S.c.user_id == user_id, S.c.session_id == session_id).values(**values))
+            c.execute(S.update().where(S.c.user_id == user_key(user_id), S.c.session_id == session_id).values(**values))
             return str(status)
 
     def end_open_session(self, user_id: str, session_id: str, next_date: str) -> str | None:
@@ -217,7 +223,7 @@ class Store:
             self._lock_user(c, user_id)
             cur = c.execute(
                 S.update()
-                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "open")
+                .where(S.c.user_id == user_key(user_id), S.c.session_id == session_id, S.c.status == "open")
                 .values(status="closing", closed_at=time.time(), close_error=None)
             )
             if cur.rowcount != 1:
@@ -228,7 +234,7 @@ class Store:
         with self._write() as c:
             c.execute(
                 S.update()
-                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "closing")
+                .where(S.c.user_id == user_key(user_id), S.c.session_id == session_id, S.c.status == "closing")
                 .values(status="closed", close_error=None, report=json.dumps(clean_obj(report)))
             )
 
@@ -236,7 +242,7 @@ class Store:
         with self._write() as c:
             c.execute(
                 S.update()
-                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "closing")
+                .where(S.c.user_id == user_key(user_id), S.c.session_id == session_id, S.c.status == "closing")
                 .values(close_error=clean_text(error))
             )
 
@@ -268,21 +274,27 @@ class Store:
             taken = {
                 r[0]
                 for r in c.execute(
-                    sa.select(M.c.source_turn_id).where(M.c.user_id == user_id, M.c.source_turn_id.is_not(None))
+                    sa.select(M.c.source_turn_id).where(
+                        M.c.user_id == user_key(user_id), M.c.source_turn_id.is_not(None)
+                    )
                 )
             }
             prefix = ""
             if taken.intersection(t[3] for _, turns in sessions for t in turns if t[3]):
                 n = c.execute(
-                    sa.select(sa.func.count()).select_from(S).where(S.c.user_id == user_id, S.c.source == "import")
+                    sa.select(sa.func.count())
+                    .select_from(S)
+                    .where(S.c.user_id == user_key(user_id), S.c.source == "import")
                 ).scalar_one()
                 prefix = f"i{n + 1}/"
             has_msgs = sa.exists().where(M.c.user_id == S.c.user_id, M.c.session_id == S.c.session_id)
             empty_open = c.execute(
-                sa.select(S.c.session_id, S.c.date).where(S.c.user_id == user_id, S.c.status == "open", ~has_msgs)
+                sa.select(S.c.session_id, S.c.date).where(
+                    S.c.user_id == user_key(user_id), S.c.status == "open", ~has_msgs
+                )
             ).first()
             if empty_open:
-                c.execute(S.delete().where(S.c.user_id == user_id, S.c.session_id == empty_open.session_id))
+                c.execute(S.delete().where(S.c.user_id == user_key(user_id), S.c.session_id == empty_open.session_id))
             for date, turns in sessions:
                 sid = self._insert_session(c, user_id, date, "closing", "import")
                 if turns:
@@ -290,7 +302,7 @@ class Store:
                         M.insert(),
                         [
                             {
-                                "user_id": user_id,
+                                "user_id": user_key(user_id),
                                 "session_id": sid,
                                 "role": r,
                                 "speaker": clean_text(s),
@@ -315,7 +327,7 @@ class Store:
             # FOR UPDATE (PostgreSQL): an end_open_session of another replica waits for this insert, or wins first.
             is_open = c.execute(
                 sa.select(S.c.session_id)
-                .where(S.c.user_id == user_id, S.c.session_id == session_id, S.c.status == "open")
+                .where(S.c.user_id == user_key(user_id), S.c.session_id == session_id, S.c.status == "open")
                 .with_for_update(read=True)
             ).first()
             if is_open is None:
@@ -325,7 +337,7 @@ class Store:
     @staticmethod
     def _insert_message(c: Connection, user_id: str, session_id: str, role: str, text: str, **columns) -> int:
         """One chat message (its text cleaned); returns its id."""
-        values = {"user_id": user_id, "session_id": session_id, "role": role, "speaker": role, **columns}
+        values = {"user_id": user_key(user_id), "session_id": session_id, "role": role, "speaker": role, **columns}
         stmt = M.insert().values(**values, text=clean_text(text), created_at=time.time()).returning(M.c.id)
         return int(c.execute(stmt).scalar_one())
 
@@ -355,7 +367,7 @@ class Store:
             )
 
     def messages(self, user_id: str, session_id: str, include_errors: bool = True) -> list[MessageRow]:
-        q = sa.select(M).where(M.c.user_id == user_id, M.c.session_id == session_id)
+        q = sa.select(M).where(M.c.user_id == user_key(user_id), M.c.session_id == session_id)
         if not include_errors:
             q = q.where(M.c.status == "ok")
         return self._read_rows(MessageRow, user_id, q.order_by(M.c.id))
@@ -365,24 +377,26 @@ class Store:
         with self._write() as c:
             return sum(
                 c.execute(
-                    M.update().where(M.c.user_id == user_id, M.c.id == int(i)).values(text=clean_text(text))
+                    M.update().where(M.c.user_id == user_key(user_id), M.c.id == int(i)).values(text=clean_text(text))
                 ).rowcount
                 for i in message_ids
             )
 
     def message(self, user_id: str, message_id: int) -> MessageRow | None:
-        return self._read_row(MessageRow, user_id, sa.select(M).where(M.c.user_id == user_id, M.c.id == message_id))
+        return self._read_row(
+            MessageRow, user_id, sa.select(M).where(M.c.user_id == user_key(user_id), M.c.id == message_id)
+        )
 
     def reply_to(self, user_id: str, message_id: int) -> MessageRow | None:
         """The latest reply (ok or error) to a user message."""
-        q = sa.select(M).where(M.c.user_id == user_id, M.c.reply_to == message_id).order_by(M.c.id.desc())
+        q = sa.select(M).where(M.c.user_id == user_key(user_id), M.c.reply_to == message_id).order_by(M.c.id.desc())
         return self._read_row(MessageRow, user_id, q)
 
     def last_reply(self, user_id: str) -> MessageRow | None:
         """The user's most recent assistant message with a trace, in any session."""
         q = (
             sa.select(M)
-            .where(M.c.user_id == user_id, M.c.role == "assistant", M.c.trace.is_not(None))
+            .where(M.c.user_id == user_key(user_id), M.c.role == "assistant", M.c.trace.is_not(None))
             .order_by(M.c.id.desc())
         )
         return self._read_row(MessageRow, user_id, q)
@@ -394,7 +408,7 @@ class Store:
                 c.execute(
                     C.insert()
                     .values(
-                        user_id=user_id,
+                        user_id=user_key(user_id),
                         session_id=session_id,
                         message=clean_text(message),
                         results=json.dumps(clean_obj(results)),
@@ -407,7 +421,7 @@ class Store:
     def compares(self, user_id: str, last: int | None = None) -> list[dict]:
         """The user's compare runs, oldest first (`last`: only the latest n); a run whose stored results
         cannot be read is left out (quarantined)."""
-        q = sa.select(C).where(C.c.user_id == user_id).order_by(C.c.id.desc())
+        q = sa.select(C).where(C.c.user_id == user_key(user_id)).order_by(C.c.id.desc())
         if last is not None:
             q = q.limit(last)
         out, damaged = [], []

@@ -28,7 +28,7 @@ class Upkeep:
     agent: Any
     work: UserWork
     lifecycle: Lifecycle
-    _user: Any
+    user: Any
     build_pending: Any
 
     def set_session_date(
@@ -37,7 +37,7 @@ class Upkeep:
         """Correct the date of a session (memory.dates' rule, as for new sessions). The open session keeps
         the order rule; an ended one's memories take the new date (THEANINE at once, SeCom by a rebuild;
         build=False leaves that to `build_pending`)."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         new = check_date(date)
         row = self.store.session(user_id, str(session_id or ""))
         if row is None:
@@ -64,7 +64,7 @@ class Upkeep:
     # --- damaged stored values (sessions/quarantine.py) -------------------------------------------
     def damage(self, user_id: str) -> list[dict]:
         """The user's damaged stored values found so far: {"item", "kind", "session_id", "message"}."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         nums = repair.session_numbers(self.store.engine, user_id)
         return [
             {
@@ -79,7 +79,7 @@ class Upkeep:
     def repair(self, user_id: str, item: str, action: str, progress: Progress | None = None, build: bool = True) -> str:
         """Rebuild or drop one damaged value (`item` as listed by `damage`); a rebuilt session's memory
         is built at once (build=False: left to `build_pending`). Returns what was done, for people."""
-        user_id = self._user(user_id)
+        user_id = self.user(user_id)
         if action not in repair.ACTIONS:
             raise UserError("Choose rebuild or drop.")
         d = repair.find(self.store.engine, user_key(user_id), str(item or ""))

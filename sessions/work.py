@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from memory.userspace import user_key
+
 from .errors import UserError
 
 log = logging.getLogger(__name__)
@@ -116,7 +118,8 @@ class Work(Progressing):
 
 
 class UserWork:
-    """Which user runs which work right now: one piece per lane (LANES) per user."""
+    """Which user runs which work right now: one piece per lane (LANES) per user. A user is known by
+    key (memory.userspace), so the page's id and the server's own key name the same lanes."""
 
     def __init__(self):
         self._held: dict[tuple[str, str], Work] = {}  # (user, lane) -> the work holding it
@@ -125,10 +128,12 @@ class UserWork:
 
     def running(self, user_id: str, lane: str | None = None) -> Work | None:
         """The user's work in `lane` (any lane when None), or None."""
+        user_id = user_key(user_id)
         with self._lock:
             return next((w for (u, ln), w in self._held.items() if u == user_id and lane in (None, ln)), None)
 
     def _take(self, user_id: str, kind: str) -> Work:
+        user_id = user_key(user_id)
         lanes = [(user_id, lane) for lane in _lanes(kind)]
         work = Work(kind=kind)
         with self._lock:
@@ -140,6 +145,7 @@ class UserWork:
         return work
 
     def _free(self, user_id: str, work: Work) -> None:
+        user_id = user_key(user_id)
         with self._lock:
             for lane in _lanes(work.kind):
                 if self._held.get((user_id, lane)) is work:  # not a later holder's lane (after Stop)
@@ -165,6 +171,7 @@ class UserWork:
         """Run fn(work) in a background thread as the user's work of `kind` (Busy, at once, when a lane
         is taken). Its end is kept for `take_finished`, so the page shows it once, even after a reload."""
         work = self._take(user_id, kind)
+        user_id = user_key(user_id)
 
         def run() -> None:
             try:
@@ -182,11 +189,13 @@ class UserWork:
 
     def finished(self, user_id: str, lane: str) -> Work | None:
         """The user's background work in `lane` that ended and was not taken yet."""
+        user_id = user_key(user_id)
         with self._lock:
             return self._finished.get((user_id, lane))
 
     def take_finished(self, user_id: str, lane: str) -> Work | None:
         """The user's ended background work in `lane`, removed (its result is shown once)."""
+        user_id = user_key(user_id)
         with self._lock:
             return self._finished.pop((user_id, lane), None)
 
@@ -194,6 +203,7 @@ class UserWork:
         """The user abandoned the work in `lane` (Stop): wait up to `wait` seconds for it to end (a
         cancelled reply records its interruption as it ends), then free the lane in any case, so a
         reply stuck in a slow call does not keep the user from sending again."""
+        user_id = user_key(user_id)
         work = self.running(user_id, lane)
         if work is None or work.wait(wait):
             return

@@ -21,7 +21,7 @@ PG_WAITERS = sa.text(
 
 
 def _pg_waiting(engine: sa.Engine, user_id: str) -> bool:
-    a, b = lock_key(CLOSE_LOCK, user_id)
+    a, b = lock_key(CLOSE_LOCK, user_key(user_id))
     with engine.connect() as c:
         return bool(c.execute(PG_WAITERS, {"a": a, "b": b & 0xFFFFFFFF}).scalar())
 

@@ -20,6 +20,7 @@ from memory.records import SessionRecord, Turn
 from memory.settings import LLMConfig, Options
 from memory.store import Hit
 from memory.trace import LLMCall, Trace
+from memory.userspace import user_key
 
 WAIT = 60  # generous: waits on a gate end by events, never by elapsed time
 
@@ -88,7 +89,8 @@ class ScriptedAgent:
         self.graph_store: GraphStore | None = None  # given by the session service, as the real agent is
 
     def _g(self, user_id: str) -> dict:
-        return self.graphs.setdefault(user_id, {"nodes": [], "edges": [], "built": set()})
+        # by key, as the real stores: the service passes keys, recovery and tests may pass ids
+        return self.graphs.setdefault(user_key(user_id), {"nodes": [], "edges": [], "built": set()})
 
     def use_graph_store(self, graphs: GraphStore, versions: Versions | None = None) -> None:
         self.graph_store = graphs  # the scripted graphs stay in this object; the store is only kept
@@ -179,7 +181,7 @@ class ScriptedAgent:
 
     def forget_user(self, user_id: str) -> None:
         self.calls.append(("forget", user_id))
-        self.graphs.pop(user_id, None)
+        self.graphs.pop(user_key(user_id), None)
 
 
 class GatedAgent(ScriptedAgent):
@@ -210,7 +212,7 @@ class MemoryStore:
         self.lock = threading.Lock()
 
     def _col(self, user_id: str, kind: str) -> dict[str, tuple[str, np.ndarray, dict]]:
-        return self.data.setdefault((user_id, kind), {})
+        return self.data.setdefault((user_key(user_id), kind), {})
 
     @staticmethod
     def _match(meta: dict, where: dict | None) -> bool:
@@ -258,7 +260,7 @@ class MemoryStore:
     def drop_user(self, user_id: str, kinds: tuple[str, ...]) -> None:
         with self.lock:
             for kind in kinds:
-                self.data.pop((user_id, kind), None)
+                self.data.pop((user_key(user_id), kind), None)
 
     def rows(self, user_id: str, kind: str) -> dict[str, tuple]:
         """{id: (document, metadata)} of one collection, in insertion order."""

@@ -74,7 +74,7 @@ def run_case(column: str, data_dir: Path, server: LLMServer) -> dict:
     db.close()
     svc = make_service(data_dir, server)  # a restart: no cached graph
     h = handlers(svc)
-    out: dict = {"column": column}
+    out: dict = {"column": column, "user_id": uid}
     ok, page = _try(lambda: h.load(uid))
     out["page load"] = ok and "mc-error" not in str(page.get(h.c.status, "")) and bool(page.get(h.c.chatbot))
     out["history"] = _try(lambda: [svc.messages(uid, s.session_id) for s in svc.sessions(uid)])[0]

@@ -69,7 +69,7 @@ def test_sessions_messages_and_isolation(store):
         ("s1", "closing", 2),
         ("s2", "open", 0),
     ]
-    assert store.users_with_pending_closes() == [UID]
+    assert store.users_with_pending_closes() == [user_key(UID)]  # stored by key, not by id
     ids = store.add_imported_sessions(UID, [("2023-01-01", [("user", "Caroline", "Hi"), ("assistant", "Mel", "Yo")])])
     assert ids == ["s2"] and store.open_session(UID, "x").session_id == "s3"  # the empty open one moved after
     store.mark_closed(UID, "s1", {"new_memories": ["s1:m0"]})

@@ -6,6 +6,7 @@ import io
 import time
 
 from memory.settings import Settings
+from memory.userspace import user_key
 from sessions import SessionService, new_user_id
 from sessions.idle import fingerprint, main
 from tests.fakes import ScriptedAgent
@@ -28,7 +29,7 @@ def test_idle_users_reported_then_deleted_on_request_only(tmp_path):
     from sessions.schema import messages
 
     with svc.store._write() as db:
-        db.execute(messages.update().where(messages.c.user_id == recent).values(created_at=now))
+        db.execute(messages.update().where(messages.c.user_id == user_key(recent)).values(created_at=now))
 
     out = io.StringIO()
     assert main(["--days", "30"], service=svc, out=out, now=now) == 0
@@ -42,5 +43,5 @@ def test_idle_users_reported_then_deleted_on_request_only(tmp_path):
     main(["--days", "30", "--delete"], service=svc, out=out, now=now)
     assert f"deleted user {fingerprint(old)}" in out.getvalue() and "Deleted 1 idle users." in out.getvalue()
     assert not svc.store.user_exists(old) and svc.sessions(old) == []
-    assert ("forget", old) in agent.calls
+    assert ("forget", user_key(old)) in agent.calls
     assert svc.store.user_exists(recent) and svc.sessions(recent)

@@ -92,8 +92,8 @@ def test_corrupt_settings_report_and_compare_are_left_out(store):
     store.set_prefs(UID, {"strategy": "secom"})
     store.add_compare(UID, "s1", "q1", {"theanine": {"text": "a"}})
     store.add_compare(UID, "s1", "q2", {"theanine": {"text": "b"}})
-    corrupt(store, "UPDATE users SET prefs='nul' WHERE user_id=:u", u=UID)
-    corrupt(store, "UPDATE sessions SET report='[1,' WHERE user_id=:u", u=UID)
+    corrupt(store, "UPDATE users SET prefs='nul' WHERE user_id=:u", u=user_key(UID))
+    corrupt(store, "UPDATE sessions SET report='[1,' WHERE user_id=:u", u=user_key(UID))
     corrupt(store, "UPDATE compares SET results='{' WHERE message='q1'")
     assert store.get_prefs(UID) == {}
     assert store.session(UID, "s1").damaged == "report" and store.session(UID, "s1").report is None
@@ -158,7 +158,7 @@ def test_check_reports_then_repairs_on_both_databases(store):
     assert quarantine.items(store.engine, user_key(UID)) == []
     assert store.message(UID, ids[0]).trace is None and store.message(UID, ids[0]).text == "reply 0"
     # The memory's session is unbuilt and waits for its build (the app's start or next End session).
-    assert store.session(UID, "s1").status == "closing" and UID in store.users_with_pending_closes()
+    assert store.session(UID, "s1").status == "closing" and user_key(UID) in store.users_with_pending_closes()
     assert {p["session_id"] for p in graphs.load(UID)[0]} == {"s2"}
 
 
@@ -200,9 +200,8 @@ def test_one_corrupt_row_leaves_everything_else_working(tmp_path, llm_server, co
 def test_a_damaged_memory_is_rebuilt_from_its_turns_or_dropped(tmp_path, llm_server, action):
     from tests.reliability_app import handlers, make_service
 
-    run_case("graph_memories.turns", tmp_path / "data", llm_server)
+    uid = run_case("graph_memories.turns", tmp_path / "data", llm_server)["user_id"]
     svc = make_service(tmp_path / "data", llm_server)
-    uid = next(iter(svc.store.last_activity()))[0]
     [d] = svc.damage(uid)
     mid = d["item"].split("/")[1]
     h = handlers(svc)

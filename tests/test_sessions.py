@@ -8,6 +8,7 @@ import pytest
 
 from memory.errors import InvalidOptions
 from memory.settings import LLMConfig, Options, Settings
+from memory.userspace import user_key
 from sessions import SessionService, UserError, new_user_id
 from sessions.ids import InvalidUserId, check_user_id
 from sessions.importer import ImportFormatError
@@ -394,7 +395,7 @@ def test_delete_memory_and_forget(tmp_path):
     with pytest.raises(UserError):
         svc.delete_memory(uid, "")
     svc.forget(uid)
-    assert ("forget", uid) in agent.calls
+    assert ("forget", user_key(uid)) in agent.calls
     assert not svc.store.user_exists(uid)
     assert svc.store.sessions(uid) == [] and svc.graph(uid)["nodes"] == []
     assert svc.graph(other)["nodes"] and svc.messages(other) == [] and svc.sessions(other)[0].status == "closed"
