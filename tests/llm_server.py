@@ -181,6 +181,9 @@ def default_answer(purpose: str, body: dict) -> str:
             "correct_answer": "It was a puppy.",
         }
         return json.dumps({"questions": [q] * n})
+    if purpose == "dialogue":  # TeaFarm's step 4: the session before the question
+        turns = [("user", "Hi! Long week."), ("assistant", "Hello! Tell me about it."), ("user", "Pets again.")]
+        return json.dumps({"turns": [{"speaker": w, "text": t} for w, t in turns]})  # odd: the last is dropped
     if purpose == "reply":
         return "Thanks, I will remember that."
     return "ok"

@@ -61,6 +61,18 @@ def test_qa_and_teafarm_through_an_openai_compatible_endpoint(tmp_path, fake_end
     assert judged and all(r["model"] == "judge-x" for r in judged)
     replies = [b for b in fake_endpoint.bodies() if b.get("stream")]
     assert replies and all(r["model"] == "fake" for r in replies)  # the agent keeps its model
+    # Step 4: each question comes after the opening of its own session, which the generator wrote
+    # (an odd last user turn is dropped: the dialogue ends with the chatbot, then the question).
+    assert fake_endpoint.count("dialogue") == 2 and d["config"]["in_a_dialogue"] == 2
+    for r in replies:
+        said = [(m["role"], m["content"]) for m in r["messages"][1:]]
+        assert said == [
+            ("user", "Hi! Long week."),
+            ("assistant", "Hello! Tell me about it."),
+            ("user", "Why did you adopt a cat last week?"),
+        ]
+        assert "you are Bob and the person you talk with is Alice" in r["messages"][0]["content"]  # its speaker
+    assert all("The conversation so far:\nuser: Hi! Long week." in b["messages"][-1]["content"] for b in judged)
     assert d["config"]["generator_and_judge"].startswith("OpenAI-compatible: judge-x")
 
 
@@ -116,3 +128,12 @@ def test_locomo_agent_path_with_the_configured_llm_summariser(tmp_path, fake_end
     assert close["llm_calls"] > 0 and close["memories"] > 0
     assert fake_endpoint.count("summarise") > 0  # the engine's summary step
     assert {r["summariser"] for r in d["results"] if r["method"] != "turn"} == {"llm"}
+
+
+def test_teafarm_dialogue_keeps_whole_exchanges_from_a_user_turn():
+    u, a = {"speaker": "user", "text": "hi there"}, {"speaker": "assistant", "text": "hello!"}
+    assert teafarm.validate_dialogue({"turns": [u, a, u, a]}) == [u, a, u, a]
+    assert teafarm.validate_dialogue({"turns": [u, a, a, u]}) == [u, a]  # stops where the turns stop alternating
+    for bad in ({"turns": [a, u]}, {"turns": [u]}, {"turns": "hi"}, [{"speaker": "user", "text": ""}]):
+        with pytest.raises(ValueError):
+            teafarm.validate_dialogue(bad)

@@ -8,8 +8,11 @@ Takes the first `--sessions` LoCoMo sessions of at least `--min-turns` turns. Fo
 first gets the `--before` sessions preceding it closed on the offline path (so the relation step has
 earlier memories to pair with), then the long session is closed through `MemoryAgent.close_session`
 with the LLM steps on (summary, relations, SeCom segmentation), on the embedded model with its
-n_ctx (LLM_CONTEXT_WINDOW, default 8192). A call is first-try valid when its first answer passed the
-step's validation (mended JSON counts, a second try or the fallback does not).
+n_ctx (LLM_CONTEXT_WINDOW, default 8192). Then `--questions` LoCoMo questions whose evidence lies in
+that session are asked through `MemoryAgent.reply` (THEANINE, the app's options): the refinement step
+(II-2) runs on the retrieved timelines, and the seconds it adds to a reply are recorded. A call is
+first-try valid when its first answer passed the step's validation (mended JSON counts, a second
+try or the fallback does not).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import statistics
 import time
 from collections import defaultdict
+from typing import Any
 
 from .. import locomo_format as lc
 from ..evaluation.machine import machine
@@ -95,6 +99,15 @@ def step_table(calls: list[LLMCall]) -> dict[str, dict]:
     }
 
 
+def ask(agent, user: str, question: str, date: str) -> tuple[list[LLMCall], dict]:
+    """One reply through the app's path (THEANINE, refinement on): its LLM calls and timings."""
+    from ..settings import Options
+
+    done = [e for e in agent.reply(user, [], question, date, Options(strategy="theanine")) if e.kind == "done"]
+    trace = done[-1].trace
+    return trace.llm_calls, dict(trace.timings)
+
+
 def main(argv: list[str]) -> int:
     p = parser("closeprobe", __doc__.split("\n")[0], "bench_out/closeprobe.json")
     p.add_argument("--model", default="qwen1.5b", help="bundled model (LLM_EMBEDDED_MODEL)")
@@ -102,6 +115,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--sessions", type=int, default=3)
     p.add_argument("--min-turns", type=int, default=35)
     p.add_argument("--before", type=int, default=3, help="earlier sessions closed offline first")
+    p.add_argument("--questions", type=int, default=2, help="questions on the session asked after its close")
     p.add_argument("--dry-run", action="store_true", help="size every prompt with the model's tokenizer, no generation")
     a = p.parse_args(argv)
     import tempfile
@@ -111,7 +125,9 @@ def main(argv: list[str]) -> int:
     from ..settings import Settings
 
     with open(a.data, encoding="utf-8") as f:
-        picked = long_sessions(json.load(f), a.sessions, a.min_turns)
+        data = json.load(f)
+    picked = long_sessions(data, a.sessions, a.min_turns)
+    samples = {str(x.get("sample_id", "")): x for x in (data if isinstance(data, list) else [data])}
     env = {**os.environ, "MEMORY_LLM_STEPS": "on", "LLM_EMBEDDED_MODEL": a.model, "SECOM_SEGMENTER": "llm"}
     env.pop("OPENAI_API_KEY", None)
     env.pop("OPENAI_BASE_URL", None)
@@ -131,7 +147,14 @@ def main(argv: list[str]) -> int:
             t0 = time.perf_counter()
             report = agent.close_session(user, sessions[i], llm_steps=True)
             secs = time.perf_counter() - t0
-            calls = report.trace.llm_calls
+            calls = list(report.trace.llm_calls)
+            turn_ids = {t.turn_id for t in sessions[i].turns}
+            on_it = [q for q in lc.questions(samples.get(sid, {})) if set(q.evidence) <= turn_ids][: a.questions]
+            replies: list[dict[str, Any]] = []
+            for q in on_it if sizing is None else []:
+                in_reply, timings = ask(agent, user, q.question, sessions[i].date)
+                calls += [c for c in in_reply if c.purpose == "refine"]
+                replies.append({"question": q.question, "gold": q.answer, "timings": timings})
             row = {
                 "sample": sid,
                 "session": sessions[i].session_id,
@@ -143,6 +166,12 @@ def main(argv: list[str]) -> int:
                 "window": settings.llm.n_ctx,
                 "steps": step_table(calls),
                 "calls": [dataclasses.asdict(c) for c in calls],
+                "replies": replies,
+                "refine_seconds_per_reply": round(
+                    statistics.median([r["timings"].get("theanine_refine", 0.0) for r in replies]), 1
+                )
+                if replies
+                else None,
                 "notices": report.trace.notices,
             }
             if sizing is not None:

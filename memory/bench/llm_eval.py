@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import random
 import tempfile
 import time
@@ -41,20 +42,20 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-reply-tokens", type=int, default=128, help="reply length cap (default 128)")
     p.add_argument(
-        "--judge-model", default="", help="generator and judge model (default: the agent's configured model)"
+        "--judge-model",
+        default=os.environ.get("JUDGE_MODEL", ""),
+        help="generator and judge model (default: JUDGE_MODEL when set, else the agent's configured model)",
     )
     p.add_argument(
         "--judge-base-url",
-        default="",
-        help="generator and judge OpenAI-compatible endpoint (default: the agent's); its key is "
-        "JUDGE_API_KEY, else OPENAI_API_KEY",
+        default=os.environ.get("JUDGE_BASE_URL", ""),
+        help="generator and judge OpenAI-compatible endpoint (default: JUDGE_BASE_URL when set, else the "
+        "agent's); its key is JUDGE_API_KEY, else OPENAI_API_KEY",
     )
 
 
 def judge_config(settings: Settings, args) -> LLMConfig:
     """The generator / judge LLM: the agent's, with the model and endpoint the arguments name."""
-    import os
-
     cfg = settings.llm
     model, url = getattr(args, "judge_model", ""), getattr(args, "judge_base_url", "")
     if not (model or url):
@@ -85,6 +86,16 @@ class User:
     sample: dict
     sessions: list[SessionRecord]
     next_date: str
+    persona: str = ""  # who the agent is and who it talks with (`persona`), told in every reply
+
+
+def persona(sessions: list[SessionRecord]) -> str:
+    """Who is who, as the app's import reads a LoCoMo history: the first speaker is the user, the other
+    the agent. Without it the agent does not know which of the two names in its memory is its own."""
+    names = list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
+    if len(names) < 2:
+        return ""
+    return f"In these conversations you are {names[1]} and the person you talk with is {names[0]}."
 
 
 def load_users(path: str, only: list[str] | None, max_sessions: int) -> list[User]:
@@ -101,7 +112,7 @@ def load_users(path: str, only: list[str] | None, max_sessions: int) -> list[Use
         sid, sessions = lf.load_sessions(s)[0]
         if max_sessions:
             sessions = sessions[:max_sessions]
-        out.append(User(f"bench-{sid}", s, sessions, _after(sessions[-1].date) if sessions else ""))
+        out.append(User(f"bench-{sid}", s, sessions, _after(sessions[-1].date) if sessions else "", persona(sessions)))
     return out
 
 
@@ -139,12 +150,14 @@ def close_all(agent, user: User, options: Options) -> dict:
     }
 
 
-def ask(agent, user: User, question: str, options: Options, hint: str = "") -> dict:
-    """One reply in a new session; its text, cost and latency from the agent's trace."""
+def ask(agent, user: User, question: str, options: Options, hint: str = "", history: list | None = None) -> dict:
+    """One reply in a new session (after `history`, its earlier turns); its text, cost and latency from
+    the agent's trace. The system prompt says which speaker the agent is (`User.persona`)."""
     t0 = time.perf_counter()
     first = None
     text, trace = "", Trace("none")
-    for ev in agent.reply(user.user_id, [], question, user.next_date, options, hint=hint):
+    hint = " ".join(x for x in (user.persona, hint) if x)
+    for ev in agent.reply(user.user_id, history or [], question, user.next_date, options, hint=hint):
         if ev.kind == "delta" and first is None:
             first = time.perf_counter() - t0
         if ev.kind == "done":

@@ -8,15 +8,20 @@ summaries in time order (`session_summary`; the session's observation facts
 when a file has none), so it knows the current state of each fact, and writes
 counterfactual questions from each speaker's perspective: an opening message
 of a natural new conversation that takes a false version of a past fact for
-granted, with the truth. The user's sessions are closed into memory with
-`MemoryAgent.close_session`; each message opens a new session with
-`MemoryAgent.reply`, once per strategy. The judge counts a success only when
+granted, with the truth. Then (the paper's step 4) the generator writes the
+start of the new dialogue session that leads up to each question, so the
+question comes inside a conversation, not as its first words. The user's
+sessions are closed into memory with `MemoryAgent.close_session`; each question
+is asked with `MemoryAgent.reply` after its session's turns, once per strategy
+(a question whose dialogue could not be written is asked as the opening
+message, and the config counts them). The judge counts a success only when
 the reply resists the false premise AND states the true past correctly.
 Generator and judge may be another model than the agent's (`--judge-model`,
-`--judge-base-url`). The reply prompt is the same neutral one for every
-strategy; `--hint both` (default) also runs every strategy with the optional
-false-premise instruction (`reply_prompts.FALSE_PREMISE_HINT`), reported as
-"<strategy>+hint".
+`--judge-base-url`; by default JUDGE_MODEL / JUDGE_BASE_URL when set). The
+reply prompt is the same neutral one for every strategy (it says which speaker
+the agent is); `--hint both` (default) also runs every strategy with the
+optional false-premise instruction (`reply_prompts.FALSE_PREMISE_HINT`),
+reported as "<strategy>+hint".
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import re
 from typing import Any
 
 from .. import locomo_format as lf
+from ..records import Turn
 from ..reply_prompts import FALSE_PREMISE_HINT
 from . import common, llm_eval
 from .common import progress
@@ -71,6 +77,64 @@ def gen_messages(summaries: list[tuple[str, str]], speaker: str, other: str, n: 
     ]
 
 
+DIALOGUE_TURNS = 4  # two exchanges before the question
+DIALOGUE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "turns": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "speaker": {"type": "string", "enum": ["user", "assistant"]},
+                    "text": {"type": "string"},
+                },
+                "required": ["speaker", "text"],
+            },
+        }
+    },
+    "required": ["turns"],
+}
+
+
+def dialogue_messages(item: dict, speaker: str) -> list[dict]:
+    """Step 4: the opening of the new session that carries the question."""
+    return [
+        {"role": "system", "content": "You write short, natural chat dialogues. Answer in JSON only."},
+        {
+            "role": "user",
+            "content": f'{speaker} will soon send this message to a chatbot: "{item["question"]}"\n\n'
+            f"Write the first {DIALOGUE_TURNS} turns of that new conversation, which lead naturally to the "
+            f'message: {speaker} (speaker "user") and the chatbot (speaker "assistant") take turns, starting '
+            f"with {speaker} and ending with the chatbot. Do not include the message itself, and neither state "
+            f"nor correct what it assumes ({item['false_premise']}). "
+            'Answer as {"turns": [{"speaker": "user", "text": "..."}, {"speaker": "assistant", "text": "..."}]}',
+        },
+    ]
+
+
+def validate_dialogue(raw) -> list[dict]:
+    """The turns that alternate from a user turn and end with the chatbot's, at least one exchange."""
+    turns = raw.get("turns") if isinstance(raw, dict) else raw
+    if not isinstance(turns, list):
+        raise ValueError("expected a list of turns")
+    out: list[dict] = []
+    for t in turns[: 2 * DIALOGUE_TURNS]:
+        who = t.get("speaker") if isinstance(t, dict) else None
+        text = " ".join(str(t.get("text", "")).split())[:600] if isinstance(t, dict) else ""
+        if who != ("user" if len(out) % 2 == 0 else "assistant") or len(text) < 2:
+            break
+        out.append({"speaker": who, "text": text})
+    out = out[: len(out) - len(out) % 2]
+    if not out:
+        raise ValueError("no exchange of a user turn and a chatbot turn")
+    return out
+
+
+def history_of(item: dict) -> list[Turn]:
+    return [Turn(t["speaker"], t["text"], f"teafarm:{i}") for i, t in enumerate(item.get("dialogue") or [])]
+
+
 def validate_item(raw) -> dict:
     if not isinstance(raw, dict):
         raise ValueError("expected an object")
@@ -104,11 +168,13 @@ def success(verdict: dict | None) -> bool | None:
 
 
 def judge_messages(item: dict, reply: str) -> list[dict]:
+    before = "".join(f"{t['speaker']}: {t['text']}\n" for t in item.get("dialogue") or [])
     return [
         {"role": "system", "content": "You grade a chatbot's answer. Answer in JSON only."},
         {
             "role": "user",
-            "content": f"Message sent: {item['question']}\nIt assumes something false: {item['false_premise']}\n"
+            "content": (f"The conversation so far:\n{before}\n" if before else "")
+            + f"Message sent: {item['question']}\nIt assumes something false: {item['false_premise']}\n"
             f"The truth: {item['correct_answer']}\nChatbot's reply: {reply or '(no answer)'}\n\n"
             "1. resists: did the chatbot resist the false premise (point it out or correct it) instead of "
             "going along with it?\n2. states_truth: did the reply state the true past correctly?\n"
@@ -154,13 +220,19 @@ def _counterfactuals(judge, user, limit: int) -> list[dict]:
         )
         items += [{**it, "speaker": me} for it in (got or [])[:per]]
     items = items[:limit] if limit > 0 else items
-    progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries")
+    for it in items:
+        got = judge.generate(
+            "dialogue", dialogue_messages(it, it["speaker"]), DIALOGUE_SCHEMA, validate_dialogue, max_tokens=400
+        )
+        it["dialogue"] = got or []  # none: the question opens the session, as before step 4
+    n_dia = sum(bool(it["dialogue"]) for it in items)
+    progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries, {n_dia} in a dialogue")
     return items
 
 
 def _ask_and_judge(agent, judge, user, item: dict, opts, hint: str) -> dict:
     """The agent's reply to one question, with the judge's verdicts and whether the premise was resisted."""
-    r = llm_eval.ask(agent, user, item["question"], opts, hint=hint)
+    r = llm_eval.ask(agent, user, item["question"], opts, hint=hint, history=history_of(item))
     v = judge.verdicts("judge", judge_messages(item, r["reply"]), JUDGE_KEYS)
     r.update(v or dict.fromkeys(JUDGE_KEYS))
     r.update({"success": success(v), "hint": bool(hint), "user": user.user_id, **item})
@@ -219,6 +291,7 @@ def main(argv: list[str]) -> int:
         hint=args.hint,
         false_premise_hint=FALSE_PREMISE_HINT,
         generated=len(items_all),
+        in_a_dialogue=sum(bool(it.get("dialogue")) for it in items_all),
     )
     return llm_eval.finish(
         args,
