@@ -224,6 +224,8 @@ class Options:
     j: int = 3  # THEANINE: associative memories per new memory
     k: int = 10  # memories (THEANINE) / segments (SeCom) retrieved per reply (docs/defaults.md)
     n: int = 1  # THEANINE: timelines sampled per retrieved memory
+    # THEANINE: memories per timeline; a longer path keeps those nearest the retrieved memory (docs/defaults.md)
+    timeline_len: int = env("THEANINE_TIMELINE_LEN", 12)
     query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
     refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
     compression_rate: float = env("SECOM_COMPRESSION_RATE", 0.75)  # LLMLingua-2 `rate`: fraction of tokens KEPT
@@ -239,6 +241,7 @@ class Options:
         "j": (1, 20),
         "k": (1, 20),
         "n": (1, 10),
+        "timeline_len": (1, 50),
         "query_turns": (0, 12),
         "compression_rate": (0.05, 1.0),
         "budget": (50, 32000),

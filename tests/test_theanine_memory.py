@@ -175,3 +175,17 @@ def test_replies_retrieve_while_a_close_waits_for_its_relation_labels(tmp_path, 
         release.set()
         close.join(WAIT)
     assert built == [["s2:m0"]] and list(tm.graph("u1").g.edges(data="relation")) == [("s1:m0", "s2:m0", "Cause")]
+
+
+def test_timeline_len_bounds_each_timeline_around_its_memory(tmp_path, chroma_store, fake_embedder):
+    tm = make(tmp_path, chroma_store, fake_embedder)
+    llm = ScriptedLLM(answer_for)
+    texts = ["I adopted a puppy named Biscuit", "Biscuit chewed my shoes", "Biscuit learned to sit", "Biscuit is grown"]
+    for i, text in enumerate(texts):
+        s = sess(f"s{i + 1}", f"2023-05-0{i + 1}", text, "Nice!")
+        tm.build("u1", s, LLMSession(llm, Trace("close")), Options(), Trace("close"))
+    assert len(tm.graph("u1").g.edges) == 3  # one chain s1 -> s2 -> s3 -> s4
+    for n in (1, 2, 4):
+        raw = tm.retrieve("u1", "Biscuit learned to sit", Options(k=1, timeline_len=n), Trace("theanine"))
+        nodes = raw[0]["nodes"]
+        assert len(nodes) == n and "s3:m0" in nodes  # the retrieved memory and those nearest it

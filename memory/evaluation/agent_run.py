@@ -39,7 +39,6 @@ from ..packing import pack
 from ..records import Turn
 from ..secom.segmentation import segmenter_for
 from ..settings import Settings
-from ..theanine import strategy as ts
 from ..trace import Trace
 from .baselines import DialogueUnits
 from .machine import machine
@@ -384,10 +383,10 @@ def config(convs, spec: RunSpec, settings, options, data: str, seconds: float) -
             "retriever": options.retriever,
             "theanine_retriever": options.theanine_retriever,
             "query_turns": options.query_turns,
+            "timeline_len": options.timeline_len,
         },
         "j": options.j,
         "n": options.n,
-        "timeline_max_len": ts.TIMELINE_MAX_LEN,
         "segmenter": settings.segmenter,
         "segmenter_params": settings.segmenter_params or None,
         "segment_max_len": spec.segment_max_len,

@@ -30,8 +30,6 @@ from .graph import JsonGraphStore, Memory, MemoryGraph
 
 KIND = "theanine_memories"
 FUSION_CANDIDATES = 50  # hybrid retrieval: memories taken from each ranking before fusing them
-TIMELINE_MAX_LEN = 12  # memories per timeline (the paper retrieves whole timelines; longer ones keep
-# the memories nearest the retrieved one)
 
 
 @dataclass
@@ -83,7 +81,6 @@ class TheanineMemory:
     def __init__(self, store: VectorStore, embedder: Embedder, data_dir: Path, graphs: GraphStore | None = None):
         self.store, self.embedder, self.data_dir = store, embedder, Path(data_dir)
         self.graphs: GraphStore = graphs or JsonGraphStore(self.data_dir)
-        self.max_len = TIMELINE_MAX_LEN
         self._graphs: dict[str, tuple[MemoryGraph, int]] = {}  # user -> (graph, the store's version of it)
         # user -> (graph key, BM25 over the events, memory ids, their sessions)
         self._lexical: dict[str, tuple[tuple, BM25Index, list[str], list[str]]] = {}
@@ -253,7 +250,7 @@ class TheanineMemory:
                 if anchor in shown:
                     continue
                 paths = (
-                    timelines_mod.sample_timelines(graph, anchor, options.n, rng, max_len=self.max_len)
+                    timelines_mod.sample_timelines(graph, anchor, options.n, rng, max_len=options.timeline_len)
                     if timelines
                     else [[anchor]]
                 )
