@@ -151,7 +151,7 @@ def main(argv: list[str]) -> int:
             turn_ids = {t.turn_id for t in sessions[i].turns}
             on_it = [q for q in lc.questions(samples.get(sid, {})) if set(q.evidence) <= turn_ids][: a.questions]
             replies: list[dict[str, Any]] = []
-            for q in on_it if sizing is None else []:
+            for q in on_it:
                 in_reply, timings = ask(agent, user, q.question, sessions[i].date)
                 calls += [c for c in in_reply if c.purpose == "refine"]
                 replies.append({"question": q.question, "gold": q.answer, "timings": timings})
