@@ -277,7 +277,7 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
         for up in updates:
             if up.kind == "stored":
                 if not ids or ids[-1] != up.message_id:
-                    msg = self.svc.store.message(self.svc.user(uid), up.message_id)
+                    msg = self.svc.store.message(uid, up.message_id)
                     chat.append({"role": "user", "content": shown_text(msg.text if msg else "")})
                 chat.append({"role": "assistant", "content": PENDING})
                 yield {
