@@ -183,6 +183,9 @@ def test_one_reply_at_a_time_and_stop(ann, server):
     server.script("reply", ("hang", 30))
     ann.type("Another slow one")
     ann.page.wait_for_selector("#stop-btn", state="visible", timeout=30_000)
+    # Stop once the model is answering: stopped earlier (a loaded machine is still retrieving), the
+    # abandoned reply would ask the model later and take the answer scripted for Retry below.
+    assert server.arrived["reply"].wait(60)
     ann.page.click("#stop-btn")
     ann.status("Stopped")
     assert ann.page.locator("#retry-btn").is_visible()
