@@ -40,6 +40,8 @@ OTHER_VARIABLES = (
     "DATABASE_URL",  # sessions/store.py: open_store
     "GRADIO_SERVER_PORT",  # Gradio's launch()
     "JUDGE_API_KEY",  # memory/bench/llm_eval.py: the benchmark judge's key
+    "JUDGE_MODEL",  # memory/bench/llm_eval.py: the benchmark generator and judge model (--judge-model)
+    "JUDGE_BASE_URL",  # memory/bench/llm_eval.py: their endpoint (--judge-base-url)
     "HF_HUB_OFFLINE",  # memory/hub.py
     "TIKTOKEN_CACHE_DIR",  # memory/tokens.py
     "MEMORY_MODEL_CACHE",  # memory/llm/bundled.py: where the bundled GGUF parts are assembled
