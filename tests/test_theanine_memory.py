@@ -2,6 +2,9 @@
 
 import json
 
+import pytest
+
+from memory.errors import InvalidOptions
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
 from memory.settings import Options
@@ -189,3 +192,36 @@ def test_timeline_len_bounds_each_timeline_around_its_memory(tmp_path, chroma_st
         raw = tm.retrieve("u1", "Biscuit learned to sit", Options(k=1, timeline_len=n), Trace("theanine"))
         nodes = raw[0]["nodes"]
         assert len(nodes) == n and "s3:m0" in nodes  # the retrieved memory and those nearest it
+
+
+def test_timelines_reach_the_reply_newest_first_unless_ranked(tmp_path, chroma_store, fake_embedder):
+    """An old statement that ranks above a newer one (no Changed edge between them) comes after it in
+    the reply's memory ("recent", the default); "rank" keeps retrieval order."""
+
+    def unlinked(messages):
+        prompt = messages[-1]["content"]
+        if "For every pair" in prompt:
+            return json.dumps({"relations": [{"pair": i, "relation": "None"} for i in range(prompt.count("Pair "))]})
+        return answer_for(messages)
+
+    tm = make(tmp_path, chroma_store, fake_embedder)
+    llm = ScriptedLLM(unlinked)
+    said = {"s1": "I live in Porto near the river", "s2": "I cook pasta on Sundays", "s3": "I moved to Lisbon"}
+    for i, (sid, text) in enumerate(said.items()):
+        tm.build(
+            "u1",
+            sess(sid, f"2023-0{i + 1}-01", text, "Nice!"),
+            LLMSession(llm, Trace("close")),
+            Options(),
+            Trace("close"),
+        )
+    assert not tm.graph("u1").g.edges
+    query = "I live in Porto near the river"  # s1 ranks first
+    ranked = [t["anchor"] for t in tm.retrieve("u1", query, Options(k=3, timeline_order="rank"), Trace("theanine"))]
+    assert ranked[0] == "s1:m0" and sorted(ranked) == ["s1:m0", "s2:m0", "s3:m0"]
+    recent = [t["anchor"] for t in tm.retrieve("u1", query, Options(k=3), Trace("theanine"))]
+    assert recent == ["s3:m0", "s2:m0", "s1:m0"]
+    # the default reads the setting, and a bad value is refused
+    assert Options().timeline_order == "recent"
+    with pytest.raises(InvalidOptions):
+        Options(timeline_order="newest")

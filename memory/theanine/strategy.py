@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..bm25 import BM25Index
-from ..dates import iso_key
+from ..dates import iso_key, order_key
 from ..embeddings import Embedder
 from ..errors import InvalidOptions
 from ..fusion import rrf
@@ -47,6 +47,18 @@ def node_text(graph: MemoryGraph, mid: str) -> str:
     nxt = graph.superseded_by(mid)
     when = f"{m.time} until {graph.memory(nxt).time}" if nxt is not None else m.time
     return f"[{when}: {m.event}]" if when else f"[{m.event}]"
+
+
+def newest_first(graph: MemoryGraph, timelines: list[dict]) -> list[dict]:
+    """The packed timelines by the time of their latest memory, newest first; timelines of the same
+    session keep their rank. Packing chose them by rank; the reply then meets a newer statement of a
+    fact before an older one even where no Changed edge links them (a 0.5B model answers with the
+    first value it reads: docs/knowledge_update.md)."""
+
+    def latest(t: dict) -> tuple:
+        return max(order_key(graph.memory(m).ts) for m in t["nodes"])
+
+    return sorted(timelines, key=latest, reverse=True)
 
 
 def _text(unit: Unit, pieces: list) -> str:
@@ -270,6 +282,8 @@ class TheanineMemory:
                         "covers": [t for p in pieces for t in p.covers],
                     }
                 )
+            if options.timeline_order == "recent":
+                out = newest_first(graph, out)
         trace.timelines_raw = out
         return out
 
