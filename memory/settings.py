@@ -242,6 +242,12 @@ class Options:
     seed: int = 0
     max_reply_tokens: int = env("LLM_MAX_REPLY_TOKENS", 256)
 
+    _CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "strategy": STRATEGIES,
+        "retriever": RETRIEVERS,
+        "theanine_retriever": RETRIEVERS,
+        "timeline_order": TIMELINE_ORDERS,
+    }
     _RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         "temperature": (0.0, 2.0),
         "j": (1, 20),
@@ -257,15 +263,9 @@ class Options:
     def __post_init__(self):
         if not isinstance(self.refine_each, bool):
             raise InvalidOptions(f"refine_each must be true or false, not {self.refine_each!r}")
-        if self.strategy not in STRATEGIES:
-            raise InvalidOptions(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
-        if self.timeline_order not in TIMELINE_ORDERS:
-            raise InvalidOptions(
-                f"timeline_order must be one of {', '.join(TIMELINE_ORDERS)}, not {self.timeline_order!r}"
-            )
-        for name in ("retriever", "theanine_retriever"):
-            if getattr(self, name) not in RETRIEVERS:
-                raise InvalidOptions(f"{name} must be one of {', '.join(RETRIEVERS)}, not {getattr(self, name)!r}")
+        for name, choices in self._CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise InvalidOptions(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")
         for name, (lo, hi) in self._RANGES.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v <= hi):
