@@ -19,6 +19,7 @@ COMMANDS = {
             "closeprobe",
             "bm25",
             "knowledge_update",
+            "answers",
         )
     },
 }

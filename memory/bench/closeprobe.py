@@ -4,15 +4,15 @@ answers per step, and whether any prompt met the context window.
     MEMORY_LLM_STEPS=on python -m memory.bench closeprobe --model qwen1.5b \\
         --data ../shared/data/locomo/locomo_dev.json --sessions 3 --min-turns 35 --out bench_out/closeprobe.json
 
-Takes the first `--sessions` LoCoMo sessions of at least `--min-turns` turns. For each, a fresh user
-first gets the `--before` sessions preceding it closed on the offline path (so the relation step has
-earlier memories to pair with), then the long session is closed through `MemoryAgent.close_session`
-with the LLM steps on (summary, relations, SeCom segmentation), on the embedded model with its
-n_ctx (LLM_CONTEXT_WINDOW, default 8192). Then `--questions` LoCoMo questions whose evidence lies in
-that session are asked through `MemoryAgent.reply` (THEANINE, the app's options): the refinement step
-(II-2) runs on the retrieved timelines, and the seconds it adds to a reply are recorded. A call is
-first-try valid when its first answer passed the step's validation (mended JSON counts, a second
-try or the fallback does not).
+Takes the first `--sessions` LoCoMo sessions of at least `--min-turns` turns (after `--skip` of
+them, so a list can be run in parts). For each, a fresh user first gets the `--before` sessions
+preceding it closed on the offline path (so the relation step has earlier memories to pair with),
+then the long session is closed through `MemoryAgent.close_session` with the LLM steps on (summary,
+relations, SeCom segmentation), on the embedded model with its n_ctx (LLM_CONTEXT_WINDOW, default
+8192). Then `--questions` LoCoMo questions whose evidence lies in that session are asked through
+`MemoryAgent.reply` (THEANINE, the app's options): the refinement step (II-2) runs on the retrieved
+timelines, and the seconds it adds to a reply are recorded. A call is first-try valid when its first
+answer passed the step's validation (mended JSON counts, a second try or the fallback does not).
 """
 
 from __future__ import annotations
@@ -72,14 +72,15 @@ def over_window(c: LLMCall) -> bool:
     return "context window" in c.detail or "exceed context window" in c.detail
 
 
-def long_sessions(data, n: int, min_turns: int) -> list[tuple[str, int, list]]:
-    """(sample id, index of the long session, the sample's sessions) for the first `n` long sessions."""
+def long_sessions(data, n: int, min_turns: int, skip: int = 0) -> list[tuple[str, int, list]]:
+    """(sample id, index of the long session, the sample's sessions) for `n` long sessions, after the
+    first `skip` (so the closes of one list can be run a few at a time)."""
     out: list[tuple[str, int, list]] = []
     for sid, sessions in lc.load_sessions(data):
         for i, s in enumerate(sessions):
-            if len(s.turns) >= min_turns and len(out) < n:
+            if len(s.turns) >= min_turns:
                 out.append((sid, i, sessions))
-    return out
+    return out[skip : skip + n]
 
 
 def step_table(calls: list[LLMCall]) -> dict[str, dict]:
@@ -114,6 +115,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--data", default="../shared/data/locomo/locomo_dev.json")
     p.add_argument("--sessions", type=int, default=3)
     p.add_argument("--min-turns", type=int, default=35)
+    p.add_argument("--skip", type=int, default=0, help="long sessions to pass over first (run a list in parts)")
     p.add_argument("--before", type=int, default=3, help="earlier sessions closed offline first")
     p.add_argument("--questions", type=int, default=2, help="questions on the session asked after its close")
     p.add_argument("--dry-run", action="store_true", help="size every prompt with the model's tokenizer, no generation")
@@ -126,7 +128,7 @@ def main(argv: list[str]) -> int:
 
     with open(a.data, encoding="utf-8") as f:
         data = json.load(f)
-    picked = long_sessions(data, a.sessions, a.min_turns)
+    picked = long_sessions(data, a.sessions, a.min_turns, a.skip)
     samples = {str(x.get("sample_id", "")): x for x in (data if isinstance(data, list) else [data])}
     env = {**os.environ, "MEMORY_LLM_STEPS": "on", "LLM_EMBEDDED_MODEL": a.model, "SECOM_SEGMENTER": "llm"}
     env.pop("OPENAI_API_KEY", None)
