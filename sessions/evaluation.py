@@ -28,6 +28,7 @@ from pathlib import Path
 
 from memory.evaluation import agent_run
 from memory.evaluation.conversations import Conversation, load_samples
+from memory.evaluation.scoring import CATEGORY_NAMES as SCORED_NAMES
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_RETRIEVERS, MIN_BUDGET, SUMMARISERS, RunSpec
 from memory.files import atomic_write_json
 from memory.settings import Limits, Settings
@@ -45,7 +46,7 @@ MAX_BUDGETS = 8
 MAX_CONVERSATIONS = 10
 MAX_MY_QUESTIONS = 50
 MAX_QUESTION_CHARS = 500
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+CATEGORY_NAMES = {int(c): name for c, name in SCORED_NAMES.items()}  # by LoCoMo's integer category
 MY_HISTORY = "my-history"
 _TURN_ID = re.compile(r"D(\d+):(\d+)")
 

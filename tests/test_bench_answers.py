@@ -12,6 +12,7 @@ from memory.bench import answers
 from memory.bench.answer_score import token_f1
 from tests.bench_fixtures import TURNS, write_tiny
 from tests.llm_server import LLMServer, ok
+from ui.evaluation import answers_html, measured_answers
 
 
 @pytest.fixture
@@ -53,6 +54,18 @@ def test_every_strategy_answers_through_the_reply_prompt_and_is_scored(tmp_path,
     assert pos == sorted(pos) and full[0] == full[1]
     assert all(t not in systems[0] for t in said)  # none: no memory
     assert (tmp_path / "res" / "answers_f1.png").exists()
+    # the Evaluate tab's table of the same file: a row per strategy with its F1
+    shown = answers_html(measured_answers(out))
+    assert all(f'data-strategy="{st}"><th>{st}</th><td>{s[st]["f1"]:.3f}</td>' in shown for st in s)
+
+
+def test_the_tab_reads_no_file_or_a_bad_one_as_not_measured(tmp_path):
+    assert measured_answers(tmp_path / "absent.json") is None
+    (tmp_path / "bad.json").write_text("{")
+    assert measured_answers(tmp_path / "bad.json") is None
+    (tmp_path / "empty.json").write_text(json.dumps({"summary": []}))
+    assert measured_answers(tmp_path / "empty.json") is None
+    assert "Not measured" in answers_html(None)
 
 
 def test_the_goal_needs_full_context_f1_within_a_tenth_of_its_tokens():

@@ -192,3 +192,21 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
     got = json.loads(Path(dl.value.path()).read_text(encoding="utf-8"))
     _same_run(got, cli)
     ctx.close()
+
+
+def test_the_tab_shows_the_measured_answer_quality(browser, app):
+    """The answer-quality figures `python -m memory.bench answers` wrote (docs/results/answers.json):
+    the same F1 per strategy in the tab's table, and their plot."""
+    from ui.evaluation import ANSWERS_TITLE, MEASURED_ANSWERS
+
+    measured = json.loads(MEASURED_ANSWERS.read_text(encoding="utf-8"))
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    _open(page, app.url)
+    page.get_by_text(ANSWERS_TITLE).first.click()
+    page.wait_for_selector("#eval-answers-f1", state="visible", timeout=30_000)
+    shown = {
+        r.get_attribute("data-strategy"): r.locator("td").first.inner_text().strip()
+        for r in page.locator("#eval-answers-f1 tbody tr").all()
+    }
+    assert shown == {s["strategy"]: f"{s['f1']:.3f}" for s in measured["summary"]}
+    assert page.locator("#eval-answers-plot img").first.is_visible()

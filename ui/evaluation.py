@@ -11,11 +11,14 @@ LoCoMo category, and a per-question table whose rows open each strategy's packed
 from __future__ import annotations
 
 import html
+import json
 import logging
+from pathlib import Path
 
 import gradio as gr
 
-from memory.evaluation.figures import bars_figure, strategy_figure
+from memory.evaluation.figures import answers_figure, bars_figure, strategy_figure
+from memory.evaluation.scoring import CATEGORY_NAMES as SCORED_NAMES
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, SUMMARISERS, llm_configured
 from sessions import UserError, check_user_id
 from sessions.evaluation import CATEGORY_NAMES, EvalRun, Evaluations, my_turn_rows
@@ -40,6 +43,9 @@ SUMMARISER_NAMES = {
     "llm": "llm (the configured endpoint)",
 }
 QUESTION_HEADERS = ["question", "turn ids that answer it (e.g. D1:3, D2:5)", "category (1-4)"]
+# What `python -m memory.bench answers` measured (committed with the docs; shown read-only below the runner)
+ANSWERS_TITLE = "Answer quality per strategy, as measured (LoCoMo answers through the reply path)"
+MEASURED_ANSWERS = Path(__file__).resolve().parents[1] / "docs" / "results" / "answers.json"
 INTRO = (
     "Measure how much of each question's evidence every memory design puts into the reply's context, "
     "at each token budget: the app's own path (sessions closed into memory, then the memory text a reply "
@@ -131,6 +137,11 @@ class EvalTab:
             )
             self.context = gr.HTML(elem_id="eval-context")
             self.download = gr.DownloadButton("Download the benchmark JSON", elem_id="eval-download")
+        measured = measured_answers()
+        with gr.Accordion(ANSWERS_TITLE, open=False, elem_id="eval-answers"):
+            gr.HTML(answers_html(measured), elem_id="eval-answers-table")
+            if measured:
+                gr.Plot(answers_figure(measured["summary"]), show_label=False, elem_id="eval-answers-plot")
 
     # --- events --------------------------------------------------------------------------------------
     def wire(self, demo: gr.Blocks, uid) -> None:
@@ -314,6 +325,48 @@ def summary_html(run: EvalRun) -> str:
         f'<div class="mc-muted" id="eval-summary-line">{_e(run.source)} · conversations '
         f"{_e(', '.join(cfg.get('conversations', [])))} · {cfg.get('n_questions', 0)} questions · "
         f"{_e('; '.join(built))} · {cfg.get('seconds', '?')} s · embedder {_e(cfg.get('embedder', ''))}</div>"
+    )
+
+
+def measured_answers(path: Path = MEASURED_ANSWERS) -> dict | None:
+    """The committed answer-quality results, or None when the file is absent or unreadable."""
+    try:
+        res = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        log.warning("measured answers unreadable (%s): %s", path, e)
+        return None
+    return res if isinstance(res, dict) and isinstance(res.get("summary"), list) and res["summary"] else None
+
+
+def answers_html(res: dict | None) -> str:
+    """The answer-quality table (`memory.bench answers`): token F1 overall and per category, every answer
+    word, memory tokens and reply latency per strategy, with what was measured and how to measure it again."""
+    how = "<code>python -m memory.bench answers --data ../shared/data/locomo/locomo_dev.json</code>"
+    if not res:
+        return f'<div class="mc-muted">Not measured on this install yet: run {how}.</div>'
+    cfg = res.get("config", {})
+    head = "".join(f"<th>F1 {_e(n)}</th>" for n in SCORED_NAMES.values())
+    body = ""
+    for s in res["summary"]:
+        cats = "".join(
+            f"<td>{s['f1_by_category'][c]:.3f}</td>" if c in s.get("f1_by_category", {}) else "<td>-</td>"
+            for c in SCORED_NAMES
+        )
+        body += (
+            f'<tr data-strategy="{_e(s["strategy"])}"><th>{_e(s["strategy"])}</th><td>{s["f1"]:.3f}</td>'
+            f"<td>{s['all_words']:.2f}</td>{cats}<td>{s['memory_tokens']}</td>"
+            f"<td>{s['latency_p50']:.1f} / {s['latency_p95']:.1f}</td></tr>"
+        )
+    n = max((s["n"] for s in res["summary"]), default=0)
+    return (
+        f'<div class="mc-muted">{n} questions of {_e(", ".join(cfg.get("conversations") or []))}, '
+        f"{_e(cfg.get('model', ''))}, temperature {cfg.get('temperature', '?')}, memory budget "
+        f"{cfg.get('budget', '?')} tokens; measured by {how}.</div>"
+        '<table class="mc-table" id="eval-answers-f1"><thead><tr><th>strategy</th><th>F1</th>'
+        f"<th>every answer word</th>{head}<th>memory tokens</th><th>reply s p50 / p95</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>"
     )
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from ..evaluation.baselines import DialogueUnits, dated, turn_line
 from ..evaluation.conversations import Conversation, load_samples
 from ..evaluation.machine import machine
+from ..evaluation.scoring import CATEGORY_NAMES
 from ..files import atomic_write_json
 from ..packing import pack
 from ..tokens import count_tokens
@@ -47,7 +48,6 @@ from .common import parser, percentile, plot_path, progress, str_list
 
 STRATEGIES = ("none", "full-context", "turn", "session", "secom", "theanine-topk", "theanine-timeline")
 BASELINE_RETRIEVER = {"turn": "hybrid", "session": "bm25"}  # each baseline's best (docs/defaults.md)
-CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
 FULL_CONTEXT_WINDOW = 32768  # Qwen2.5's trained context; LoCoMo's longest dev conversation is about 22k tokens
 
 
@@ -88,7 +88,7 @@ def summarise(rows: list[dict], strategies: list[str]) -> list[dict]:
                 "judge": round(statistics.fmean(judged), 3) if judged else None,
                 "f1_by_category": {
                     c: round(statistics.fmean(r["f1"] for r in mine if r["category"] == c), 3)
-                    for c in CATEGORIES
+                    for c in CATEGORY_NAMES
                     if any(r["category"] == c for r in mine)
                 },
                 "memory_tokens": round(statistics.fmean(r["memory_tokens"] for r in mine)),
@@ -101,12 +101,12 @@ def summarise(rows: list[dict], strategies: list[str]) -> list[dict]:
 
 def table(summary: list[dict]) -> str:
     head = f"{'strategy':18} {'n':>4} {'F1':>6} {'words':>6} {'judge':>6}"
-    head += "".join(f" {name:>11}" for name in CATEGORIES.values()) + f" {'mem tok':>8} {'p50 s':>6} {'p95 s':>6}"
+    head += "".join(f" {name:>11}" for name in CATEGORY_NAMES.values()) + f" {'mem tok':>8} {'p50 s':>6} {'p95 s':>6}"
     lines = [head]
     for s in summary:
         judge = f"{s['judge']:6.2f}" if s["judge"] is not None else f"{'-':>6}"
         cats = "".join(
-            f" {s['f1_by_category'][c]:11.3f}" if c in s["f1_by_category"] else f" {'-':>11}" for c in CATEGORIES
+            f" {s['f1_by_category'][c]:11.3f}" if c in s["f1_by_category"] else f" {'-':>11}" for c in CATEGORY_NAMES
         )
         lines.append(
             f"{s['strategy']:18} {s['n']:4} {s['f1']:6.3f} {s['all_words']:6.2f} {judge}{cats}"
@@ -133,11 +133,10 @@ def goal_line(summary: list[dict]) -> str:
 
 
 def plot(summary: list[dict], path: Path, title: str) -> Path:
-    from .plots import plot_bars
+    from ..evaluation.figures import answers_figure, matplotlib_pyplot
+    from .plots import save_figure
 
-    labels = ["all", *CATEGORIES.values()]
-    series = {s["strategy"]: [s["f1"]] + [s["f1_by_category"].get(c, 0.0) for c in CATEGORIES] for s in summary}
-    return plot_bars(labels, series, path, title, "token F1")
+    return save_figure(matplotlib_pyplot(), answers_figure(summary), title, path)
 
 
 def main(argv: list[str]) -> int:
@@ -195,7 +194,7 @@ def main(argv: list[str]) -> int:
             for s in conv.sessions:
                 agent.close_session(user.user_id, s, settings.options)
             progress(f"{conv.sample_id}: {len(conv.sessions)} sessions closed in {time.perf_counter() - t0:.0f} s")
-            qs = llm_eval.sample([q for q in conv.questions if str(q.category) in CATEGORIES], a.questions, a.seed)
+            qs = llm_eval.sample([q for q in conv.questions if str(q.category) in CATEGORY_NAMES], a.questions, a.seed)
             qvecs = agent.embedder.embed([q.question for q in qs])
             units = {lvl: DialogueUnits(conv, agent.embedder, lvl, dates=True) for lvl in BASELINE_RETRIEVER}
             full = full_context_lines(conv)
@@ -239,7 +238,13 @@ def main(argv: list[str]) -> int:
                 )
             summary = summarise(rows, a.strategies)
             out = {
-                "config": vars(a) | {"model": cfg.describe(), "budget": options.budget, "k": options.k},
+                "config": vars(a)
+                | {
+                    "conversations": [c.sample_id for c in convs],
+                    "model": cfg.describe(),
+                    "budget": options.budget,
+                    "k": options.k,
+                },
                 "machine": machine(),
                 "seconds": round(time.perf_counter() - t_all),
                 "summary": summary,

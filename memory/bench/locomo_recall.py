@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..evaluation import agent_run
 from ..evaluation.conversations import Conversation, load_samples
-from ..evaluation.scoring import CATEGORIES
+from ..evaluation.scoring import CATEGORIES, CATEGORY_NAMES
 from ..evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, RunSpec
 from ..files import atomic_write_json
 from . import common, recall_units
@@ -232,9 +232,8 @@ def _main_agent(p, args) -> int:
 def category_table(results: list[dict], budget: int) -> str:
     """Markdown: each method's best retriever at `budget`, per LoCoMo category."""
     best = best_by_method(results, budget)
-    names = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
     lines = [
-        f"| method @{budget} | all | " + " | ".join(f"{c} {names[c]}" for c in CATEGORIES) + " |",
+        f"| method @{budget} | all | " + " | ".join(f"{c} {CATEGORY_NAMES[c]}" for c in CATEGORIES) + " |",
         "| --- | ---: | " + " | ".join("---:" for _ in CATEGORIES) + " |",
     ]
     for m, r in best.items():

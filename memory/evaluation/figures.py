@@ -43,6 +43,16 @@ def bars_figure(labels: list[str], series: dict[str, list[float]], ylabel: str, 
     return fig
 
 
+def answers_figure(summary: list[dict], figsize=(9.0, 4.4)):
+    """Token F1 of each strategy's answers, overall and per LoCoMo category (`memory.bench answers`'s
+    summary rows); unsaved."""
+    from .scoring import CATEGORY_NAMES
+
+    labels = ["all", *CATEGORY_NAMES.values()]
+    series = {s["strategy"]: [s["f1"]] + [s["f1_by_category"].get(c, 0.0) for c in CATEGORY_NAMES] for s in summary}
+    return bars_figure(labels, series, "token F1", figsize=figsize, values=False)
+
+
 _DASH = {"bm25": "-", "dense": "--", "hybrid": ":"}
 
 

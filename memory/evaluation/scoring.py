@@ -9,6 +9,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 CATEGORIES = ("1", "2", "3", "4")  # LoCoMo's question categories scored (5, adversarial, is skipped)
+CATEGORY_NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
 
 T = TypeVar("T")
 
