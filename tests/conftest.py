@@ -9,6 +9,7 @@ import pytest
 
 from memory.errors import TransientLLMError
 from tests.fakes import HashEmbedder
+from tests.llm_server import LLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,8 +56,6 @@ def transient():
 
 @pytest.fixture(scope="session")
 def _llm_server_running():
-    from tests.llm_server import LLMServer
-
     with LLMServer() as s:
         yield s
 
@@ -75,3 +74,15 @@ def llm_service(llm_server, tmp_path):
     from tests.reliability_app import make_service
 
     return make_service(tmp_path / "data", llm_server, LLM_TIMEOUT="2", LLM_MAX_RETRIES="1")
+
+
+@pytest.fixture
+def fake_endpoint(monkeypatch):
+    """A fresh scripted server as the app's configured endpoint (model "fake"; no other provider set)."""
+    with LLMServer() as srv:
+        for k in ("LLM_BACKEND", "LLM_GGUF_PATH", "EMBEDDER", "SECOM_SEGMENTER", "CHROMA_HOST"):
+            monkeypatch.delenv(k, raising=False)
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("LLM_MODEL", "fake")
+        yield srv

@@ -11,20 +11,14 @@ import pytest
 from memory.bench import answers
 from memory.bench.answer_score import token_f1
 from tests.bench_fixtures import TURNS, write_tiny
-from tests.llm_server import LLMServer, ok
+from tests.llm_server import ok
 from ui.evaluation import answers_html, measured_answers
 
 
 @pytest.fixture
-def endpoint(monkeypatch, tmp_path):
-    with LLMServer() as srv:
-        for k in ("LLM_BACKEND", "LLM_GGUF_PATH", "EMBEDDER", "SECOM_SEGMENTER", "CHROMA_HOST"):
-            monkeypatch.delenv(k, raising=False)
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("LLM_MODEL", "fake")
-        monkeypatch.setenv("MEMORY_LLM_STEPS", "off")
-        yield srv
+def endpoint(fake_endpoint, monkeypatch):
+    monkeypatch.setenv("MEMORY_LLM_STEPS", "off")  # memory built offline, as on a bundled model
+    return fake_endpoint
 
 
 def test_every_strategy_answers_through_the_reply_prompt_and_is_scored(tmp_path, endpoint):

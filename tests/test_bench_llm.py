@@ -12,18 +12,6 @@ import pytest
 
 from memory.bench import qa, teafarm
 from tests.bench_fixtures import run_recall_bench, write_tiny
-from tests.llm_server import LLMServer
-
-
-@pytest.fixture
-def fake_endpoint(monkeypatch):
-    with LLMServer() as srv:
-        for k in ("LLM_BACKEND", "LLM_GGUF_PATH", "EMBEDDER", "SECOM_SEGMENTER", "CHROMA_HOST"):
-            monkeypatch.delenv(k, raising=False)
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("LLM_MODEL", "fake")
-        yield srv
 
 
 def test_qa_and_teafarm_through_an_openai_compatible_endpoint(tmp_path, fake_endpoint):
