@@ -86,3 +86,10 @@ def fake_endpoint(monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("LLM_MODEL", "fake")
         yield srv
+
+
+@pytest.fixture
+def embedded_env(monkeypatch):
+    """The app's embedded defaults: no endpoint, key or other provider from the environment."""
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND", "LLM_GGUF_PATH", "EMBEDDER", "SECOM_SEGMENTER"):
+        monkeypatch.delenv(k, raising=False)

@@ -81,9 +81,7 @@ def test_an_unknown_strategy_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_answers_on_the_bundled_model(tmp_path, monkeypatch):
-    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND", "LLM_GGUF_PATH", "EMBEDDER", "SECOM_SEGMENTER"):
-        monkeypatch.delenv(k, raising=False)
+def test_answers_on_the_bundled_model(tmp_path, embedded_env):
     data = write_tiny(tmp_path / "tiny.json")
     out = tmp_path / "answers.json"
     args = ["--data", str(data), "--out", str(out), "--questions", "1", "--max-reply-tokens", "16"]

@@ -72,9 +72,7 @@ def test_teafarm_success_needs_resisting_and_the_true_past():
 
 
 @pytest.mark.slow
-def test_qa_and_teafarm_plumbing_with_the_embedded_model(tmp_path, monkeypatch):
-    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND", "LLM_GGUF_PATH", "EMBEDDER", "SECOM_SEGMENTER"):
-        monkeypatch.delenv(k, raising=False)
+def test_qa_and_teafarm_plumbing_with_the_embedded_model(tmp_path, embedded_env):
     data = write_tiny(tmp_path / "tiny.json")
     out = tmp_path / "qa.json"
     assert qa.main(["--data", str(data), "--out", str(out), "--limit", "1", "--max-reply-tokens", "16"]) == 0
