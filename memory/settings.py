@@ -193,6 +193,9 @@ class LLMConfig:
     max_retries: int = env("LLM_MAX_RETRIES", 3, lo=0, hi=20)
     # The context window: llama.cpp's n_ctx, or what the endpoint's model accepts; every prompt is sized to it.
     n_ctx: int = env("LLM_CONTEXT_WINDOW", 8192, lo=512, hi=1_048_576)
+    # THEANINE's summary reads a long session in parts of at most this many dialogue tokens; 0 = the
+    # backend's choice (small parts for the embedded models, which list few facts from a long part).
+    summary_part_tokens: int = env("LLM_SUMMARY_PART_TOKENS", 0, lo=0, hi=1_048_576)
     # JSON-schema grammar for llama.cpp (slow with large vocabularies)
     embedded_grammar: bool = env("LLM_EMBEDDED_GRAMMAR", False)
     guard_url: bool = False  # a user-chosen base URL: every request is checked (memory.url_guard)
@@ -234,6 +237,9 @@ class Options:
     timeline_order: str = env("THEANINE_TIMELINE_ORDER", "recent", choices=TIMELINE_ORDERS)
     query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
     refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
+    # THEANINE: the relation step explains each pair before its label, as the official prompt does
+    # (measured against without: docs/models.md, `python -m memory.bench relations`)
+    explain_relations: bool = env("THEANINE_EXPLAIN_RELATIONS", False)
     compression_rate: float = env("SECOM_COMPRESSION_RATE", 0.75)  # LLMLingua-2 `rate`: fraction of tokens KEPT
     retriever: str = env("SECOM_RETRIEVER", "bm25", choices=RETRIEVERS)  # SeCom: bm25 | dense | hybrid
     # THEANINE's top-k memories: hybrid (dense + BM25, measured best: docs/defaults.md) | dense (the paper's) | bm25
@@ -261,8 +267,9 @@ class Options:
     }
 
     def __post_init__(self):
-        if not isinstance(self.refine_each, bool):
-            raise InvalidOptions(f"refine_each must be true or false, not {self.refine_each!r}")
+        for flag in ("refine_each", "explain_relations"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvalidOptions(f"{flag} must be true or false, not {getattr(self, flag)!r}")
         for name, choices in self._CHOICES.items():
             if getattr(self, name) not in choices:
                 raise InvalidOptions(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")

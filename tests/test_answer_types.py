@@ -46,6 +46,24 @@ def test_a_memory_is_a_statement_about_a_speaker():
         prompts.validate_memories({"memories": [raw["memories"][1]]}, 4, turn_speakers=SPEAKERS)
 
 
+def test_a_memory_says_what_its_turns_say():
+    """The 1.5B copied the prompt's worked example into a session about pottery."""
+    texts = ["We made our own pots at the pottery workshop!", "Wow, lovely cups."]
+    raw = {
+        "memories": [
+            {"speaker": "Melanie", "event": "Melanie made pots at a workshop.", "turns": [0]},
+            {"speaker": "Caroline", "event": "Caroline booked a flight to Lisbon for June.", "turns": [1]},
+            {"speaker": "Melanie", "event": "Melanie went to a pottery class.", "turns": []},
+        ]
+    }
+    out = prompts.validate_memories(raw, 2, turn_speakers=["Melanie", "Caroline"], turn_texts=texts)
+    assert [m["event"] for m in out] == ["Melanie made pots at a workshop.", "Melanie went to a pottery class."]
+    with pytest.raises(ValueError):  # nothing grounded: the step falls back to the session's statements
+        prompts.validate_memories(
+            {"memories": raw["memories"][1:2]}, 2, turn_speakers=["Melanie", "Caroline"], turn_texts=texts
+        )
+
+
 def test_speakers_are_matched_to_the_sessions_people():
     speakers = ["Caroline", "Melanie"]
     raw = {

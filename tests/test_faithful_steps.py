@@ -6,6 +6,9 @@ Each test names the defect it guards; each failed before its fix.
 import json
 import re
 
+import pytest
+
+from memory.errors import InvalidOptions
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
 from memory.reply_prompts import reply_messages
@@ -13,7 +16,7 @@ from memory.secom.compression import force_tokens
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.strategy import SecomMemory
 from memory.settings import Options
-from memory.theanine import linking
+from memory.theanine import linking, prompts
 from memory.theanine.graph import Memory, MemoryGraph
 from memory.theanine.strategy import TheanineMemory
 from memory.tokens import count_tokens
@@ -105,7 +108,8 @@ def one_memory_per_turn(messages):
     turns = re.findall(r"^\[(\d+)\] ([^:\n]+): (.*)$", messages[-1]["content"], re.M)
     return {
         "memories": [
-            {"speaker": sp, "event": f"{sp} mentioned fact number {i} today", "turns": [int(i)]} for i, sp, _ in turns
+            {"speaker": sp, "event": f"{sp} mentioned fact number {i}: {text[:40]}", "turns": [int(i)]}
+            for i, sp, text in turns
         ]
     }
 
@@ -134,6 +138,21 @@ def test_a_long_session_is_summarised_in_parts_with_global_turn_numbers():
     assert all(count_tokens(p[-1]["content"]) < linking.PART_TOKENS + 600 for p in llm.prompts)
     assert [m.turns[0] for m in mems] == [f"t{i}" for i in range(60)]  # nothing lost, numbers global
     assert "part 1 of" in llm.prompts[0][-1]["content"] and "Ann" in llm.prompts[0][-1]["content"]
+
+
+def test_a_backend_that_asks_for_smaller_parts_gets_them():
+    """The embedded models list few facts from a long part (LLMConfig.summary_part_tokens)."""
+    s = SessionRecord(
+        "s1",
+        "2023-01-01",
+        [Turn("Ann", f"{i}: my garden, my tomatoes and the weather this week", f"t{i}") for i in range(40)],
+    )
+    whole, small = Recording(one_memory_per_turn), Recording(one_memory_per_turn)
+    small.summary_part_tokens = 120
+    assert len(linking.summarise(s, LLMSession(whole, Trace("c")))) == 40 and len(whole.prompts) == 1
+    assert len(linking.summarise(s, LLMSession(small, Trace("c")))) == 40 and len(small.prompts) >= 4
+    turns_per_call = [len(re.findall(r"^\[\d+\]", p[-1]["content"], re.M)) for p in small.prompts]
+    assert sum(turns_per_call) == 40 and max(turns_per_call) <= 12
 
 
 # --- THEANINE: relations -------------------------------------------------------------------
@@ -165,6 +184,34 @@ def test_relation_prompt_has_the_official_definitions_excerpts_and_speakers():
     assert "Reason: A is due to B" in p  # before: "A is the reason for B" (reversed)
     assert "dialogue: Ann: I quit the bank, so stressful." in p  # the source dialogue excerpt
     assert "[about Ann]" in p and "clear evidence" in p and "otherwise answer None" in p
+
+
+def test_the_optional_explanation_comes_before_each_label():
+    """Options.explain_relations: the official prompt's "- Explanation: ... - Relation: ..."."""
+    g = MemoryGraph()
+    g.add_memory(mem("s1:m0", "Ann lives in Porto", "2023-01-01"))
+    new = {"s2:m0": mem("s2:m0", "Ann moved to Lyon for a new job", "2023-03-01")}
+    cands = [linking.Candidate("s2:m0", "s1:m0", 0.6)]
+    plain, explained = (
+        Recording({"relations": [{"pair": 0, "relation": "Changed"}]}),
+        Recording(
+            {"relations": [{"pair": 0, "explanation": "Ann's home changed from Porto to Lyon.", "relation": "Changed"}]}
+        ),
+    )
+    assert linking.classify(g, cands, new, LLMSession(plain, Trace("c"))) == {("s1:m0", "s2:m0"): "Changed"}
+    got = linking.classify(g, cands, new, LLMSession(explained, Trace("c")), explain=True)
+    assert got == {("s1:m0", "s2:m0"): "Changed"}
+    assert (
+        "first explain" in explained.prompts[0][-1]["content"]
+        and '"explanation"' in explained.prompts[0][-1]["content"]
+    )
+    assert "explain" not in plain.prompts[0][-1]["content"]
+    assert explained.max_tokens[0] > plain.max_tokens[0]  # room for the explanation
+    keys = list(prompts.relation_schema(True)["properties"]["relations"]["items"]["properties"])
+    assert keys.index("explanation") < keys.index("relation")
+    assert Options(explain_relations=True).explain_relations and not Options().explain_relations
+    with pytest.raises(InvalidOptions):
+        Options(explain_relations="yes")
 
 
 def test_pairs_left_out_are_asked_again_then_labelled_offline_and_the_trace_says_which():

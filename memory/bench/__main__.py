@@ -20,6 +20,7 @@ COMMANDS = {
             "bm25",
             "knowledge_update",
             "answers",
+            "relations",
         )
     },
 }

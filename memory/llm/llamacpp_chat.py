@@ -10,6 +10,11 @@ from ..settings import LLMConfig
 from .base import Completion
 from .bundled import bundled_gguf_path
 
+# Dialogue tokens per THEANINE summary call on a CPU model. Qwen2.5 1.5B on a 39-turn LoCoMo session
+# (conv-26 D8) listed 1 memory from the whole session, 4 from parts of 700 tokens, 9 from parts of 400
+# and 19 from parts of 200 (with copies of the prompt's worked example among them): docs/models.md.
+EMBEDDED_SUMMARY_PART_TOKENS = 400
+
 
 class LlamaCppChat:
     """In-process llama.cpp. One model per process; calls are serialised (llama.cpp is not re-entrant).
@@ -34,6 +39,7 @@ class LlamaCppChat:
         self.grammar = cfg.embedded_grammar
         self.llm = Llama(model_path=path, n_ctx=cfg.n_ctx, n_threads=cfg.threads, verbose=False, seed=0)
         self.context_window = cfg.n_ctx
+        self.summary_part_tokens = cfg.summary_part_tokens or EMBEDDED_SUMMARY_PART_TOKENS
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` in this model's own vocabulary (the steps size their prompts with it)."""

@@ -58,6 +58,7 @@ class OpenAIChat:
         register_secret(cfg.api_key)  # some servers echo the key in their errors: redacted everywhere
         self.model = cfg.model
         self.context_window = cfg.n_ctx  # LLM_CONTEXT_WINDOW: the server's, which it does not tell
+        self.summary_part_tokens = cfg.summary_part_tokens  # 0: the summary step's default
         self.structured_outputs = True
         http_client = None
         if cfg.guard_url:  # a URL a user typed: no request to loopback, private or metadata addresses

@@ -91,6 +91,11 @@ class LLMSession:
         """Tokens the model reads and writes per call (LLMConfig.n_ctx, given by the backend)."""
         return int(getattr(self.llm, "context_window", 0) or win.DEFAULT_WINDOW)
 
+    @property
+    def summary_part_tokens(self) -> int:
+        """Dialogue tokens per summary call the backend asks for (LLMConfig.summary_part_tokens); 0: no preference."""
+        return int(getattr(self.llm, "summary_part_tokens", 0) or 0)
+
     def count(self, text: str) -> int:
         """Tokens of `text` for this model: exact when the backend has its tokenizer, else estimated."""
         exact = getattr(self.llm, "count_tokens", None)

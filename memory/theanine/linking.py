@@ -36,12 +36,15 @@ class Candidate:
     similarity: float
 
 
-PART_TOKENS = 2500  # a longer session is summarised in parts of at most this many dialogue tokens
+# A longer session is summarised in parts of at most this many dialogue tokens, unless the backend asks
+# for smaller parts (LLMConfig.summary_part_tokens: the embedded models do).
+PART_TOKENS = 2500
 ANSWER_TOKENS_PER_TURN = 48  # answer budget: room for about one memory per turn, whatever the session's size
 # Source dialogue kept with each memory (the relation prompt shows it): whole turns up to this many
 # characters; the relation calls are split so that each fits the model's window (relate_pairs).
 EXCERPT_CHARS = 1200
 RELATION_ANSWER_PER_PAIR = 24  # answer tokens per pair asked
+EXPLANATION_TOKENS = 48  # and per pair for its explanation (Options.explain_relations)
 
 
 def _summary_answer(n_turns: int) -> int:
@@ -49,11 +52,12 @@ def _summary_answer(n_turns: int) -> int:
 
 
 def _parts(numbered: list[str], llm: LLMSession, base: int) -> list[tuple[int, int]]:
-    """[start, end) ranges of turns, each at most PART_TOKENS long, and each fitting the context window
-    with its answer (`base`: the prompt's tokens without turns). A turn too long for any part is a
-    part alone (its call falls back on the extracted statements)."""
+    """[start, end) ranges of turns, each at most the part size long (the backend's, else PART_TOKENS),
+    and each fitting the context window with its answer (`base`: the prompt's tokens without turns). A
+    turn too long for any part is a part alone (its call falls back on the extracted statements)."""
     costs = [llm.count(line) + 1 for line in numbered]
-    groups = calls_that_fit(costs, base, lambda n: llm.room(_summary_answer(n)), cap=PART_TOKENS)
+    cap = llm.summary_part_tokens or PART_TOKENS
+    groups = calls_that_fit(costs, base, lambda n: llm.room(_summary_answer(n)), cap=cap)
     return [(g[0], g[-1] + 1) for g in groups]
 
 
@@ -94,7 +98,13 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
                 "summarise",
                 prompts.summarise_messages(session.date, numbered[lo:hi], speakers, (pi + 1, len(parts))),
                 prompts.SUMMARISE_SCHEMA,
-                functools.partial(prompts.validate_memories, n_turns=hi, lo=lo, turn_speakers=turn_speakers),
+                functools.partial(
+                    prompts.validate_memories,
+                    n_turns=hi,
+                    lo=lo,
+                    turn_speakers=turn_speakers,
+                    turn_texts=[t.text for t in turns],
+                ),
                 functools.partial(extracted, lo, hi, "extracted-fallback"),
                 max_tokens=_summary_answer(hi - lo),
             )
@@ -135,15 +145,16 @@ def _side(m: Memory) -> dict:
     return {"time": m.time, "event": m.event, "speaker": m.speaker, "excerpt": m.excerpt}
 
 
-def _relation_answer(n_pairs: int) -> int:
-    return RELATION_ANSWER_PER_PAIR * n_pairs + 32
+def _relation_answer(n_pairs: int, explain: bool = False) -> int:
+    return (RELATION_ANSWER_PER_PAIR + EXPLANATION_TOKENS * explain) * n_pairs + 32
 
 
-def _batches(llm: LLMSession, pairs: list[tuple[dict, dict]], ask: list[int]) -> list[list[int]]:
+def _batches(llm: LLMSession, pairs: list[tuple[dict, dict]], ask: list[int], explain: bool) -> list[list[int]]:
     """The pairs `ask` in as many calls as the context window needs: each call's prompt and answer fit."""
-    base = llm.prompt_tokens(prompts.relation_messages([]))
+    base = llm.prompt_tokens(prompts.relation_messages([], explain))
     costs = [llm.count(prompts.pair_block(pairs[i][0], pairs[i][1])) + 1 for i in ask]
-    return [[ask[j] for j in g] for g in calls_that_fit(costs, base, lambda n: llm.room(_relation_answer(n)))]
+    room = lambda n: llm.room(_relation_answer(n, explain))  # noqa: E731
+    return [[ask[j] for j in g] for g in calls_that_fit(costs, base, room)]
 
 
 def classify(
@@ -152,12 +163,13 @@ def classify(
     new: dict[str, Memory],
     llm: LLMSession | None,
     changed: ChangeRule | None = None,
+    explain: bool = False,
 ) -> dict[tuple[str, str], str]:
     """Relation label for each (old, new) pair: batched LLM calls (as few as the context window
     allows), the pairs they left out asked once more, and any still missing labelled by the offline
-    rule (the trace says which). Each pair is shown in true time order (a new memory dated before
-    its candidate is A, not B). Offline, `changed` (memory.theanine.changes) labels the pairs where a
-    later statement replaces an earlier one."""
+    rule (the trace says which). With `explain` the LLM explains each pair before its label. Each
+    pair is shown in true time order (a new memory dated before its candidate is A, not B). Offline,
+    `changed` (memory.theanine.changes) labels the pairs where a later statement replaces an earlier one."""
     if not cands:
         return {}
     flags: list[bool] = []
@@ -179,14 +191,14 @@ def classify(
         pairs.append(({**_side(a), "pair": i}, {**_side(b), "pair": i}))
     labels: dict[int, str] = {}
     for purpose in ("relation", "relation_missing"):
-        for batch in _batches(llm, pairs, [i for i in range(len(cands)) if i not in labels]):
+        for batch in _batches(llm, pairs, [i for i in range(len(cands)) if i not in labels], explain):
             got = llm.json(
                 purpose,
-                prompts.relation_messages([pairs[i] for i in batch]),
-                prompts.RELATION_SCHEMA,
+                prompts.relation_messages([pairs[i] for i in batch], explain),
+                prompts.relation_schema(explain),
                 functools.partial(prompts.validate_relations, n_pairs=len(cands), asked=set(batch)),
                 dict,
-                max_tokens=_relation_answer(len(batch)),
+                max_tokens=_relation_answer(len(batch), explain),
             )
             labels.update(got)
     missing = [i for i in range(len(cands)) if i not in labels]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from .extract import content_words
 from .graph import RELATIONS
 
 # --- Phase I-0: summarise a session into memories ------------------------------
@@ -88,13 +89,30 @@ def _speaker_of(it: dict, turns: list[int], turn_speakers: list[str]) -> str | N
     return people[0] if len(people) == 1 else None
 
 
-def validate_memories(raw, n_turns: int, lo: int = 0, turn_speakers: list[str] | None = None) -> list[dict]:
+def _stems(text: str) -> set[str]:
+    # a word's first five letters: "adopted" and "adoption" meet, "Lisbon" and "listen" do not
+    return {w[:5] for w in content_words(text)}
+
+
+def _grounded(event: str, turns: list[int], lo: int, hi: int, turn_texts: list[str], names: set[str]) -> bool:
+    """A memory says something its source turns say: one of its content words (speaker names aside) is
+    in the turns it cites, or in the part's turns when it cites none. A small model copies the prompt's
+    worked example ("... booked a flight to Lisbon ...") into sessions that never mention it."""
+    source = set().union(*(_stems(turn_texts[t]) for t in (turns or range(lo, hi))))
+    return bool((_stems(event) - names) & source)
+
+
+def validate_memories(
+    raw, n_turns: int, lo: int = 0, turn_speakers: list[str] | None = None, turn_texts: list[str] | None = None
+) -> list[dict]:
     """The memories of an answer; turn numbers outside [lo, n_turns) are dropped.
 
     With `turn_speakers` (each turn's speaker) a memory must be a statement about one of the session's
     speakers, in the third person: not addressed to someone ("great to hear that you ..."), not a
     question, and not the assistant's words given as a fact about someone else (a memory about the
-    assistant itself, e.g. what it promised, may come from its turns)."""
+    assistant itself, e.g. what it promised, may come from its turns). With `turn_texts` (each turn's
+    text) it must also be grounded in its turns (`_grounded`)."""
+    names = {w[:5] for sp in turn_speakers or [] for w in content_words(sp)}
     items = raw.get("memories") if isinstance(raw, dict) else raw
     if not isinstance(items, list):
         raise ValueError("expected a list of memories")
@@ -106,6 +124,8 @@ def validate_memories(raw, n_turns: int, lo: int = 0, turn_speakers: list[str] |
         if len(re.findall(r"[^\W\d_]{2,}", event)) < 3:  # placeholders like "..." are not memories
             continue
         turns = sorted({t for t in it.get("turns", []) or [] if isinstance(t, int) and lo <= t < n_turns})
+        if turn_texts is not None and not _grounded(event, turns, lo, n_turns, turn_texts, names):
+            continue
         speaker: str | None = str(it.get("speaker", ""))[:80]
         if turn_speakers is not None:
             if event.endswith("?") or _SECOND_PERSON.search(event):
@@ -125,23 +145,25 @@ def validate_memories(raw, n_turns: int, lo: int = 0, turn_speakers: list[str] |
 # --- Phase I-2: relation between an earlier memory and a new one -------------------
 
 RELATION_LABELS = (*RELATIONS, "None")
-RELATION_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "relations": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "pair": {"type": "integer"},
-                    "relation": {"type": "string", "enum": list(RELATION_LABELS)},
-                },
-                "required": ["pair", "relation"],
-            },
-        }
-    },
-    "required": ["relations"],
-}
+
+
+def relation_schema(explain: bool = False) -> dict:
+    """Each pair's label; with `explain`, a one-sentence explanation first (the official prompt asks
+    "- Explanation: ... - Relation: ..."), so the label is written after the reasoning."""
+    item = {"pair": {"type": "integer"}}
+    if explain:
+        item["explanation"] = {"type": "string"}
+    item["relation"] = {"type": "string", "enum": list(RELATION_LABELS)}
+    return {
+        "type": "object",
+        "properties": {
+            "relations": {"type": "array", "items": {"type": "object", "properties": item, "required": list(item)}}
+        },
+        "required": ["relations"],
+    }
+
+
+RELATION_SCHEMA = relation_schema()
 
 # The relation set and its reading as the authors define it: always "A <relation> B", A the earlier
 # memory and B the later one (note Reason: A is due to B, i.e. B explains A).
@@ -170,16 +192,19 @@ def pair_block(a: dict, b: dict) -> str:
     return "\n".join(block)
 
 
-def relation_messages(pairs: list[tuple[dict, dict]]) -> list[dict]:
+def relation_messages(pairs: list[tuple[dict, dict]], explain: bool = False) -> list[dict]:
     """`pairs`: (A, B) in time order, each {"time", "event", "speaker", "excerpt", "pair"}."""
     lines = [pair_block({"pair": i, **a}, b) for i, (a, b) in enumerate(pairs)]
+    if explain:
+        ask = (
+            "For every pair first explain in one short sentence how B relates to A, then give one relation. "
+            'Answer as {"relations": [{"pair": 0, "explanation": "...", "relation": "None"}]}'
+        )
+    else:
+        ask = 'For every pair give one relation. Answer as {"relations": [{"pair": 0, "relation": "None"}]}'
     return [
         {"role": "system", "content": "You relate memories of a person across conversations. Answer in JSON only."},
-        {
-            "role": "user",
-            "content": RELATION_GUIDE + "\n\n" + "\n".join(lines) + "\n\nFor every pair give one relation. Answer as "
-            '{"relations": [{"pair": 0, "relation": "None"}]}',
-        },
+        {"role": "user", "content": RELATION_GUIDE + "\n\n" + "\n".join(lines) + "\n\n" + ask},
     ]
 
 

@@ -178,7 +178,9 @@ class TheanineMemory:
             cands = self._candidates(graph, user_id, session_id, mems, vecs, options.j)
         with trace.timed("theanine_relations"):
             # Offline Changed labels (memory.theanine.changes) compare masked sentences with the same embedder.
-            labels = linking.classify(graph, cands, {m.id: m for m in mems}, llm, ChangeRule(self.embedder))
+            labels = linking.classify(
+                graph, cands, {m.id: m for m in mems}, llm, ChangeRule(self.embedder), options.explain_relations
+            )
         with self.lock(user_id):
             try:
                 return self._add_memories(user_id, session_id, mems, vecs, cands, labels)
