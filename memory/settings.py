@@ -237,9 +237,10 @@ class Options:
     timeline_order: str = env("THEANINE_TIMELINE_ORDER", "recent", choices=TIMELINE_ORDERS)
     query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
     refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
-    # THEANINE: the relation step explains each pair before its label, as the official prompt does
-    # (measured against without: docs/models.md, `python -m memory.bench relations`)
-    explain_relations: bool = env("THEANINE_EXPLAIN_RELATIONS", False)
+    # THEANINE: the relation step explains each pair before its label, as the official prompt does. On
+    # Qwen 1.5B without it every known pair was labelled None (`python -m memory.bench relations`,
+    # docs/models.md); with it related pairs are linked, at twice the seconds per pair.
+    explain_relations: bool = env("THEANINE_EXPLAIN_RELATIONS", True)
     compression_rate: float = env("SECOM_COMPRESSION_RATE", 0.75)  # LLMLingua-2 `rate`: fraction of tokens KEPT
     retriever: str = env("SECOM_RETRIEVER", "bm25", choices=RETRIEVERS)  # SeCom: bm25 | dense | hybrid
     # THEANINE's top-k memories: hybrid (dense + BM25, measured best: docs/defaults.md) | dense (the paper's) | bm25

@@ -34,6 +34,8 @@ def test_scores_per_mode_from_the_labels_the_llm_gave(tmp_path, fake_endpoint):
         r = d["modes"][mode]
         assert r["changed_recall"] == 1.0 and r["changed_precision"] == 0.5 and r["other_called_changed"] == 0.0
         assert r["calls"] == 6 and r["first_try_valid"] == 1.0  # one call per history, as a close makes
+        assert r["linked"] == {"change": 1.0, "restate": 1.0, "other": 0.0, "unrelated": 0.0}
+        assert r["pairs_by_offline_rule"] == 0
     assert d["modes"]["offline"]["calls"] == 0 and d["modes"]["offline"]["changed_precision"] in (None, 1.0)
     asked = [json.dumps(b["messages"]) for b in fake_endpoint.bodies("relation")]
     assert len(asked) == 12

@@ -209,7 +209,7 @@ def test_the_optional_explanation_comes_before_each_label():
     assert explained.max_tokens[0] > plain.max_tokens[0]  # room for the explanation
     keys = list(prompts.relation_schema(True)["properties"]["relations"]["items"]["properties"])
     assert keys.index("explanation") < keys.index("relation")
-    assert Options(explain_relations=True).explain_relations and not Options().explain_relations
+    assert Options().explain_relations and not Options(explain_relations=False).explain_relations
     with pytest.raises(InvalidOptions):
         Options(explain_relations="yes")
 

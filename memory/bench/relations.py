@@ -20,6 +20,7 @@ seconds per pair.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -125,6 +126,8 @@ def scores(rows: list[dict]) -> dict:
         "unrelated_called_none": round(by_kind["unrelated"]["None"] / sum(by_kind["unrelated"].values()), 3)
         if by_kind["unrelated"]
         else None,
+        # a label other than None links the pair in the graph (linking.link): what a timeline can follow
+        "linked": {k: round(1 - c["None"] / sum(c.values()), 3) if c else None for k, c in by_kind.items()},
         "labels": {k: dict(c) for k, c in by_kind.items()},
     }
 
@@ -137,8 +140,32 @@ def plot(result: dict, path) -> None:
         "Changed recall": [result["modes"][m]["changed_recall"] or 0.0 for m in modes],
         "Changed precision": [result["modes"][m]["changed_precision"] or 0.0 for m in modes],
         "other person called Changed": [result["modes"][m]["other_called_changed"] or 0.0 for m in modes],
+        "change pair linked": [result["modes"][m]["linked"]["change"] or 0.0 for m in modes],
+        "unrelated pair linked": [result["modes"][m]["linked"]["unrelated"] or 0.0 for m in modes],
     }
     plot_bars(modes, series, path, "Relation step on known pairs (knowledge-update histories)", "share")
+
+
+def offline_pairs(notices: list[str]) -> int:
+    """Pairs the LLM left unlabelled (asked twice), labelled by the offline rule: linking.classify's notices."""
+    return sum(int(m.group(1)) for n in notices if (m := re.match(r"relations: (\d+) of \d+ pairs", n)))
+
+
+def print_table(result: dict, n_histories: int, with_llm: bool) -> None:
+    def f(x):
+        return "-" if x is None else f"{x:.2f}"
+
+    print(f"{n_histories} histories, {result['pairs']} pairs; LLM: {result['llm'] if with_llm else 'none'}")
+    print(
+        f"{'mode':12} {'Changed P':>9} {'Changed R':>9} {'other→Changed':>13} {'unrelated→None':>14} "
+        f"{'linked: change / restate / other / unrelated':>44} {'first-try':>9} {'s/pair':>7}"
+    )
+    for mode, r in result["modes"].items():
+        print(
+            f"{mode:12} {f(r['changed_precision']):>9} {f(r['changed_recall']):>9} {f(r['other_called_changed']):>13} "
+            f"{f(r['unrelated_called_none']):>14} {' / '.join(f(r['linked'][k]) for k in PAIR_KINDS):>44} "
+            f"{f(r['first_try_valid']):>9} {r['seconds_per_pair']:7.2f}"
+        )
 
 
 def main(argv: list[str]) -> int:
@@ -176,23 +203,10 @@ def main(argv: list[str]) -> int:
             "seconds_per_pair": round((time.perf_counter() - t0) / max(pairs, 1), 2),
             "calls": len(calls),
             "first_try_valid": round(sum(map(first_try_valid, calls)) / len(calls), 3) if calls else None,
-            "fallback_pairs": sum("offline rule" in n for n in trace.notices),
+            "pairs_by_offline_rule": offline_pairs(trace.notices),
             "rows": rows,
         }
         atomic_write_json(a.out, result)
     plot(result, plot_path(a.out, "labels"))
-    print(f"{len(ps)} histories, {result['pairs']} pairs; LLM: {result['llm'] if llm is not None else 'none'}")
-    print(
-        f"{'mode':12} {'Changed P':>9} {'Changed R':>9} {'other→Changed':>13} {'unrelated→None':>14} "
-        f"{'first-try':>9} {'s/pair':>7}"
-    )
-    for mode, r in result["modes"].items():
-
-        def f(x):
-            return "-" if x is None else f"{x:.2f}"
-
-        print(
-            f"{mode:12} {f(r['changed_precision']):>9} {f(r['changed_recall']):>9} {f(r['other_called_changed']):>13} "
-            f"{f(r['unrelated_called_none']):>14} {f(r['first_try_valid']):>9} {r['seconds_per_pair']:7.2f}"
-        )
+    print_table(result, len(ps), llm is not None)
     return 0
