@@ -176,3 +176,15 @@ def test_app_defaults_rows_use_the_installed_options(tmp_path, monkeypatch):
     assert ("secom", agent_run.BENCH_K, "dense", "dense", 4) in seen
     assert ("secom", installed.k, installed.retriever, installed.theanine_retriever, 4) in seen
     assert ("theanine", installed.k, installed.retriever, installed.theanine_retriever, 4) in seen
+
+
+def test_llm_linking_counts_the_calls_it_made(tmp_path, fake_embedder, chroma_store):
+    """The graph's LLM calls are recorded by the linking session's own trace (they read 0 before)."""
+    from memory.llm import LLMSession
+    from memory.trace import Trace
+    from tests.fakes import ScriptedLLM
+
+    conv = locomo_recall.load(write_tiny(tmp_path / "tiny.json"))[0]
+    session = LLMSession(ScriptedLLM(*[{"relations": [{"pair": 0, "relation": "Cause"}]}] * 8), Trace("close"))
+    tu = recall_units.TheanineUnits(conv, chroma_store, fake_embedder, tmp_path, session, Options(), True, 3, 0)
+    assert tu.stats()["link_llm_calls"] == len(session.trace.llm_calls) > 0

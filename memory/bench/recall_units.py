@@ -89,7 +89,7 @@ class TheanineUnits:
         for o in conv.observations:
             by_session[o.session].append(o)
         trace = Trace("close")
-        t0 = time.perf_counter()
+        t0, calls0 = time.perf_counter(), _calls_of(llm_session)
         for s in conv.sessions:
             obs = by_session.get(s.session_id, [])
             mems = [
@@ -108,7 +108,7 @@ class TheanineUnits:
                 self.tm.add_memories(self.user, s.session_id, mems, llm_session, options, trace)
         self.build_seconds = time.perf_counter() - t0
         self.graph = self.tm.graph(self.user)
-        self.llm_calls = len(trace.llm_calls)
+        self.llm_calls = len(trace.llm_calls) + _calls_of(llm_session) - calls0
         self.mids = [m.id for m in sorted(self.graph.memories(), key=lambda m: m.seq)]
         self.bm25 = BM25Index([self.graph.memory(m).event for m in self.mids])
         self._pos = {m: i for i, m in enumerate(self.mids)}
@@ -184,11 +184,11 @@ class SecomUnits:
         self.user = f"locomo-{conv.sample_id}-{tag}"
         self.turns = {t.turn_id: t for s in conv.sessions for t in s.turns}
         trace = Trace("close")
-        t0 = time.perf_counter()
+        t0, calls0 = time.perf_counter(), _calls_of(llm_session)
         for s in conv.sessions:
             secom.build(self.user, s, llm_session, options, trace)
         self.build_seconds = time.perf_counter() - t0
-        self.llm_calls = len(trace.llm_calls)
+        self.llm_calls = len(trace.llm_calls) + _calls_of(llm_session) - calls0
         self.notices = list(trace.notices)
         hits = secom.store.get(self.user, SECOM_KIND)
         self._units = {h.id: self._unit(h) for h in hits}
@@ -352,6 +352,11 @@ def _secom_memories(store, embedder, settings, use_llm: bool, segment_max_len: i
         "secom": SecomMemory(store, embedder, compressor, note, segmenter),
         "secom-raw": SecomMemory(store, embedder, None, "secom-raw: keys are the original text", segmenter),
     }, f"{note}; segmenter: {segmenter.name}"
+
+
+def _calls_of(llm_session) -> int:
+    """LLM calls recorded so far by the linking session (its own trace, not the build's)."""
+    return len(llm_session.trace.llm_calls) if llm_session is not None else 0
 
 
 def _units_setup(args):
