@@ -148,7 +148,7 @@ def test_a_backend_that_asks_for_smaller_parts_gets_them():
         [Turn("Ann", f"{i}: my garden, my tomatoes and the weather this week", f"t{i}") for i in range(40)],
     )
     whole, small = Recording(one_memory_per_turn), Recording(one_memory_per_turn)
-    small.summary_part_tokens = 120
+    small.summary_part_tokens = 120  # type: ignore[attr-defined]
     assert len(linking.summarise(s, LLMSession(whole, Trace("c")))) == 40 and len(whole.prompts) == 1
     assert len(linking.summarise(s, LLMSession(small, Trace("c")))) == 40 and len(small.prompts) >= 4
     turns_per_call = [len(re.findall(r"^\[\d+\]", p[-1]["content"], re.M)) for p in small.prompts]
@@ -211,7 +211,7 @@ def test_the_optional_explanation_comes_before_each_label():
     assert keys.index("explanation") < keys.index("relation")
     assert Options().explain_relations and not Options(explain_relations=False).explain_relations
     with pytest.raises(InvalidOptions):
-        Options(explain_relations="yes")
+        Options(explain_relations="yes")  # type: ignore[arg-type]
 
 
 def test_pairs_left_out_are_asked_again_then_labelled_offline_and_the_trace_says_which():

@@ -150,7 +150,7 @@ RELATION_LABELS = (*RELATIONS, "None")
 def relation_schema(explain: bool = False) -> dict:
     """Each pair's label; with `explain`, a one-sentence explanation first (the official prompt asks
     "- Explanation: ... - Relation: ..."), so the label is written after the reasoning."""
-    item = {"pair": {"type": "integer"}}
+    item: dict[str, dict] = {"pair": {"type": "integer"}}
     if explain:
         item["explanation"] = {"type": "string"}
     item["relation"] = {"type": "string", "enum": list(RELATION_LABELS)}
