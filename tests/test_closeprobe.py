@@ -32,4 +32,6 @@ def test_the_dry_run_sizes_every_step_including_refinement(tmp_path, monkeypatch
         and asked.get("reply") == len(row["replies"]) > 0
     )
     assert asked.get("refine")  # the retrieved timelines were sent to be refined
+    # the summary in the embedded backend's small parts: at least two per 20+-turn session, each asked twice
+    assert asked["summarise"] >= 4
     assert row["dry_run"]["over_window"] == 0 and row["dry_run"]["max_prompt_plus_answer"] <= 2048

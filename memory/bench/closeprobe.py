@@ -39,11 +39,12 @@ class SizingLLM:
 
     json_attempts = 2
 
-    def __init__(self, gguf: str, window: int):
+    def __init__(self, gguf: str, window: int, summary_part_tokens: int):
         from llama_cpp import Llama
 
         self.vocab = Llama(model_path=gguf, vocab_only=True, verbose=False)
         self.context_window = window
+        self.summary_part_tokens = summary_part_tokens  # as the embedded backend asks
         self.requests: list[tuple[str, int, int]] = []  # (purpose, prompt tokens, max_tokens)
 
     def count_tokens(self, text: str) -> int:
@@ -139,8 +140,9 @@ def main(argv: list[str]) -> int:
         sizing = None
         if a.dry_run:
             from ..llm import bundled_gguf_path
+            from ..llm.llamacpp_chat import summary_part_tokens
 
-            sizing = SizingLLM(bundled_gguf_path(a.model), settings.llm.n_ctx)
+            sizing = SizingLLM(bundled_gguf_path(a.model), settings.llm.n_ctx, summary_part_tokens(settings.llm))
         agent = MemoryAgent.from_settings(settings, llm_factory=(lambda cfg: sizing) if sizing else None)
         for k, (sid, i, sessions) in enumerate(picked):
             user = f"u{k}"

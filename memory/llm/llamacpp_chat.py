@@ -16,6 +16,11 @@ from .bundled import bundled_gguf_path
 EMBEDDED_SUMMARY_PART_TOKENS = 400
 
 
+def summary_part_tokens(cfg: LLMConfig) -> int:
+    """The summary's part size on the embedded backend: the configured one, else EMBEDDED_SUMMARY_PART_TOKENS."""
+    return cfg.summary_part_tokens or EMBEDDED_SUMMARY_PART_TOKENS
+
+
 class LlamaCppChat:
     """In-process llama.cpp. One model per process; calls are serialised (llama.cpp is not re-entrant).
 
@@ -39,7 +44,7 @@ class LlamaCppChat:
         self.grammar = cfg.embedded_grammar
         self.llm = Llama(model_path=path, n_ctx=cfg.n_ctx, n_threads=cfg.threads, verbose=False, seed=0)
         self.context_window = cfg.n_ctx
-        self.summary_part_tokens = cfg.summary_part_tokens or EMBEDDED_SUMMARY_PART_TOKENS
+        self.summary_part_tokens = summary_part_tokens(cfg)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` in this model's own vocabulary (the steps size their prompts with it)."""
