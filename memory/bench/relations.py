@@ -20,6 +20,7 @@ seconds per pair.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections import Counter
@@ -86,7 +87,7 @@ def probes(hs: list[History]) -> list[Probe]:
         for kind, tid in turns.items():
             m = _memory_of(_session_of(h, tid), tid) if tid else None
             if m is not None:
-                later[kind] = Memory(**{**m.__dict__, "id": f"{m.id}:{kind}"})
+                later[kind] = dataclasses.replace(m, id=f"{m.id}:{kind}")
         if a is not None:
             out.append(Probe(h.hid, a, later))
     return out
