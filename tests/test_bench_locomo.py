@@ -7,7 +7,7 @@ import pytest
 
 from memory.bench import locomo_recall, recall_units
 from memory.evaluation.scoring import evidence_recall
-from memory.packing import Piece, Unit, pack
+from memory.packing import Piece, Unit
 from memory.settings import Options
 from memory.tokens import count_tokens
 from tests.bench_fixtures import run_recall_bench, write_tiny
@@ -15,24 +15,6 @@ from tests.bench_fixtures import run_recall_bench, write_tiny
 
 def unit(uid, *texts, anchor=0, covers=None):
     return Unit(uid, [Piece(t, (covers or {}).get(t, (f"{uid}:{i}",))) for i, t in enumerate(texts)], anchor=anchor)
-
-
-def test_pack_takes_whole_units_then_cuts_the_next_around_its_anchor():
-    a = unit("a", "alpha beta gamma")
-    b = unit("b", "one", "two", "three", "four", "five", anchor=2)
-    cost_a = count_tokens("alpha beta gamma")
-    sep = count_tokens("\n\n")
-    # room for a, the separator and three pieces of b (3 tokens + 2 newlines)
-    p = pack([a, b], cost_a + sep + 5)
-    assert p.units == ["a", "b"]
-    assert p.covered == {"a:0", "b:1", "b:2", "b:3"}  # around the anchor "three"
-    assert p.tokens <= cost_a + sep + 5 and count_tokens(p.text) <= p.tokens
-    # a unit whose anchor does not fit adds nothing, and the context ends there
-    c = unit("c", "x")
-    p = pack([a, unit("big", "word " * 50), c], cost_a + 3)
-    assert p.units == ["a"] and p.covered == {"a:0"}
-    # nothing fits
-    assert pack([a], 1).covered == set()
 
 
 def test_evidence_recall_counts_whole_turns():

@@ -265,12 +265,32 @@ def test_components_are_those_of_the_graph_before_the_session():
 
 def test_refine_prompt_has_relation_definitions_and_the_dialogue_one_text_per_timeline(tmp_path, fake_embedder):
     tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
-    raw = [{"text": "[2023: Ann quit] -(Cause)- [2023: Ann rested]"}, {"text": "[2023: Ann hiked]"}]
+    raw = [
+        {"text": "[2023: Ann quit] -(Cause)- [2023: Ann rested]", "nodes": ["a", "b"]},
+        {"text": "[2023: Ann hiked] -(SameTopic)- [2023: Ann climbed]", "nodes": ["c", "d"]},
+    ]
     llm = ScriptedLLM({"timelines": ["only one"]}, {"timelines": ["still one"]})
     out = tm.refine(LLMSession(llm, Trace("r")), "user: how was the hike?", raw, Trace("r"))
     assert out == [t["text"] for t in raw]  # a wrong count is not mapped onto timelines
     p = llm.prompts[0][-1]["content"]
     assert "Reason: A is due to B" in p and "user: how was the hike?" in p and "exactly 2 entries" in p
+
+
+def test_a_lone_memory_goes_to_the_reply_unrefined(tmp_path, fake_embedder):
+    """Only timelines of two memories or more are rewritten; a lone retrieved memory keeps its text and
+    costs no LLM call."""
+    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
+    raw = [
+        {"text": "[2023: Ann hiked]", "nodes": ["c"]},
+        {"text": "[2023: Ann quit] -(Cause)- [2023: Ann rested]", "nodes": ["a", "b"]},
+        {"text": "[2023: Ann swam]", "nodes": ["e"]},
+    ]
+    llm = ScriptedLLM({"timelines": ["Ann quit her job, so she rested."]})
+    out = tm.refine(LLMSession(llm, Trace("r")), "user: how is Ann?", raw, Trace("r"))
+    assert out == ["[2023: Ann hiked]", "Ann quit her job, so she rested.", "[2023: Ann swam]"]
+    assert len(llm.prompts) == 1 and "Ann hiked" not in llm.prompts[0][-1]["content"]
+    assert tm.refine(LLMSession(llm, Trace("r")), "user: hi", raw[:1], Trace("r")) == ["[2023: Ann hiked]"]
+    assert len(llm.prompts) == 1
 
 
 # --- both --------------------------------------------------------------------------------------

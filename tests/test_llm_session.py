@@ -53,6 +53,11 @@ def test_parse_json_finds_embedded_object():
     assert parse_json('blah {"a": [1, 2]} blah') == ({"a": [1, 2]}, True)
     with pytest.raises(ValueError):
         parse_json("nothing here")
+    assert parse_json('["a", "b",') == (["a", "b"], True)  # cut off at max_tokens
+    # A broken object is not mended into a list of its words (a "refined timeline" of garbage).
+    for broken in ("{not json", "{oops, broken}", "Here: {no quotes at all"):
+        with pytest.raises(ValueError):
+            parse_json(broken)
 
 
 def test_an_empty_stream_is_asked_again_with_another_seed_then_left_to_the_caller():

@@ -46,7 +46,7 @@ from .reference_llm import ReferenceLLM
 from .scoring import Replayable, evidence_recall, mean, recall_fields
 from .spec import RunSpec
 
-BENCH_K = 20  # the most Options allows: memories / segments retrieved, so that the budget decides
+BENCH_K = 100  # the most Options allows: memories / segments retrieved, so that the budget decides
 Progress = Callable[[float, str], None]
 Log = Callable[[str], None]
 

@@ -22,7 +22,13 @@ def parse_json(text: str) -> tuple[Any, bool]:
         return json.loads(text), False
     except (json.JSONDecodeError, TypeError):
         pass
-    value = json_repair.loads(text or "")
-    if not isinstance(value, (dict, list)):
+    text = text or ""
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        raise ValueError("no JSON value in the answer")
+    # What the answer opens is what it must be: json-repair reads "{not json" as the list ["not json"].
+    kind = dict if text[min(starts)] == "{" else list
+    value = json_repair.loads(text)
+    if not isinstance(value, kind):
         raise ValueError("no JSON value in the answer")
     return value, True

@@ -27,7 +27,7 @@ from typing import Any
 from ..bm25 import BM25Index, tokenize
 from ..dates import timestamp, ts_order_key
 from ..fusion import rrf
-from ..packing import Piece, Unit, pack
+from ..packing import Piece, Unit, pack, render
 from ..protocols import VectorStore
 from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
@@ -237,7 +237,7 @@ class SecomMemory:
                 body = [p for p in pieces if p is not unit.head]
                 d["cut"] = len(body) < len(unit.pieces)
                 d["text"] = "\n".join(p.text for p in body)
-                d["context"] = unit.sep.join(p.text for p in pieces)
+                d["context"] = render(unit, pieces)
                 d["covers"] = [t for p in body for t in p.covers]
                 d["tokens"] = count_tokens(d["context"])
                 picked.append(d)

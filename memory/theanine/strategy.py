@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import random
-import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,7 @@ from ..errors import InvalidOptions
 from ..fusion import rrf
 from ..llm import LLMSession
 from ..locks import KeyedLocks
-from ..packing import Piece, Unit, pack
+from ..packing import Piece, Unit, pack, pack_anchors_first, render
 from ..protocols import GraphStore, VectorStore
 from ..records import SessionRecord
 from ..settings import Options
@@ -32,13 +30,7 @@ KIND = "theanine_memories"
 FUSION_CANDIDATES = 50  # hybrid retrieval: memories taken from each ranking before fusing them
 
 
-@dataclass
-class NodePiece(Piece):
-    meta: str = ""  # the memory id this piece renders
-
-
 AsOf = str | set[str] | frozenset[str] | None  # a date, or the ids of the sessions built by then
-_LEADING_RELATION = re.compile(r"^-\([A-Za-z]+\)- ")  # a cut timeline starting after its first memory
 
 
 def node_text(graph: MemoryGraph, mid: str) -> str:
@@ -59,15 +51,6 @@ def newest_first(graph: MemoryGraph, timelines: list[dict]) -> list[dict]:
         return max(order_key(graph.memory(m).ts) for m in t["nodes"])
 
     return sorted(timelines, key=latest, reverse=True)
-
-
-def _text(unit: Unit, pieces: list) -> str:
-    """The packed pieces as one line; a cut timeline does not start with a dangling relation."""
-    texts = [p.text for p in pieces]
-    first = 1 if unit.head is not None and pieces and pieces[0] is unit.head else 0
-    if len(texts) > first:
-        texts[first] = _LEADING_RELATION.sub("", texts[first])
-    return unit.sep.join(texts)
 
 
 def as_of_sessions(graph: MemoryGraph, as_of: AsOf) -> set[str] | None:
@@ -255,7 +238,8 @@ class TheanineMemory:
         with trace.timed("theanine_untangle"):
             rng = random.Random(options.seed)
             units: list[Unit] = []
-            shown: set[str] = set()
+            shown: set[str] = set()  # whole: every memory of the timelines so far; anchors: the anchors
+            whole = options.timeline_packing == "whole"
             for hid, score in hits:
                 if hid not in graph:
                     continue
@@ -271,16 +255,16 @@ class TheanineMemory:
                 for path in paths:
                     if timelines_mod.adds_memory(path, shown):
                         history = [x for x in graph.replaced(anchor) if x not in path and x not in shown]
-                        shown.update(path + history)
+                        shown.update(path + history if whole else [anchor])
                         units.append(self._unit(graph, path, anchor, history))
-            packed = pack(units, options.budget)
+            packed = (pack if whole else pack_anchors_first)(units, options.budget)
             out = []
             for unit, pieces in packed.chosen:
                 out.append(
                     {
                         "anchor": unit.meta["anchor"],
-                        "nodes": list(dict.fromkeys(p.meta for p in pieces)),
-                        "text": _text(unit, pieces),
+                        "nodes": list(dict.fromkeys(p.key for p in pieces)),
+                        "text": render(unit, pieces),
                         "covers": [t for p in pieces for t in p.covers],
                     }
                 )
@@ -350,24 +334,30 @@ class TheanineMemory:
         pieces: list[Piece] = []
         for i, mid in enumerate(path):
             rel = f"-({graph.g.edges[path[i - 1], mid]['relation']})- " if i else ""
-            pieces.append(NodePiece(rel + node_text(graph, mid), tuple(graph.memory(mid).turns), meta=mid))
+            pieces.append(Piece(node_text(graph, mid), tuple(graph.memory(mid).turns), key=mid, link=rel))
         at = path.index(anchor)
         for j, mid in enumerate(history):
             text = ("history: " if j == 0 else "") + node_text(graph, mid)
-            pieces.insert(at + 1 + j, NodePiece(text, tuple(graph.memory(mid).turns), meta=mid))
+            pieces.insert(at + 1 + j, Piece(text, tuple(graph.memory(mid).turns), key=mid))
         head = None
         if set(path[:at]) & set(graph.replaced(anchor)):  # the timeline reaches the current fact last: say it first
-            head = NodePiece(f"now: {node_text(graph, anchor)}", tuple(graph.memory(anchor).turns), meta=anchor)
+            head = Piece(f"now: {node_text(graph, anchor)}", tuple(graph.memory(anchor).turns), key=anchor)
         return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=at, meta={"anchor": anchor}, head=head)
 
     def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace, each: bool = False) -> list[str]:
         """Phase II-2 (memory.theanine.refining): batched calls sized to the context window, or with
         `each` one call per timeline (the official code's way); a timeline the LLM did not rewrite
-        keeps its raw text."""
+        keeps its raw text. A lone memory (a timeline the budget cut to its retrieved memory) goes to
+        the reply as it is: there is no course of events to rewrite, and the anchors-first packing
+        gives tens of them."""
         if not raw:
             return []
+        refined = [t["text"] for t in raw]
+        todo = [i for i, t in enumerate(raw) if len(t.get("nodes", ())) != 1]
         with trace.timed("theanine_refine"):
-            refined = refining.refine(llm, dialogue, [t["text"] for t in raw], each=each)
+            got = refining.refine(llm, dialogue, [refined[i] for i in todo], each=each) if todo else []
+        for i, text in zip(todo, got, strict=True):
+            refined[i] = text
         trace.timelines_refined = refined
         return refined
 
