@@ -140,7 +140,8 @@ def pack(ranked: Iterable[Unit], budget: int) -> Packed:
     joined text's count (checked by the tests).
     """
     sep_tok, unit_sep_tok = count_tokens("\n"), count_tokens(UNIT_SEP)
-    used, kept = 0, []
+    used = 0
+    kept: list[tuple[Unit, list[Piece]]] = []
     for u in ranked:
         if not u.pieces:
             continue
@@ -175,7 +176,8 @@ def pack_anchors_first(ranked: Iterable[Unit], budget: int) -> Packed:
     it, and nothing twice.
     """
     sep_tok, unit_sep_tok = count_tokens("\n"), count_tokens(UNIT_SEP)
-    used, shown = 0, set()
+    used = 0
+    shown: set[str] = set()
     spans: list[list] = []  # [unit, lo, hi, grow after first, sides still open]
     on_taken: dict[str, tuple[list, int]] = {}  # key -> (span, index) of the pieces of the units taken
     for u in ranked:

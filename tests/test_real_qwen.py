@@ -13,9 +13,10 @@ import pytest
 
 from memory.agent import MemoryAgent
 from memory.errors import LLMError
-from memory.llm import bundled_gguf_path
+from memory.llm import LLMSession, bundled_gguf_path
 from memory.records import SessionRecord, Turn
 from memory.settings import LLMConfig, Options, Settings
+from memory.trace import Trace
 from tests.servers import free_port, llama_server_cmd, running
 
 pytestmark = pytest.mark.slow
@@ -62,9 +63,20 @@ def test_reply_close_and_refine_through_a_real_server(qwen_server, tmp_path):
     events = list(agent.reply("u", [], "What is my dog's name, and who wants to meet him?", "2024-03-09", OPTS))
     trace = events[-1].trace
     assert trace is not None and trace.error is None and events[-1].text.strip()
-    assert [c.purpose for c in trace.llm_calls] == ["refine", "reply"]
-    assert trace.timelines_refined and len(trace.timelines_refined) == len(trace.timelines_raw)
-    raw = {t["text"] for t in trace.timelines_raw}
-    for text in trace.timelines_refined:  # text (or the raw timeline kept), never an object's repr
+    # one session: its memories are not linked, so each is a lone memory and goes unrefined
+    assert [c.purpose for c in trace.llm_calls] == ["reply"]
+    assert trace.timelines_refined == [t["text"] for t in trace.timelines_raw]
+    # a timeline of two memories is refined through the server
+    timeline = {
+        "text": "[2024-03-02: user adopted a beagle puppy named Rex] -(Cause)- [2024-03-09: Ana met Rex]",
+        "nodes": ["a", "b"],
+    }
+    trace = Trace("refine")
+    refined = agent.theanine.refine(
+        LLMSession(agent.llm_factory(cfg), trace, 0.0, 1), "user: how is Rex?", [timeline], trace
+    )
+    assert [c.purpose for c in trace.llm_calls] == ["refine"] and trace.llm_calls[0].prompt_tokens > 0
+    raw = {timeline["text"]}
+    for text in refined:  # text (or the raw timeline kept), never an object's repr
         assert isinstance(text, str) and text.strip(), text
         assert text in raw or not text.lstrip().startswith(("{", "[{", "['", '["')), text
