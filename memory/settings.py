@@ -229,7 +229,8 @@ class Options:
     strategy: str = env("MEMORY_STRATEGY", "theanine", choices=STRATEGIES)
     temperature: float = env("LLM_TEMPERATURE", 0.6)
     j: int = 3  # THEANINE: associative memories per new memory
-    # memories (THEANINE) / segments (SeCom) retrieved per reply; the budget decides how many are shown (docs/defaults.md)
+    # memories (THEANINE) / segments (SeCom) retrieved per reply; the budget decides how many are shown
+    # (docs/defaults.md)
     k: int = env("MEMORY_K", 40, lo=1, hi=100)
     n: int = 1  # THEANINE: timelines sampled per retrieved memory
     # THEANINE: memories per timeline; a longer path keeps those nearest the retrieved memory (docs/defaults.md)
