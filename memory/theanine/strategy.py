@@ -27,7 +27,9 @@ from .extract import BUILT_BY
 from .graph import JsonGraphStore, Memory, MemoryGraph
 
 KIND = "theanine_memories"
-FUSION_CANDIDATES = 50  # hybrid retrieval: memories taken from each ranking before fusing them
+# hybrid retrieval: memories taken from each ranking before fusing them, whatever k (so a larger k adds
+# memories below the same ranking; fusing 100 deep ranked worse: 0.770 against 0.797, docs/defaults.md)
+FUSION_CANDIDATES = 50
 
 
 AsOf = str | set[str] | frozenset[str] | None  # a date, or the ids of the sessions built by then
@@ -282,13 +284,13 @@ class TheanineMemory:
         dense: list[tuple[str, float]] = []
         if retriever != "bm25":
             vec = self.embedder.embed([query])[0]
-            n = k if retriever == "dense" else max(k, FUSION_CANDIDATES)
+            n = k if retriever == "dense" else FUSION_CANDIDATES
             where = None if sessions is None else {"session_id": {"$in": sorted(sessions) or [""]}}
             dense = [(h.id, float(h.score)) for h in self.store.query(user_id, KIND, vec, n, where=where)]
             if retriever == "dense":
                 return dense
         index, ids, session_of = self._lexical_index(user_id)
-        n = k if retriever == "bm25" else max(k, FUSION_CANDIDATES)
+        n = k if retriever == "bm25" else FUSION_CANDIDATES
         ranked = index.top(query, n if sessions is None else len(ids)) if ids else []
         lexical = [(ids[i], s) for i, s in ranked if sessions is None or session_of[i] in sessions][:n]
         if retriever == "bm25":
