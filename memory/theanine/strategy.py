@@ -218,10 +218,11 @@ class TheanineMemory:
         self, user_id: str, context: str, options: Options, trace: Trace, timelines: bool = True, as_of: AsOf = None
     ) -> list[dict]:
         """Top-k memories for the dialogue context, n sampled timelines through each, packed into
-        `options.budget` tokens by the shared rule (memory.packing: whole timelines in anchor order,
-        the first that does not fit cut to the memories around its anchor). A timeline whose
-        memories were all shown already is left out; the others are kept whole. `timelines` False
-        packs the top-k memories alone (ablation).
+        `options.budget` tokens by a shared rule of memory.packing (`options.timeline_packing`):
+        "anchors", every retrieved memory first and then the timelines grown around them, a memory
+        shown once; "whole", whole timelines in anchor order (one whose memories were all shown
+        already is left out), the first that does not fit cut to the memories around its anchor.
+        `timelines` False packs the top-k memories alone (ablation).
 
         Current first, history kept: a retrieved memory that a later one superseded (a Changed edge)
         is replaced by the current one, with the superseded ones after it as its history
