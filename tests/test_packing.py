@@ -48,13 +48,13 @@ def test_anchors_first_shows_every_anchor_before_any_history():
 def test_anchors_first_shows_a_memory_once():
     """Two timelines through the same memories: the second stops where the first already shows them,
     and a unit whose anchor is shown already is left out."""
-    keys = {"shared": "m1", "mine": "m2", "theirs": "m3"}
-    a = unit("a", "shared", "mine", anchor=1, keys=keys)
-    b = unit("b", "shared", "theirs", anchor=1, keys=keys)
+    keys = {"common": "m1", "mine": "m2", "theirs": "m3"}
+    a = unit("a", "common", "mine", anchor=1, keys=keys)
+    b = unit("b", "common", "theirs", anchor=1, keys=keys)
     again = unit("again", "mine", anchor=0, keys=keys)
     p = pack_anchors_first([a, b, again], 10_000)
     assert p.units == ["a", "b"]
-    assert p.text.count("shared") == 1 and p.text.count("mine") == 1
+    assert p.text.count("common") == 1 and p.text.count("mine") == 1
 
 
 def test_a_retrieved_memory_next_to_an_earlier_timeline_joins_it():
