@@ -42,6 +42,23 @@ OFFLINE_REPLY = (
 )
 
 
+@dataclass(frozen=True)
+class RefinePlan:
+    """How a reply refines its THEANINE timelines (Phase II-2): `first` None = every timeline that
+    reached the reply; `workers` calls at once (an endpoint serves them in parallel); `per_timeline`
+    answer tokens each."""
+
+    first: int | None = None
+    workers: int = 1
+    per_timeline: int = 120
+
+
+# The bundled model refines only the first timeline, briefly: refining on 2 cores costs seconds
+# before the first token (measured in docs/defaults.md, "Refinement on the bundled model").
+BUNDLED_REFINE: RefinePlan | None = None
+ENDPOINT_WORKERS = 8
+
+
 @dataclass
 class ReplyEvent:
     kind: str  # "status" (text = what is happening) | "delta" (text = new reply text) | "done"
@@ -174,8 +191,11 @@ class MemoryAgent:
                 session = self._llm_session(trace, opts, llm)
                 steps = self.settings.llm_steps_for(llm)
                 trace.memory_path = "llm" if steps else "offline"
-                ctx = yield from self._memory_steps(user_id, history, message, opts, trace, session if steps else None)
-                if opts.strategy == "theanine" and ctx.lines and not steps:
+                refine = self._refine_plan(llm, steps, opts)
+                ctx = yield from self._memory_steps(
+                    user_id, history, message, opts, trace, session if refine else None, refine=refine
+                )
+                if opts.strategy == "theanine" and ctx.lines and not trace.timelines_refined:
                     trace.notice(OFFLINE_REPLY)
                 msgs = reply_messages(opts.strategy, ctx.lines, history, message, date, hint)
                 with trace.timed("reply"):
@@ -191,6 +211,18 @@ class MemoryAgent:
             trace.error = "Something went wrong while replying. Your message is saved; press Retry."
         yield ReplyEvent("done", text, trace)
 
+    def _refine_plan(self, cfg: LLMConfig | None, steps: bool, opts: Options) -> RefinePlan | None:
+        """Whether and how a reply refines its timelines: with the papers' LLM steps, or in the
+        paper's setting unless MEMORY_LLM_STEPS=off, every timeline (calls in parallel on an
+        endpoint); otherwise, on the bundled model in `auto`, BUNDLED_REFINE."""
+        cfg = cfg or self.settings.llm
+        workers = ENDPOINT_WORKERS if cfg.backend == "openai" else 1
+        if steps or (opts.theanine_mode == "paper" and self.settings.llm_steps != "off"):
+            return RefinePlan(workers=workers)
+        if cfg.is_bundled and self.settings.llm_steps == "auto":
+            return BUNDLED_REFINE
+        return None
+
     def _memory_steps(
         self,
         user_id: str,
@@ -201,16 +233,19 @@ class MemoryAgent:
         session: LLMSession | None,
         timelines: bool = True,
         as_of: str | set[str] | None = None,
+        refine: RefinePlan | None = None,
     ):
         """Retrieve (and for THEANINE refine) the memory for a reply; yields status events and
-        returns the MemoryContext. `session` None skips refinement (raw timelines are used);
-        `timelines` False gives THEANINE's top-k memories without timelines (a benchmark ablation);
-        `as_of` (a date or a session id) retrieves over the memory as it stood then."""
+        returns the MemoryContext. `session` None skips refinement (raw timelines are used), else
+        `refine` says how (default: every timeline); `timelines` False gives THEANINE's top-k
+        memories without timelines (a benchmark ablation); `as_of` (a date or a session id)
+        retrieves over the memory as it stood then."""
         ctx = MemoryContext(opts.strategy)
         sessions = set(as_of) if isinstance(as_of, (set, frozenset)) else None
         if isinstance(as_of, str) and as_of:
             sessions = self.theanine.sessions_as_of(user_id, as_of)
         if opts.strategy == "theanine":
+            opts = opts.for_theanine()
             yield ReplyEvent("status", "Retrieving memory timelines...")
             raw = self.theanine.retrieve(
                 user_id, retrieval_query(history, message, opts), opts, trace, timelines=timelines, as_of=sessions
@@ -218,7 +253,17 @@ class MemoryAgent:
             texts = [t["text"] for t in raw]
             if raw and session is not None and timelines:
                 yield ReplyEvent("status", "Refining timelines for this conversation...")
-                texts = self.theanine.refine(session, dialogue_text(history, message), raw, trace, opts.refine_each)
+                plan = refine or RefinePlan()
+                texts = self.theanine.refine(
+                    session,
+                    dialogue_text(history, message),
+                    raw,
+                    trace,
+                    each=opts.refine_each,
+                    workers=plan.workers,
+                    first=plan.first,
+                    per_timeline=plan.per_timeline,
+                )
             ctx.lines, ctx.covers = list(texts), [tuple(t.get("covers", ())) for t in raw]
         elif opts.strategy == "secom":
             yield ReplyEvent("status", "Retrieving segments of earlier sessions...")

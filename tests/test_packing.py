@@ -75,3 +75,20 @@ def test_a_retrieved_memory_next_to_an_earlier_timeline_joins_it():
     assert p.units == ["t:m3", "t:m1"] and p.text.count("m2") == 1
     # a run that starts after its timeline's first memory goes without that memory's link
     assert pack_anchors_first([timeline(2)], count_tokens("m3")).text == "m3"
+
+
+def test_the_first_timelines_go_in_whole_before_the_other_anchors():
+    """whole_first = 1: the best-ranked timeline is read whole (root to leaf), then the other retrieved
+    memories; with whole_first = 0 the same budget shows every anchor first."""
+    units = [unit(u, "one", "two", "three", "four", "five", anchor=2) for u in "abc"]
+    whole_a = 5 * 1 + 4  # five one-token pieces and four newlines
+    budget = whole_a + 2 * (SEP + 1)
+    p = pack_anchors_first(units, budget, whole_first=1)
+    assert p.units == ["a", "b", "c"]
+    assert {f"a:{i}" for i in range(5)} <= p.covered and {"b:2", "c:2"} <= p.covered
+    assert "b:1" not in p.covered and count_tokens(p.text) <= p.tokens <= budget
+    q = pack_anchors_first(units, budget)  # anchors first: a grows no further than the others
+    assert not {f"a:{i}" for i in range(5)} <= q.covered
+    # a whole timeline that does not fit is grown around its anchor as far as the budget goes
+    p = pack_anchors_first(units, 3, whole_first=1)
+    assert p.units == ["a"] and p.covered == {"a:2", "a:3"}  # after the anchor first, as _cut grows

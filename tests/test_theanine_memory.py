@@ -25,7 +25,7 @@ def answer_for(messages):
     if "For every pair" in prompt:
         n = prompt.count("Pair ")
         return json.dumps({"relations": [{"pair": i, "relation": "Cause"} for i in range(n)]})
-    if "Rewrite each timeline" in prompt:
+    if "Past memory timelines" in prompt:
         n = prompt.count("Timeline ")
         return json.dumps({"timelines": [f"refined {i}" for i in range(n)]})
     lines = [line for line in prompt.splitlines() if line.startswith("[0] ")]

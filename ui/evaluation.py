@@ -35,6 +35,7 @@ METHOD_NAMES = {
     "secom": "SeCom segments",
     "theanine-topk": "THEANINE memories (top-k)",
     "theanine-timeline": "THEANINE timelines",
+    "theanine-paper": "THEANINE, paper settings (k = 3, dense, whole timelines)",
     "app-defaults": "app defaults (SeCom and THEANINE as installed)",
 }
 SUMMARISER_NAMES = {

@@ -195,8 +195,15 @@ def _report(args, out: dict, title: str, rows: list[dict]) -> int:
     if out.get("observation_ceiling") is not None:
         print(f"\nobservation facts can carry at most {out['observation_ceiling']:.3f} of the evidence (theanine-*)")
     if args.path == "agent":
+        at = 1000 if 1000 in args.budgets else args.budgets[-1]
         print()
-        print(category_table(rows, 1000 if 1000 in args.budgets else args.budgets[-1]))
+        print(category_table(rows, at))
+        multi = [r for r in rows if r["budget"] == at and "multi_timeline_share" in r]
+        if multi:
+            print(f"\n| THEANINE row @{at} | recall | contexts with a timeline of 2+ memories |")
+            print("| --- | ---: | ---: |")
+            for r in multi:
+                print(f"| {r['method']} ({r['retriever']}) | {r['recall']:.3f} | {r['multi_timeline_share']:.3f} |")
     progress(f"wrote {args.out} and {png}")
     return 0
 

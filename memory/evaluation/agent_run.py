@@ -154,7 +154,7 @@ class _Steps:
 
 def _n_steps(convs, spec: RunSpec) -> int:
     base = [m for m in spec.methods if m in ("turn", "session")]
-    agent = sum(2 if m == "app-defaults" else len(spec.retrievers) for m in spec.methods if m not in base)
+    agent = sum(len(_agent_rows(m, spec, None)) for m in spec.methods if m not in base)
     per_conv = [
         len(c.sessions) * len(spec.summarisers)
         + len(c.questions) * (len(base) * len(spec.retrievers))
@@ -182,6 +182,7 @@ class _Rows:
         self.questions: list[dict] = []
         self._index: dict[tuple[str, int], dict] = {}
         self.per: dict[tuple, list] = defaultdict(list)  # (summariser, method, retriever, budget) -> rows
+        self.multi: dict[tuple, list[bool]] = defaultdict(list)  # same key -> a multi-memory timeline per context
 
     def question(self, conv, i: int) -> dict:
         key = (conv.sample_id, i)
@@ -199,11 +200,14 @@ class _Rows:
             self.questions.append(row)
         return self._index[key]
 
-    def add(self, conv, i: int, key: tuple, covered: set[str], pairs=None) -> None:
+    def add(self, conv, i: int, key: tuple, covered: set[str], pairs=None, multi: bool | None = None) -> None:
+        """`multi`: whether a THEANINE context held a timeline of two memories or more."""
         summ, method, retriever, budget = key
         q = conv.questions[i]
         rec = evidence_recall(q.evidence, covered)
         self.per[key].append((conv.sample_id, q.category, rec))
+        if multi is not None:
+            self.multi[key].append(multi)
         cell = {"recall": round(rec, 4), "held": _held(q, covered)}
         if self.contexts and pairs is not None:
             cell["context"] = _lines(pairs, q.evidence)
@@ -248,7 +252,7 @@ def _score_agent(b: Built, conv, method: str, retriever: str, spec: RunSpec, opt
     `method` "app-defaults:secom" / "app-defaults:theanine" keeps the installed options (k, retrievers,
     query form); the other methods retrieve BENCH_K items with `retriever`, so that the budget decides.
     """
-    as_installed = method.startswith("app-defaults:")
+    as_installed = method.startswith("app-defaults:") or method == "theanine-paper"
     strategy = "secom" if method.endswith("secom") else "theanine"
     session = LLMSession(b.llm, Trace("bench"), 0.0, 0) if b.llm is not None else None
     for i, q in enumerate(conv.questions):
@@ -257,19 +261,28 @@ def _score_agent(b: Built, conv, method: str, retriever: str, spec: RunSpec, opt
             opts = options.with_(strategy=strategy, budget=budget)
             if not as_installed:
                 opts = opts.with_(k=BENCH_K, retriever=retriever, theanine_retriever=retriever)
+            if method == "theanine-paper":
+                opts = opts.with_(theanine_mode="paper")
+            trace = Trace(strategy)
             ctx = b.agent.memory_context(
-                b.user, history, q.question, opts, Trace(strategy), session, timelines=method != "theanine-topk"
+                b.user, history, q.question, opts, trace, session, timelines=method != "theanine-topk"
             )
             covered = {t for c in ctx.covers for t in c}
             pairs = list(zip(ctx.lines, ctx.covers, strict=False))
-            rows.add(conv, i, (b.summariser, method, retriever, budget), covered, pairs)
+            multi = any(len(t.get("nodes") or ()) >= 2 for t in trace.timelines_raw) if strategy == "theanine" else None
+            rows.add(conv, i, (b.summariser, method, retriever, budget), covered, pairs, multi)
         steps.step()
 
 
 def _agent_rows(method: str, spec: RunSpec, options) -> list[tuple[str, str]]:
     """(method, retriever) rows scored for one requested method."""
     if method == "app-defaults":
-        return [("app-defaults:secom", options.retriever), ("app-defaults:theanine", options.theanine_retriever)]
+        return [
+            ("app-defaults:secom", options.retriever if options else ""),
+            ("app-defaults:theanine", options.theanine_retriever if options else ""),
+        ]
+    if method == "theanine-paper":  # the paper's ranking (dense), whatever the run's retrievers
+        return [(method, "dense")]
     return [(method, r) for r in spec.retrievers]
 
 
@@ -292,8 +305,10 @@ def _score_summariser(conv, summ: str, spec: RunSpec, settings, options, tmp: Pa
     return b.close
 
 
-def _summary(per: dict[tuple, list]) -> list[dict]:
-    """One results row per (summariser, method, retriever, budget): mean recall, per category and conversation."""
+def _summary(per: dict[tuple, list], multi: dict[tuple, list[bool]] | None = None) -> list[dict]:
+    """One results row per (summariser, method, retriever, budget): mean recall, per category and
+    conversation, and for THEANINE the share of contexts that held a timeline of two memories or more."""
+    multi = multi or {}
     return [
         {
             "summariser": summ,
@@ -302,8 +317,10 @@ def _summary(per: dict[tuple, list]) -> list[dict]:
             "budget": bud,
             "strategy": strategy_label(summ, method, r),
             **recall_fields(rows),
+            **({"multi_timeline_share": mean([float(x) for x in multi[key]])} if multi.get(key) else {}),
         }
-        for (summ, method, r, bud), rows in per.items()
+        for key, rows in per.items()
+        for summ, method, r, bud in [key]
     ]
 
 
@@ -328,7 +345,7 @@ def evaluate(
                 closes[summ][conv.sample_id] = _score_summariser(
                     conv, summ, spec, settings, options, Path(tmp), rows, steps
                 )
-    return {"results": _summary(rows.per), "close": dict(closes), "questions": rows.questions}
+    return {"results": _summary(rows.per, rows.multi), "close": dict(closes), "questions": rows.questions}
 
 
 def run(

@@ -6,9 +6,10 @@ import dataclasses
 import os
 
 SUMMARISERS = ("offline", "reference", "llm")
-AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline", "app-defaults")
+AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline", "theanine-paper", "app-defaults")
 # "app-defaults": SeCom and THEANINE exactly as a fresh install replies (its k, retrievers, query form),
 # beside the per-method rows, which retrieve BENCH_K items so that the budget decides.
+# "theanine-paper": THEANINE in the paper's setting (Options.for_theanine: k = 3, dense, whole timelines).
 DEFAULT_RETRIEVERS = ("bm25", "dense", "hybrid")
 DEFAULT_BUDGETS = (250, 500, 1000, 2000)
 MIN_BUDGET = 50  # the app's lowest setting

@@ -260,7 +260,10 @@ class TheanineMemory:
                         history = [x for x in graph.replaced(anchor) if x not in path and x not in shown]
                         shown.update(path + history if whole else [anchor])
                         units.append(self._unit(graph, path, anchor, history))
-            packed = (pack if whole else pack_anchors_first)(units, options.budget)
+            if whole:
+                packed = pack(units, options.budget)
+            else:
+                packed = pack_anchors_first(units, options.budget, whole_first=options.whole_timelines)
             out = []
             for unit, pieces in packed.chosen:
                 out.append(
@@ -269,6 +272,8 @@ class TheanineMemory:
                         "nodes": list(dict.fromkeys(p.key for p in pieces)),
                         "text": render(unit, pieces),
                         "covers": [t for p in pieces for t in p.covers],
+                        "chain": self._chain(graph, unit, pieces),
+                        "whole": len(pieces) == len(unit.pieces),
                     }
                 )
             if options.timeline_order == "recent":
@@ -333,36 +338,76 @@ class TheanineMemory:
     @staticmethod
     def _unit(graph: MemoryGraph, path: list[str], anchor: str, history: tuple[str, ...] | list[str] = ()) -> Unit:
         """A timeline as packing pieces: one memory each, in `timelines.render`'s format; a superseded
-        memory says until when it held, and `history` (superseded memories off the path) follows the anchor."""
+        memory says until when it held, and `history` (superseded memories off the path) follows the
+        anchor. An anchor that replaced earlier memories reads "now: ...", in its place: the chain
+        shows each memory once."""
+        replaced = bool(graph.replaced(anchor))
         pieces: list[Piece] = []
         for i, mid in enumerate(path):
             rel = f"-({graph.g.edges[path[i - 1], mid]['relation']})- " if i else ""
-            pieces.append(Piece(node_text(graph, mid), tuple(graph.memory(mid).turns), key=mid, link=rel))
+            text = ("now: " if mid == anchor and replaced else "") + node_text(graph, mid)
+            pieces.append(Piece(text, tuple(graph.memory(mid).turns), key=mid, link=rel))
         at = path.index(anchor)
         for j, mid in enumerate(history):
-            text = ("history: " if j == 0 else "") + node_text(graph, mid)
+            text = ("before: " if j == 0 else "") + node_text(graph, mid)
             pieces.insert(at + 1 + j, Piece(text, tuple(graph.memory(mid).turns), key=mid))
-        head = None
-        if set(path[:at]) & set(graph.replaced(anchor)):  # the timeline reaches the current fact last: say it first
-            head = Piece(f"now: {node_text(graph, anchor)}", tuple(graph.memory(anchor).turns), key=anchor)
-        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=at, meta={"anchor": anchor}, head=head)
+        meta = {"anchor": anchor, "history": list(history)}
+        return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=at, meta=meta)
 
-    def refine(self, llm: LLMSession, dialogue: str, raw: list[dict], trace: Trace, each: bool = False) -> list[str]:
-        """Phase II-2 (memory.theanine.refining): batched calls sized to the context window, or with
-        `each` one call per timeline (the official code's way); a timeline the LLM did not rewrite
-        keeps its raw text. A lone memory (a timeline the budget cut to its retrieved memory) goes to
-        the reply as it is: there is no course of events to rewrite, and the anchors-first packing
-        gives tens of them."""
+    @staticmethod
+    def _chain(graph: MemoryGraph, unit: Unit, chosen: list[Piece]) -> list[dict]:
+        """The whole timeline as See why draws it: each memory once, in order, with the relation of the
+        arrow into it, whether it reached the reply, and which memory was retrieved."""
+        used = {p.key for p in chosen}
+        history = set(unit.meta.get("history") or ())
+        out = []
+        for p in unit.pieces:
+            m = graph.memory(p.key)
+            relation = "Changed" if p.key in history else p.link.strip(" -()")
+            out.append(
+                {
+                    "id": m.id,
+                    "event": m.event,
+                    "time": m.time,
+                    "session_id": m.session_id,
+                    "relation": relation,
+                    "used": p.key in used,
+                    "anchor": p.key == unit.meta["anchor"],
+                    "history": p.key in history,
+                }
+            )
+        return out
+
+    def refine(
+        self,
+        llm: LLMSession,
+        dialogue: str,
+        raw: list[dict],
+        trace: Trace,
+        each: bool = True,
+        workers: int = 1,
+        first: int | None = None,
+        per_timeline: int = refining.ANSWER_PER_TIMELINE,
+    ) -> list[str]:
+        """Phase II-2 (memory.theanine.refining): every timeline that reached the reply is rewritten for
+        the dialogue, a lone memory too (the official code refines every chosen timeline); `each`: one
+        call per timeline, `workers` at a time (an endpoint), else batched calls sized to the window.
+        `first` refines only the first timelines (the bundled model: the rest go to the reply raw,
+        and trace.timelines_refined holds "" for them). A timeline the LLM did not rewrite keeps its
+        raw text."""
         if not raw:
             return []
-        refined = [t["text"] for t in raw]
-        todo = [i for i, t in enumerate(raw) if len(t.get("nodes", ())) != 1]
+        texts = [t["text"] for t in raw]
+        todo = list(range(len(raw) if first is None else min(first, len(raw))))
         with trace.timed("theanine_refine"):
-            got = refining.refine(llm, dialogue, [refined[i] for i in todo], each=each) if todo else []
+            got = refining.refine(
+                llm, dialogue, [texts[i] for i in todo], each=each, workers=workers, per_timeline=per_timeline
+            )
+        refined = [""] * len(raw)
         for i, text in zip(todo, got, strict=True):
-            refined[i] = text
+            refined[i] = texts[i] = text
         trace.timelines_refined = refined
-        return refined
+        return texts
 
     def sessions_as_of(self, user_id: str, as_of: str) -> set[str]:
         """The sessions whose memory existed as of `as_of`: a built session's id (it and every session
