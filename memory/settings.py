@@ -271,7 +271,10 @@ class Options:
     retriever: str = env("SECOM_RETRIEVER", "bm25", choices=RETRIEVERS)  # SeCom: bm25 | dense | hybrid
     # THEANINE's top-k memories: hybrid (dense + BM25, measured best: docs/defaults.md) | dense (the paper's) | bm25
     theanine_retriever: str = "hybrid"
-    budget: int = 1000  # tokens of retrieved memory given to the reply
+    budget: int = env("MEMORY_BUDGET", 1000, lo=50, hi=32000)  # tokens of retrieved memory given to the reply
+    # The same on a bundled model: it reads about 120 prompt tokens a second on 2 cores, so every 120
+    # tokens of memory add a second before the first word (docs/speed.md chose it by answers per second)
+    bundled_budget: int = env("MEMORY_BUDGET_BUNDLED", 300, lo=50, hi=32000)
     seed: int = 0
     max_reply_tokens: int = env("LLM_MAX_REPLY_TOKENS", 256)
 
@@ -293,6 +296,7 @@ class Options:
         "query_turns": (0, 12),
         "compression_rate": (0.05, 1.0),
         "budget": (50, 32000),
+        "bundled_budget": (50, 32000),
         "max_reply_tokens": (16, 4096),
     }
 
@@ -312,6 +316,10 @@ class Options:
 
     def with_(self, **changes) -> Options:
         return replace(self, **changes)
+
+    def for_backend(self, cfg: LLMConfig) -> Options:
+        """The options a reply runs with on `cfg`: a bundled model reads `bundled_budget` tokens of memory."""
+        return self.with_(budget=self.bundled_budget) if cfg.is_bundled else self
 
     def for_theanine(self) -> Options:
         """The options THEANINE retrieves and refines with: the paper's setting in "paper" mode."""
