@@ -23,8 +23,18 @@ from memory.settings import BACKENDS, LLMConfig, Options
 from memory.text import clean_text
 from memory.url_guard import UnsafeURL, check_url
 
-OPTION_FIELDS = ("temperature", "j", "k", "n", "theanine_mode", "compression_rate", "retriever", "max_reply_tokens")
-INT_FIELDS = ("j", "k", "n", "max_reply_tokens")
+OPTION_FIELDS = (
+    "temperature",
+    "j",
+    "k",
+    "n",
+    "whole_timelines",
+    "theanine_mode",
+    "compression_rate",
+    "retriever",
+    "max_reply_tokens",
+)
+INT_FIELDS = ("j", "k", "n", "whole_timelines", "max_reply_tokens")
 
 
 def options_for(defaults: Options, prefs: dict, strategy: str | None = None) -> Options:

@@ -28,7 +28,7 @@ def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
     h = Handlers(svc, c, allow_llm_change=False)
     uid = new_user_id()
     values = {"temperature": 0.3, "j": 2, "k": 5, "n": 2, "compression_rate": 0.5, "retriever": "bm25"}
-    values["theanine_mode"] = "paper"
+    values["theanine_mode"], values["whole_timelines"] = "paper", 1
     values["max_reply_tokens"] = 300
     llm = svc.llm_public(uid)
     out = h.save_settings(uid, llm["backend"], llm["model"], llm["base_url"], *(values[f] for f in OPTION_FIELDS))

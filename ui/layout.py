@@ -225,6 +225,7 @@ def _settings_panel(c: SimpleNamespace, settings: Settings, allow_llm_change: bo
             c.j = gr.Number(o.j, label=FIELD_LABELS["j"], precision=0)
             c.k = gr.Number(o.k, label=FIELD_LABELS["k"], precision=0)
             c.n = gr.Number(o.n, label=FIELD_LABELS["n"], precision=0)
+            c.whole_timelines = gr.Number(o.whole_timelines, label=FIELD_LABELS["whole_timelines"], precision=0)
         c.theanine_mode = gr.Radio(
             [("tuned (measured defaults)", "tuned"), ("paper (k = 3, dense, whole timelines, all refined)", "paper")],
             value=o.theanine_mode,

@@ -22,6 +22,7 @@ FIELD_LABELS = {
     "j": "THEANINE j (links per new memory)",
     "k": "k (memories / segments retrieved)",
     "n": "THEANINE n (timelines per memory)",
+    "whole_timelines": "THEANINE whole timelines first",
     "theanine_mode": "THEANINE setting",
     "compression_rate": "SeCom compression rate",
     "retriever": "SeCom retriever",
