@@ -3,12 +3,14 @@
 Configured by environment variables (or .env), all read by memory.settings.Settings.from_env
 and listed in docs/settings.md: the LLM (OPENAI_API_KEY, OPENAI_BASE_URL, LLM_MODEL, ...),
 where data lives (MEMORY_DATA_DIR, DATABASE_URL, CHROMA_HOST), how users share the server
-(MEMORY_CONCURRENCY, the per-user bounds MEMORY_MAX_*) and where it listens (GRADIO_SERVER_NAME /
-GRADIO_SERVER_PORT, read by Gradio's launch()).
+(MEMORY_CONCURRENCY, the per-user bounds MEMORY_MAX_*), where it listens (GRADIO_SERVER_NAME /
+GRADIO_SERVER_PORT, read by Gradio's launch()) and whether it serves the memory to MCP clients
+(MEMORY_MCP; docs/mcp.md).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import secrets
@@ -65,13 +67,13 @@ def accounts(settings: Settings):
     return Accounts(settings.hf_id_secret or kept_secret(Path(settings.data_dir) / "hf_login.secret"))
 
 
-def build():
+def build(settings: Settings | None = None):
     from memory.agent import MemoryAgent
     from sessions import SessionService
     from sessions.identity import IdentityConfig
     from ui import build_demo
 
-    settings = Settings.from_env()
+    settings = settings or Settings.from_env()
     log.info("data dir %s; %s", settings.data_dir, settings.llm.describe())
     agent = MemoryAgent.from_settings(settings)
     # per-user bounds: settings.limits; which user ids are served: MEMORY_ISSUED_IDS_ONLY, MEMORY_NEW_USERS_PER_HOUR
@@ -114,19 +116,35 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+def mcp_server(settings: Settings) -> bool:
+    """Whether to serve Gradio's MCP server (MEMORY_MCP; by default only where the app listens on loopback)."""
+    if not settings.mcp:
+        log.info("MCP server off (MEMORY_MCP=1 turns it on; docs/mcp.md)")
+        return False
+    if importlib.util.find_spec("mcp") is None:  # an environment installed before gradio[mcp] was required
+        log.warning("MCP server off: the mcp package is missing (pip install -r requirements.txt)")
+        return False
+    return True
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactSecrets())
+    logging.getLogger("mcp").setLevel(logging.WARNING)  # the MCP server logs every request at INFO
     load_env()
     from ui import launch_kwargs
+    from ui.api import mcp_lifespan
 
     try:
-        demo = build()
+        settings = Settings.from_env()
+        demo = build(settings)
     except InvalidSetting as e:  # a bad environment variable: say which, without a traceback
         raise SystemExit(f"Cannot start: {e} (docs/settings.md lists every setting).") from None
     # GRADIO_SERVER_NAME / GRADIO_SERVER_PORT are read by launch(); the default is 127.0.0.1:7860.
-    demo.launch(**launch_kwargs())
+    # The MCP server (http://127.0.0.1:7860/gradio_api/mcp/) offers the memory endpoints only (ui.api.MCP_TOOLS);
+    # mcp_server is always given, so Gradio's own GRADIO_MCP_SERVER variable is not read.
+    demo.launch(**launch_kwargs(), mcp_server=mcp_server(settings), app_kwargs={"lifespan": mcp_lifespan(demo)})
 
 
 if __name__ == "__main__":

@@ -368,6 +368,9 @@ class Settings:
     # "Sign in with Hugging Face" as the identity (sessions/accounts.py), and the key of its ids.
     hf_login: bool = env("MEMORY_HF_LOGIN", False)
     hf_id_secret: str = env("MEMORY_HF_ID_SECRET", "", secret=True)
+    # Gradio's MCP server (/gradio_api/mcp/) with the memory endpoints as tools (docs/mcp.md). When unset:
+    # on where the app listens on loopback only, off on a Space or a public address (Settings.from_env).
+    mcp: bool = env("MEMORY_MCP", True)
 
     # Read by llm_change_allowed and the API key rule, not declared on a field.
     DERIVED: ClassVar[tuple[str, ...]] = (
@@ -399,6 +402,7 @@ class Settings:
         steps = own.get("llm_steps", cls.llm_steps)
         own.setdefault("segmenter", "llm" if steps == "on" or (steps == "auto" and not llm.is_bundled) else "embedding")
         own.setdefault("embedder", "openai" if e.get("OPENAI_API_KEY") and not llm.base_url else "minilm")
+        own.setdefault("mcp", not (e.get("SPACE_ID") or listens_publicly(e.get("GRADIO_SERVER_NAME", ""))))
         return cls(
             llm=llm,
             options=_checked(Options, e),

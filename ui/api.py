@@ -17,9 +17,14 @@ Every id is validated before use: only ids this server issued (by /new_user or t
     built = c.predict(uid, open("locomo10.json").read(), "conv-30", api_name="/import_history")
     export = c.predict(uid, api_name="/export_memory")         # sessions, both memories, settings
     mem = c.predict(uid, "Where do I live?", "theanine", "", api_name="/recall")  # memory lines, no reply
+
+The memory endpoints are also MCP tools (`MCP_TOOLS`, Gradio's MCP server at /gradio_api/mcp/; docs/mcp.md):
+their docstrings, in the Args:/Returns: form Gradio parses (one line per parameter), are the tools' descriptions.
 """
 
+import contextlib
 import functools
+import json
 import logging
 from collections.abc import Callable
 from typing import TypeVar
@@ -38,6 +43,9 @@ from . import fairness
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+# The endpoints an MCP client sees as tools (memory_tools_only); the others stay HTTP API only.
+MCP_TOOLS = ("send_message", "recall", "end_session", "import_history", "export_memory")
 
 
 def _error(e: BaseException) -> gr.Error:
@@ -106,6 +114,60 @@ def _turn(m) -> dict:
     return {"id": m.id, "speaker": m.role, "name": m.speaker, "text": m.text, "status": m.status, "error": m.error}
 
 
+def _with_sessions(service: SessionService, user_id: str, out: dict) -> dict:
+    """Each recalled turn with the session it was said in (id and date): provenance an agent can cite.
+    Read from this user's own sessions only."""
+    wanted = {t["id"] for line in out["lines"] for t in line["turns"]}
+    where: dict[str, tuple[str, str]] = {}
+    for s in service.sessions(user_id):
+        if not wanted - where.keys():
+            break
+        if s.status == "open":
+            continue  # memory is built from ended sessions only
+        for m in service.messages(user_id, s.session_id):
+            where.setdefault(m.turn_id(), (s.session_id, s.date))
+    for line in out["lines"]:
+        for t in line["turns"]:
+            if t["id"] in where:
+                t["session_id"], t["date"] = where[t["id"]]
+    return out
+
+
+def memory_tools_only(server) -> None:
+    """Gradio's MCP server (gradio.mcp.GradioMCPServer) made for every API endpoint, kept to `MCP_TOOLS`:
+    the tool list, /gradio_api/mcp/schema and tool calls know no other endpoint. Tool results (the endpoints'
+    dicts and tuples) are JSON text rather than Python reprs. Gradio is pinned (requirements.txt);
+    tests/test_mcp.py checks the tool list."""
+    kept = {tool: ep for tool, ep in server.tool_to_endpoint.items() if ep.lstrip("/") in MCP_TOOLS}
+    missing = set(MCP_TOOLS) - {ep.lstrip("/") for ep in kept.values()}
+    if missing:
+        raise RuntimeError(f"MCP: no API endpoint for {sorted(missing)}")
+    server.tool_to_endpoint = kept
+    plain = server.postprocess_output_data
+
+    def as_json(data, root_url):
+        return plain(
+            [json.dumps(d, ensure_ascii=False, default=str) if isinstance(d, (dict, list, tuple)) else d for d in data],
+            root_url,
+        )
+
+    server.postprocess_output_data = as_json
+
+
+def mcp_lifespan(demo: gr.Blocks):
+    """For `launch(app_kwargs={"lifespan": mcp_lifespan(demo)})`: Gradio makes its MCP server during launch();
+    this runs at the app's startup, before the first request, and keeps that server to `MCP_TOOLS`."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        server = getattr(demo, "mcp_server_obj", None)
+        if server is not None:
+            memory_tools_only(server)
+        yield
+
+    return lifespan
+
+
 def register_api(service: SessionService) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
     reply, build = fairness.reply_events(service.settings), fairness.build_events(service.settings)  # ui.fairness
@@ -118,12 +180,18 @@ def register_api(service: SessionService) -> None:
 
     @refused_for_people
     def send_message(user_id: str, message: str, strategy: str = "") -> tuple[str, dict]:
-        """Send `message` in the user's open session; returns (reply text, trace dict).
+        """Say `message` to the memory chat as the user, in their open session, and get the assistant's reply,
+        written with what it recalled from the user's earlier sessions. The message and reply are stored;
+        end_session turns the session into long-term memory. To look memory up without replying, use recall.
 
-        strategy: "theanine", "secom" or "none"; "" uses the user's saved choice. The trace holds
-        what memory was retrieved (memories, timelines_raw, timelines_refined or segments), the
-        LLM calls, tokens and timings; trace["error"] is set (and the reply may be empty) when
-        the model failed; the message stays saved and /reply_again answers it again.
+        Args:
+            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+            message: the user's message, as they would type it in the chat
+            strategy: the memory to reply with: "theanine", "secom" or "none"; "" (default) = the user's saved choice
+
+        Returns:
+            [reply text, trace]; the trace names the memory the reply read (memories, timelines or segments)
+            the LLM calls, tokens and timings; trace["error"] is set when the model failed (the message stays saved)
         """
         return _answer(service.send(user_id, message, strategy or None))
 
@@ -135,9 +203,17 @@ def register_api(service: SessionService) -> None:
 
     @refused_for_people
     def end_session(user_id: str, next_date: str = "") -> dict:
-        """End the user's open session: build its memory (THEANINE graph and SeCom segments) and open
-        the next session, dated `next_date` (e.g. "2023-05-15" or "15 May 2023", stored as ISO; not before
-        the session just ended) or, with "", today. Returns the new memory ids and the new session."""
+        """End the user's open session: build its long-term memory (THEANINE's memory graph and SeCom's
+        segments, from the stored turns) and open the next session. Call it when a conversation is over, so
+        that later sessions (and recall) can use what was said; it can take a while.
+
+        Args:
+            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+            next_date: the next session's date, e.g. "2023-05-15" (not before the session just ended); "" = today
+
+        Returns:
+            {"message", "errors", "closed": [{"session_id", "error", "new_memories", "new_segments"}], "session"}
+        """
         return _end(service.end_session(user_id, next_date or None))
 
     @refused_for_people
@@ -160,9 +236,20 @@ def register_api(service: SessionService) -> None:
 
     @refused_for_people
     def import_history(user_id: str, data: str, sample_id: str = "") -> dict:
-        """Import a history (the JSON text of this app's format or of LoCoMo; `sample_id` picks one
-        conversation of a LoCoMo file) as earlier closed sessions and build their memory. Turns keep the
-        source's ids (LoCoMo "D3:7"). Returns what was built: sessions, turns, memories, segments."""
+        """Import past conversations as the user's earlier sessions (closed, dated before the open one) and build
+        their long-term memory, as end_session does for each; it can take minutes. The app's format is
+        {"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": "I adopted a puppy."},
+        {"speaker": "assistant", "text": "..."}]}]} (a turn's optional "id" is kept, and recalled memory names it);
+        a LoCoMo file is read too (turns keep their ids, "D3:7"). Up to 20 MB.
+
+        Args:
+            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+            data: the JSON text of the history: the app's format (export_memory's result is one) or LoCoMo's
+            sample_id: the conversation to import from a LoCoMo file with several, e.g. "conv-30"; "" = the only one
+
+        Returns:
+            {"closed": [per session: "session_id", "new_memories", "new_segments"], "memories", "segments", "errors"}
+        """
         out = _end(service.import_history(user_id, data, sample_id or ""))
         out["memories"] = sum(len(c["new_memories"]) for c in out["closed"])
         out["segments"] = sum(len(c["new_segments"]) for c in out["closed"])
@@ -170,17 +257,37 @@ def register_api(service: SessionService) -> None:
 
     @refused_for_people
     def export_memory(user_id: str) -> dict:
-        """Everything kept about the user: sessions (importable), the THEANINE graph (memories with their
-        source turns, edges) and the SeCom segments, and the user's settings."""
+        """Everything the app keeps about the user, as JSON: every session with its turns (importable again by
+        import_history), the THEANINE memory graph (memories with their source turns, and the edges between
+        them), the SeCom segments, and the user's settings. Large for a long history: to answer a question,
+        use recall.
+
+        Args:
+            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+
+        Returns:
+            {"format", "sessions", "memory": {"theanine_graph", "secom_segments"}, "settings", "damaged"}
+        """
         return service.export(user_id)
 
     @refused_for_people
     def recall(user_id: str, query: str, strategy: str = "", as_of: str = "") -> dict:
-        """The memory lines a reply would read for `query`, without replying: each with its score and
-        the source turns it came from, and the retrieved memories a later one superseded (and by what).
-        strategy: "theanine", "secom" or "none" ("" = the user's choice). as_of: "" (now), a session id
-        (the memory as it stood after that session ended) or a date ("2023-05-02": sessions up to it)."""
-        return recall_memory(service, user_id, query, strategy, as_of)
+        """Search the user's long-term memory (their ended sessions) for what is relevant to `query`, without
+        replying: the memory lines a reply would read, each with its score and its provenance, the turns it
+        came from (turn id, session id and date, speaker, text). Memories a later one superseded (a changed
+        fact) are listed with what replaced them. Use it to answer from what the user said in past sessions.
+
+        Args:
+            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+            query: what to look up, e.g. "Where does the user live?" or "the user's dog"
+            strategy: "theanine" (memories and their timelines), "secom" (segments) or "" (the user's choice)
+            as_of: "" (now), a session id (memory as it stood after that session ended) or a date ("2023-05-02")
+
+        Returns:
+            {"strategy", "as_of", "lines": [{"text", "score", "turns": [{"id", "session_id", "date", "speaker"
+            "text"}]}], "superseded": [{"id", "event", "time", "superseded_by"}]}
+        """
+        return _with_sessions(service, user_id, recall_memory(service, user_id, query, strategy, as_of))
 
     @refused_for_people
     def repair_damage(user_id: str, item: str, action: str = "rebuild") -> str:
