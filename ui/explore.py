@@ -32,10 +32,11 @@ class ExploreHandlers:
         try:
             uid = check_user_id(uid)
             where = self._session_name(uid, self.svc.current_session(uid).session_id)
+            numbers = panels.session_numbers(self.svc.sessions(uid))
             for results in self.svc.compare(uid, message):
                 yield {
                     c.compare_row: gr.update(visible=True),
-                    c.compare_view: panels.compare_html(message, results, STRATEGIES, where=where),
+                    c.compare_view: panels.compare_html(message, results, STRATEGIES, where=where, sessions=numbers),
                     c.status: panels.status_html("Comparing: each strategy answers in turn (below the chat)…", "busy"),
                 }
             yield {
@@ -58,6 +59,7 @@ class ExploreHandlers:
             STRATEGIES,
             when=last["created_at"],
             where=self._session_name(uid, last["session_id"]),
+            sessions=panels.session_numbers(self.svc.sessions(uid)),
         )
         return {c.compare_row: gr.update(visible=True), c.compare_view: html}
 

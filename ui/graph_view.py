@@ -23,6 +23,8 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
+from sessions.lifecycle import human_date
+
 
 def _env_int(name: str, default: int) -> int:
     try:
@@ -80,6 +82,13 @@ def short_text(value, n: int = EVENT_CHARS) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
+def date_text(value) -> str:
+    """A stored date as the sidebar writes it ("Mon 8 May 2023"; "… until …" for a superseded fact): the one
+    date style of See why and the graph."""
+    t = " ".join(("" if value is None else str(value)).split())
+    return " until ".join(human_date(p) for p in t.split(" until ")) if t else ""
+
+
 def select_nodes(nodes: list[dict], keep_ids: set[str], limit: int = MAX_NODES) -> list[dict]:
     """The most recent `limit` memories (the view lists them oldest first) plus every one in `keep_ids`
     (the retrieved ones, a search's matches)."""
@@ -106,7 +115,14 @@ OPTIONS = {
         "stabilization": {"enabled": True, "iterations": 200},
         "barnesHut": {"gravitationalConstant": -3000, "springLength": 110, "avoidOverlap": 0.2},
     },
-    "edges": {"smooth": {"type": "continuous"}, "width": 1.2, "arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}},
+    # Each edge carries its relation as a small label on the arrow; graph.js draws it on the arrows of
+    # this render's memories, and on every arrow once zoomed in (a dense graph is not covered in words).
+    "edges": {
+        "smooth": {"type": "continuous"},
+        "width": 1.2,
+        "arrows": {"to": {"enabled": True, "scaleFactor": 0.5}},
+        "font": {"size": 10, "color": "#444444", "strokeWidth": 3, "strokeColor": "#ffffff", "align": "horizontal"},
+    },
     "nodes": {"size": 10, "borderWidth": 1, "font": {"size": 13, "strokeWidth": 4, "strokeColor": "#ffffff"}},
     "interaction": {"hover": True, "tooltipDelay": 150},
     "layout": {"randomSeed": 7},
@@ -152,11 +168,14 @@ def graph_data(
     """One render's data: the nodes, edges and options of a pyvis Network (`get_network_data()`), plus
     the sessions [id, label, position 0..1 by date].
 
-    A node's label is its memory's event; it also carries `tm` time, `si` session index, `fl` flags
-    (1 retrieved, 2 new, 4 found by a search) and `src` source turns. `sessions`: the user's
-    sessions in time order as (id, label, position); `turns(ids)` gives {turn id: (speaker, text)}
-    for the source turns shown on click; `found`: a search's matches (drawn even when older than the
-    `limit` most recent); `open_id`: the memory to open at once.
+    A node's label is its memory's event; it also carries `tm` its date as the sidebar writes dates
+    (`tr` the stored text), `si` session index, `fl` flags (1 retrieved, 2 new, 4 found by a search)
+    and `src` source turns; the page names it as the sidebar numbers sessions, from its session's label
+    and its id ("Session 15 · memory 46" for s18:m46). An edge carries its relation as `label` (drawn on
+    the arrow) and `title`. `sessions`: the user's sessions in time order as (id, label, position), the
+    label as the sidebar names the session ("Session 15 · Mon 8 May 2023"); `turns(ids)` gives {turn id:
+    (speaker, text)} for the source turns shown on click; `found`: a search's matches (drawn even when
+    older than the `limit` most recent); `open_id`: the memory to open at once.
     """
     from pyvis.network import Network
 
@@ -187,7 +206,8 @@ def graph_data(
             label=short_text(n.get("event")) or "(empty)",
             shape="dot",
             color=colour,
-            tm=short_text(n.get("time"), 60),
+            tm=short_text(date_text(n.get("time")), 60),
+            tr=short_text(n.get("time"), 60),
             si=remap[si],
             fl=(1 if nid in retrieved else 0) | (2 if nid in new else 0) | (4 if nid in found else 0),
             src=[
@@ -202,7 +222,7 @@ def graph_data(
         a, b = str(e.get("source")), str(e.get("target"))
         if a in drawn and b in drawn:
             rel = short_text(e.get("relation"), 20)
-            net.add_edge(a, b, title=rel, color=RELATIONS.get(rel, "#9d9d9d"))
+            net.add_edge(a, b, title=rel, label=rel, color=RELATIONS.get(rel, "#9d9d9d"))
     vis_nodes, vis_edges, _heading, _height, _width, options = net.get_network_data()
     return {
         "v": 2,

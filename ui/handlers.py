@@ -89,6 +89,10 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
             (s.session_id, f"Session {s.label} · {human_date(s.date)}", p) for s, p in zip(rows, positions, strict=True)
         ]
 
+    def _session_numbers(self, uid: str) -> dict[str, str]:
+        """{session id: its number in the sidebar}: See why names memories by it."""
+        return panels.session_numbers(self.svc.sessions(uid))
+
     def _turn_texts(self, uid: str):
         def lookup(turn_ids: list[str]) -> dict[str, tuple[str, str]]:
             return self.svc.turn_texts(uid, turn_ids)
@@ -156,7 +160,7 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
             c.session_header: self._header(uid),
             c.sessions: self._session_list(uid),
             c.graph: self._graph(uid, trace),
-            c.why: panels.trace_html(trace),
+            c.why: panels.trace_html(trace, sessions=self._session_numbers(uid)),
             c.memory: self._memory_choices(uid),
             c.retry: gr.update(visible=needs_retry(rows)),
             c.date: self.svc.default_next_date(uid),
@@ -364,7 +368,8 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
             if reply is None or not reply.trace:
                 return {c.why: panels.trace_html(None)}
             title = self._reply_title(uid, reply)
-            return {c.why: panels.trace_html(reply.trace, title=title), c.graph: self._graph(uid, reply.trace)}
+            why = panels.trace_html(reply.trace, title=title, sessions=self._session_numbers(uid))
+            return {c.why: why, c.graph: self._graph(uid, reply.trace)}
         except Exception as e:
             return self._fail(e, c.status)
 

@@ -9,6 +9,7 @@ var RETRIEVED = "#d62728";
 var FOUND = "#1d4f91";
 var LABEL_PX = 13;           // font size of the labels at scale 1
 var READABLE_PX = 12;        // a shown label is never smaller than this on screen
+var EDGE_PX = 10;            // an arrow's relation label, on screen
 // The app may update the iframe in place, changing only the fragment: draw the new data then.
 window.addEventListener("hashchange", function () { location.reload(); });
 var data = {s: [], n: [], e: []};
@@ -45,12 +46,19 @@ var marked = flagged(4).length ? flagged(4) : (flagged(1).length ? flagged(1) : 
 var focus = {};
 marked.forEach(function (id) { focus[id] = true; neighbours[id].forEach(function (x) { focus[x] = true; }); });
 
+// A memory named as the sidebar numbers sessions: "Session 15 · memory 46" (its id: s18:m46).
+function memoryName(n) {
+  var s = sessions[n.si] || ["", ""], m = /:m(\d+)$/.exec(n.id);
+  return String(s[1]).split(" · ")[0] + (m ? " · memory " + m[1] : "");
+}
 function tooltip(n) {
-  var s = sessions[n.si] || ["", ""];
   var box = el("div");
   box.appendChild(el("div", n.ev));
-  box.appendChild(el("div", "time: " + n.tm));
-  box.appendChild(el("div", "session: " + s[1]));
+  // Named and dated as the sidebar names sessions and writes dates; the stored date in its title.
+  box.appendChild(el("div", memoryName(n)));
+  var when = el("div", n.tm);
+  if (n.tr && n.tr !== n.tm) when.title = n.tr;
+  box.appendChild(when);
   if (TT) box.appendChild(el("div", "added by " + ((TT.labels || [])[stepOf[n.id]] || "step " + stepOf[n.id])));
   var marks = [];
   if (n.fl & 4) marks.push("found by your search");
@@ -89,7 +97,7 @@ function edgeLook(e, i) {
 }
 var edges = new vis.DataSet(rawEdges.map(function (e, i) {
   var v = edgeLook(e, i);
-  v.from = e.from; v.to = e.to; v.title = e.title; v.color = e.color;
+  v.from = e.from; v.to = e.to; v.title = e.title; v.label = e.label; v.color = e.color;  // the relation, on the arrow
   return v;
 }));
 var network = new vis.Network(document.getElementById("mynetwork"), {nodes: nodes, edges: edges}, data.o || {});
@@ -128,6 +136,16 @@ function setLabels(show) {
     up.push({id: n.id, label: on ? short(n.ev, 48) : "", font: {size: on ? size : LABEL_PX}});
   });
   nodes.update(up);
+  // Every edge keeps its relation as its label; it is drawn (size > 0) on the arrows of this render's
+  // memories (retrieved, found or new) and between two labelled memories, everywhere once zoomed in: a
+  // dense graph is not covered in words.
+  var edgeSize = EDGE_PX / network.getScale(), core = {};
+  marked.forEach(function (id) { core[id] = true; });
+  edges.update(rawEdges.map(function (e, i) {
+    var near = core[e.from] || core[e.to] || (labelled[e.from] && labelled[e.to]);
+    var on = show[e.from] && show[e.to] && (near || zoomedIn);
+    return {id: i, font: {size: on ? edgeSize : 0}};
+  }));
 }
 // The box around the given memories with their labels, in canvas units (vis-network measures labels when
 // it draws: draw first).
@@ -237,13 +255,13 @@ if (TT) window.addEventListener("message", function (e) {
 // --- click: the memory's source turns ------------------------------------------------------------
 var panel = document.getElementById("panel");
 function openPanel(id) {
-  var n = byId[id], s = sessions[n.si] || ["", ""];
+  var n = byId[id];
   panel.textContent = "";
   var close = el("button", "×"); close.setAttribute("aria-label", "Close");
   close.onclick = function () { panel.hidden = true; };
   panel.appendChild(close);
   panel.appendChild(el("h3", n.ev));
-  panel.appendChild(el("div", s[1] + " · " + n.tm));
+  panel.appendChild(el("div", memoryName(n) + " · " + n.tm));
   var turns = n.src || [];
   panel.appendChild(el("h3", turns.length ? "Source turns" : "No source turns recorded"));
   turns.forEach(function (t) {
