@@ -79,7 +79,7 @@ def trace(t: dict, f: Forgotten) -> dict:
         for i, r in enumerate(raw)
         if not (f.memory_ids & {str(n) for n in r.get("nodes") or []} or f.turn_ids & set(r.get("covers") or []))
     ]
-    out["timelines_raw"] = [dict(raw[i], text=f.replace(str(raw[i].get("text", "")))) for i in keep]
+    out["timelines_raw"] = [_timeline(raw[i], f) for i in keep]
     if refined:
         aligned = len(refined) == len(raw)
         out["timelines_refined"] = [f.replace(str(refined[i])) for i in keep] if aligned else []
@@ -91,6 +91,19 @@ def trace(t: dict, f: Forgotten) -> dict:
         for s in t.get("segments") or []
         if not f.turn_ids & set(s.get("covers") or []) and not f.turn_ids & set(str(s.get("turn_ids", "")).split(","))
     ]
+    return out
+
+
+def _timeline(t: dict, f: Forgotten) -> dict:
+    """A raw timeline without the forgotten memory: its text, and its chain (the whole timeline See
+    why draws, memories that did not reach the reply included) without that memory."""
+    out = dict(t, text=f.replace(str(t.get("text", ""))))
+    if "chain" in t:
+        out["chain"] = [
+            dict(m, event=f.replace(str(m.get("event", ""))))
+            for m in t.get("chain") or []
+            if str(m.get("id")) not in f.memory_ids
+        ]
     return out
 
 
