@@ -48,6 +48,8 @@ COMPONENTS = (
     "j",
     "k",
     "n",
+    "whole_timelines",
+    "theanine_mode",
     "compression_rate",
     "retriever",
     "max_reply_tokens",

@@ -13,6 +13,7 @@ import pytest
 from memory.settings import Settings
 from sessions import SessionService, UserError, new_user_id
 from sessions.importer import MAX_FILE_BYTES
+from sessions.prefs import OPTION_FIELDS
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import TRACEBACK, handlers, last_done
 
@@ -226,18 +227,14 @@ def test_out_of_range_settings_are_rejected_with_a_message(fake, field, value):
         "j": 3,
         "k": 5,
         "n": 1,
+        "whole_timelines": 3,
+        "theanine_mode": "tuned",
         "compression_rate": 0.75,
         "retriever": "hybrid",
         "max_reply_tokens": 256,
         field: value,
     }
-    out = h.save_settings(
-        uid,
-        "embedded",
-        "",
-        "",
-        *[values[f] for f in ("temperature", "j", "k", "n", "compression_rate", "retriever", "max_reply_tokens")],
-    )
+    out = h.save_settings(uid, "embedded", "", "", *[values[f] for f in OPTION_FIELDS])
     from ui.handlers import FIELD_LABELS
 
     assert FIELD_LABELS[field] in error_html(out, "settings_status")  # the form's label, not the option name
