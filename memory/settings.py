@@ -255,7 +255,7 @@ class Options:
     timeline_packing: str = env("THEANINE_TIMELINE_PACKING", "anchors", choices=TIMELINE_PACKINGS)
     # THEANINE, "anchors" packing: the timelines through the best-ranked memories go in whole first
     # (root -> retrieved memory -> leaf), then the other retrieved memories (docs/defaults.md)
-    whole_timelines: int = env("THEANINE_WHOLE_TIMELINES", 3, lo=0, hi=20)
+    whole_timelines: int = env("THEANINE_WHOLE_TIMELINES", 2, lo=0, hi=20)
     query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
     # THEANINE: "tuned" (the settings above) or "paper" (PAPER_SETTING: k = 3, dense over the dialogue,
     # whole timelines, every timeline refined); a chat's choice in Settings

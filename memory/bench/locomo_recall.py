@@ -200,10 +200,11 @@ def _report(args, out: dict, title: str, rows: list[dict]) -> int:
         print(category_table(rows, at))
         multi = [r for r in rows if r["budget"] == at and "multi_timeline_share" in r]
         if multi:
-            print(f"\n| THEANINE row @{at} | recall | contexts with a timeline of 2+ memories |")
-            print("| --- | ---: | ---: |")
+            print(f"\n| THEANINE row @{at} | recall | contexts with a timeline of 2+ memories | ... whole |")
+            print("| --- | ---: | ---: | ---: |")
             for r in multi:
-                print(f"| {r['method']} ({r['retriever']}) | {r['recall']:.3f} | {r['multi_timeline_share']:.3f} |")
+                shares = f"{r['multi_timeline_share']:.3f} | {r.get('whole_timeline_share', 0.0):.3f}"
+                print(f"| {r['method']} ({r['retriever']}) | {r['recall']:.3f} | {shares} |")
     progress(f"wrote {args.out} and {png}")
     return 0
 

@@ -183,6 +183,7 @@ class _Rows:
         self._index: dict[tuple[str, int], dict] = {}
         self.per: dict[tuple, list] = defaultdict(list)  # (summariser, method, retriever, budget) -> rows
         self.multi: dict[tuple, list[bool]] = defaultdict(list)  # same key -> a multi-memory timeline per context
+        self.whole: dict[tuple, list[bool]] = defaultdict(list)  # same key -> such a timeline whole, per context
 
     def question(self, conv, i: int) -> dict:
         key = (conv.sample_id, i)
@@ -200,14 +201,18 @@ class _Rows:
             self.questions.append(row)
         return self._index[key]
 
-    def add(self, conv, i: int, key: tuple, covered: set[str], pairs=None, multi: bool | None = None) -> None:
-        """`multi`: whether a THEANINE context held a timeline of two memories or more."""
+    def add(
+        self, conv, i: int, key: tuple, covered: set[str], pairs=None, multi: bool | None = None, whole: bool = False
+    ) -> None:
+        """`multi`: whether a THEANINE context held a timeline of two memories or more; `whole`: one
+        that reached the reply whole (root to leaf)."""
         summ, method, retriever, budget = key
         q = conv.questions[i]
         rec = evidence_recall(q.evidence, covered)
         self.per[key].append((conv.sample_id, q.category, rec))
         if multi is not None:
             self.multi[key].append(multi)
+            self.whole[key].append(whole)
         cell = {"recall": round(rec, 4), "held": _held(q, covered)}
         if self.contexts and pairs is not None:
             cell["context"] = _lines(pairs, q.evidence)
@@ -270,7 +275,8 @@ def _score_agent(b: Built, conv, method: str, retriever: str, spec: RunSpec, opt
             covered = {t for c in ctx.covers for t in c}
             pairs = list(zip(ctx.lines, ctx.covers, strict=False))
             multi = any(len(t.get("nodes") or ()) >= 2 for t in trace.timelines_raw) if strategy == "theanine" else None
-            rows.add(conv, i, (b.summariser, method, retriever, budget), covered, pairs, multi)
+            whole = any(len(t.get("nodes") or ()) >= 2 and t.get("whole") for t in trace.timelines_raw)
+            rows.add(conv, i, (b.summariser, method, retriever, budget), covered, pairs, multi, whole)
         steps.step()
 
 
@@ -305,10 +311,13 @@ def _score_summariser(conv, summ: str, spec: RunSpec, settings, options, tmp: Pa
     return b.close
 
 
-def _summary(per: dict[tuple, list], multi: dict[tuple, list[bool]] | None = None) -> list[dict]:
+def _summary(
+    per: dict[tuple, list], multi: dict[tuple, list[bool]] | None = None, whole: dict[tuple, list[bool]] | None = None
+) -> list[dict]:
     """One results row per (summariser, method, retriever, budget): mean recall, per category and
-    conversation, and for THEANINE the share of contexts that held a timeline of two memories or more."""
-    multi = multi or {}
+    conversation, and for THEANINE the share of contexts that held a timeline of two memories or more
+    (and one such timeline whole)."""
+    multi, whole = multi or {}, whole or {}
     return [
         {
             "summariser": summ,
@@ -318,6 +327,7 @@ def _summary(per: dict[tuple, list], multi: dict[tuple, list[bool]] | None = Non
             "strategy": strategy_label(summ, method, r),
             **recall_fields(rows),
             **({"multi_timeline_share": mean([float(x) for x in multi[key]])} if multi.get(key) else {}),
+            **({"whole_timeline_share": mean([float(x) for x in whole[key]])} if whole.get(key) else {}),
         }
         for key, rows in per.items()
         for summ, method, r, bud in [key]
@@ -345,7 +355,7 @@ def evaluate(
                 closes[summ][conv.sample_id] = _score_summariser(
                     conv, summ, spec, settings, options, Path(tmp), rows, steps
                 )
-    return {"results": _summary(rows.per, rows.multi), "close": dict(closes), "questions": rows.questions}
+    return {"results": _summary(rows.per, rows.multi, rows.whole), "close": dict(closes), "questions": rows.questions}
 
 
 def run(

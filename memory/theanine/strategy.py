@@ -55,6 +55,19 @@ def newest_first(graph: MemoryGraph, timelines: list[dict]) -> list[dict]:
     return sorted(timelines, key=latest, reverse=True)
 
 
+def current_first(graph: MemoryGraph, path: list[str], anchor: str, shown: set[str]) -> tuple[list[str], list[str]]:
+    """The timeline `path` through `anchor` as the reply reads it, current fact first: the memories
+    `anchor` superseded (Changed, directly or through earlier changes) come right after it as its
+    history, newest first, whether they lay on the path or not (shown ones excepted), and a path that
+    reached the current fact through them starts at the anchor. Returns (path, history)."""
+    replaced = graph.replaced(anchor)
+    on_path = [x for x in path[: path.index(anchor)] if x in replaced]
+    if on_path:
+        path = path[path.index(anchor) :]  # what led to the old value is the old value's own timeline
+    history = [x for x in replaced if x not in path and x not in shown]
+    return path, history
+
+
 def as_of_sessions(graph: MemoryGraph, as_of: AsOf) -> set[str] | None:
     """The sessions that make up the memory as of `as_of` (None: all of it, now)."""
     if as_of is None or as_of == "":
@@ -257,7 +270,7 @@ class TheanineMemory:
                 )
                 for path in paths:
                     if timelines_mod.adds_memory(path, shown):
-                        history = [x for x in graph.replaced(anchor) if x not in path and x not in shown]
+                        path, history = current_first(graph, path, anchor, shown)
                         shown.update(path + history if whole else [anchor])
                         units.append(self._unit(graph, path, anchor, history))
             if whole:
