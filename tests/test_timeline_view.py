@@ -152,7 +152,7 @@ def test_the_refined_text_sits_beside_its_chain_and_unrefined_says_why():
     assert "(not refined: Timelines are shown as retrieved, not refined: the model is busy)" in other
     # Offline: the existing words.
     offline = timelines_part(panels.trace_html(trace([chained()], [], memory_path="offline")))
-    assert "(not refined: no LLM step with the bundled model)" in offline
+    assert "(not refined: no LLM step with the bundled model" in offline
     # A refinement that gave the raw text back is not called refined.
     failed = trace([chained()], [TEXT], llm_calls=[{"purpose": "refine", "status": "fallback", "detail": "bad JSON"}])
     assert "(not refined: the refine step failed: bad JSON)" in timelines_part(panels.trace_html(failed))

@@ -457,8 +457,8 @@ def _memory_box(c: dict, sessions: Mapping[str, str] | None, elsewhere: dict[str
 
 def _not_refined(trace: dict, t: dict, i: int) -> str:
     """Why a timeline went to the reply unrefined, in the trace's words where it has them."""
-    if trace.get("memory_path") == "offline":
-        return "<i>(not refined: no LLM step with the bundled model)</i>"
+    if trace.get("memory_path") == "offline" and not trace.get("timelines_refined"):
+        return "<i>(not refined: no LLM step with the bundled model; its refinement adds 6 s or more per reply)</i>"
     notes = [n for n in trace.get("notices") or [] if "refin" in str(n).lower()]
     calls = [c for c in trace.get("llm_calls") or [] if c.get("purpose") == "refine"]
     failed = [c for c in calls if c.get("status") not in (None, "ok", "repaired", "retried")]
