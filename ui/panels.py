@@ -237,7 +237,7 @@ def trace_html(
     total = (trace.get("timings") or {}).get("total")
     out = [
         f'<div{at("why-panel")} class="mc-why" data-strategy="{esc(strategy)}">',
-        f"<h4>{esc(title)} · {esc(STRATEGY_NAMES.get(strategy, strategy))} · {len(calls)} LLM calls · "
+        f"<h4>{esc(title)} · {esc(STRATEGY_NAMES.get(strategy, strategy))} · {plural(len(calls), 'LLM call')} · "
         f"{esc(trace.get('tokens', 0))} tokens{' · ' + _seconds(total) if total is not None else ''}</h4>",
     ]
     if trace.get("error"):
@@ -268,8 +268,8 @@ def _theanine_parts(trace: dict, at: Callable[[str], str], sessions: Mapping[str
             by = m["superseded_by"]
             out.append(
                 f"<li>{esc(m.get('event'))} <i>({date_html(m.get('time'))})</i> was replaced on "
-                f"{date_html(by.get('time'))} by <b>{esc(by.get('event'))}</b>: the reply reads the current memory "
-                "first, this one as history.</li>"
+                f"{date_html(by.get('time'))} by <b>{esc(str(by.get('event') or '').rstrip('.'))}</b>. The reply "
+                "reads the current memory first, this one as history.</li>"
             )
         out.append("</ul>")
     out.append("</section>")
@@ -609,7 +609,9 @@ def _recalled_summary(trace: dict | None) -> str:
         what = "no memory"
     calls = trace.get("llm_calls") or []
     total = (trace.get("timings") or {}).get("total")
-    cost = f"{len(calls)} LLM calls, {trace.get('tokens', 0)} tokens" + (f", {_seconds(total)}" if total else "")
+    cost = f"{plural(len(calls), 'LLM call')}, {trace.get('tokens', 0)} tokens" + (
+        f", {_seconds(total)}" if total else ""
+    )
     return f"What it recalled: {what} · {cost}"
 
 
