@@ -267,7 +267,8 @@ class Options:
     # Qwen 1.5B without it every known pair was labelled None (`python -m memory.bench relations`,
     # docs/models.md); with it related pairs are linked, at twice the seconds per pair.
     explain_relations: bool = env("THEANINE_EXPLAIN_RELATIONS", True)
-    compression_rate: float = env("SECOM_COMPRESSION_RATE", 0.75)  # LLMLingua-2 `rate`: fraction of tokens KEPT
+    # LLMLingua-2 `rate`: fraction of tokens KEPT; 0.9 as SeCom's official code (docs/memory.md)
+    compression_rate: float = env("SECOM_COMPRESSION_RATE", 0.9)
     retriever: str = env("SECOM_RETRIEVER", "bm25", choices=RETRIEVERS)  # SeCom: bm25 | dense | hybrid
     # THEANINE's top-k memories: hybrid (dense + BM25, measured best: docs/defaults.md) | dense (the paper's) | bm25
     theanine_retriever: str = "hybrid"
@@ -349,7 +350,8 @@ class Settings:
     embed_model: str = "text-embedding-3-small"
     chroma_host: str = env("CHROMA_HOST", "")  # set: use a Chroma server (HttpClient)
     chroma_port: int = env("CHROMA_PORT", 8000, lo=1, hi=65535)
-    compressor_model: str = env("COMPRESSOR_MODEL", "microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank")
+    # SeCom's official LLMLingua-2 model (560M parameters; loads where the hub is reachable, docs/memory.md)
+    compressor_model: str = env("COMPRESSOR_MODEL", "microsoft/llmlingua-2-xlm-roberta-large-meetingbank")
     # embedding | llm; when SECOM_SEGMENTER is unset, llm where the LLM steps run
     segmenter: str = env("SECOM_SEGMENTER", "embedding", choices=SEGMENTERS)
     rubric_path: str = env("SECOM_RUBRIC", "")  # SeCom: learned segmentation rubric (plain text)

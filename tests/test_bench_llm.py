@@ -20,11 +20,14 @@ def test_qa_and_teafarm_through_an_openai_compatible_endpoint(tmp_path, fake_end
     assert qa.main(["--data", str(data), "--out", str(out), "--limit", "2", "--seed", "1"]) == 0
     d = json.loads(out.read_text())
     assert set(d["strategies"]) == {"theanine", "secom", "none"}
-    calls = {"theanine": 2, "secom": 1, "none": 1}
+    calls = {"secom": 1, "none": 1}
     for s, r in d["strategies"].items():
         assert r["n"] == 2 and r["n_judged"] == 2 and r["accuracy"] == 1.0  # the fake judge says correct
-        assert r["llm_calls_per_reply"] == calls[s] and r["tokens_per_question"] > 0 and r["errors"] == 0
-        assert r["latency_s_p50"] >= 0
+        assert r["llm_calls_per_reply"] == calls.get(s, r["llm_calls_per_reply"]) and r["errors"] == 0
+        assert r["tokens_per_question"] > 0 and r["latency_s_p50"] >= 0
+    for q in d["questions"]:  # THEANINE: the reply and one refinement call per timeline (refine_each)
+        if q["strategy"] == "theanine":
+            assert 2 <= q["llm_calls"] <= 1 + q["retrieved"]
     assert {q["category"] for q in d["questions"]} <= {1, 2, 3, 4}
     assert d["close"]["bench-conv-t0"]["sessions"] == 2
     assert "fake" in d["config"]["llm"] and (tmp_path / "qa_accuracy.png").exists()
@@ -40,7 +43,10 @@ def test_qa_and_teafarm_through_an_openai_compatible_endpoint(tmp_path, fake_end
     for r in d["strategies"].values():
         assert r["n"] == 2 and r["success_rate"] == 0.0  # the fake judge says no
     assert d["questions"][0]["false_premise"] and (tmp_path / "teafarm_success.png").exists()
-    assert {q["speaker"] for q in d["questions"]} == {"Alice", "Bob"}  # both perspectives
+    # the paper's perspective: the user (Alice) sends every question, about either speaker's past
+    assert {q["speaker"] for q in d["questions"]} == {"Alice"}
+    assert {q["about"] for q in d["questions"]} == {"Alice", "Bob"}
+    assert d["valid"] is True and d["perspective"] == "user asks about either speaker"  # judge-x: not the agent's
     gen = fake_endpoint.bodies("counterfactual")
     assert len(gen) == 2 and all(r["model"] == "judge-x" for r in gen)  # generator: --judge-model
     text = gen[0]["messages"][-1]["content"]
@@ -54,11 +60,10 @@ def test_qa_and_teafarm_through_an_openai_compatible_endpoint(tmp_path, fake_end
     assert fake_endpoint.count("dialogue") == 2 and d["config"]["in_a_dialogue"] == 2
     for r in replies:
         said = [(m["role"], m["content"]) for m in r["messages"][1:]]
-        assert said == [
-            ("user", "Hi! Long week."),
-            ("assistant", "Hello! Tell me about it."),
-            ("user", "Why did you adopt a cat last week?"),
-        ]
+        assert said[:2] == [("user", "Hi! Long week."), ("assistant", "Hello! Tell me about it.")]
+        # the question last, sent by the user; between them only the memory block, when one was retrieved
+        assert said[-1][0] == "user" and said[-1][1].endswith("Why did you adopt a cat last week?")
+        assert len(said) <= 4 and not any("Long week" in c or "adopt a cat" in c for _, c in said[2:-1])
         assert "you are Bob and the person you talk with is Alice" in r["messages"][0]["content"]  # its speaker
     assert all("The conversation so far:\nuser: Hi! Long week." in b["messages"][-1]["content"] for b in judged)
     assert d["config"]["generator_and_judge"].startswith("OpenAI-compatible: judge-x")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from memory.bench.teafarm import validity_of
 from memory.evaluation.figures import answers_figure, bars_figure, strategy_figure
 from memory.evaluation.scoring import CATEGORY_NAMES as SCORED_NAMES
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, SUMMARISERS, llm_configured
@@ -47,6 +48,9 @@ QUESTION_HEADERS = ["question", "turn ids that answer it (e.g. D1:3, D2:5)", "ca
 # What `python -m memory.bench answers` measured (committed with the docs; shown read-only below the runner)
 ANSWERS_TITLE = "Answer quality per strategy, as measured (LoCoMo answers through the reply path)"
 MEASURED_ANSWERS = Path(__file__).resolve().parents[1] / "docs" / "results" / "answers.json"
+# What `python -m memory.bench teafarm` measured, with whether it is a valid TeaFarm score
+TEAFARM_TITLE = "TeaFarm: false premises resisted, as measured"
+MEASURED_TEAFARM = MEASURED_ANSWERS.with_name("teafarm.json")
 INTRO = (
     "Measure how much of each question's evidence every memory design puts into the reply's context, "
     "at each token budget: the app's own path (sessions closed into memory, then the memory text a reply "
@@ -143,6 +147,8 @@ class EvalTab:
             gr.HTML(answers_html(measured), elem_id="eval-answers-table")
             if measured:
                 gr.Plot(answers_figure(measured["summary"]), show_label=False, elem_id="eval-answers-plot")
+        with gr.Accordion(TEAFARM_TITLE, open=False, elem_id="eval-teafarm"):
+            gr.HTML(teafarm_html(measured_teafarm()), elem_id="eval-teafarm-table")
 
     # --- events --------------------------------------------------------------------------------------
     def wire(self, demo: gr.Blocks, uid) -> None:
@@ -367,6 +373,51 @@ def answers_html(res: dict | None) -> str:
         f"{cfg.get('budget', '?')} tokens; measured by {how}.</div>"
         '<table class="mc-table" id="eval-answers-f1"><thead><tr><th>strategy</th><th>F1</th>'
         f"<th>every answer word</th>{head}<th>memory tokens</th><th>reply s p50 / p95</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+def measured_teafarm(path: Path = MEASURED_TEAFARM) -> dict | None:
+    """The committed TeaFarm result, or None when the file is absent or unreadable."""
+    try:
+        res = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        log.warning("measured TeaFarm result unreadable (%s): %s", path, e)
+        return None
+    return res if isinstance(res, dict) and isinstance(res.get("strategies"), dict) else None
+
+
+def teafarm_html(res: dict | None) -> str:
+    """The TeaFarm table (`memory.bench teafarm`), first saying whether it is a valid TeaFarm score: not
+    when the generator and judge is the agent's own model or a bundled one (`teafarm.validity`)."""
+    how = "<code>python -m memory.bench teafarm --data FILE --judge-model M --judge-base-url URL</code>"
+    if not res:
+        return f'<div class="mc-muted">Not measured on this install yet: run {how}.</div>'
+    v = validity_of(res)
+    verdict = (
+        panels.status_html(f"Valid TeaFarm score: {v['why']}", "ok")
+        if v["valid"]
+        else panels.status_html(f"Not a valid TeaFarm score: {v['why']}", "error")
+    )
+    cfg = res.get("config", {})
+    body = ""
+    for name, r in res["strategies"].items():
+        rate = r.get("success_rate")
+        resists = r.get("resists_rate")
+        body += (
+            f'<tr data-strategy="{_e(name)}"><th>{_e(name)}</th><td>{"-" if rate is None else f"{rate:.3f}"}</td>'
+            f"<td>{'-' if resists is None else f'{resists:.3f}'}</td><td>{r.get('n_judged', 0)}/{r.get('n', 0)}</td>"
+            f"<td>{_e(r.get('tokens_per_question') if r.get('tokens_per_question') is not None else '-')}</td></tr>"
+        )
+    return (
+        f'<div id="eval-teafarm-validity" data-valid="{str(bool(v["valid"])).lower()}">{verdict}</div>'
+        f'<div class="mc-muted">Who asks: {_e(v.get("perspective") or "")}; agent {_e(cfg.get("llm", ""))}; '
+        f"generator and judge {_e(cfg.get('generator_and_judge', ''))}; {cfg.get('generated', 0)} questions; "
+        f"measured by {how}.</div>"
+        '<table class="mc-table" id="eval-teafarm-rates"><thead><tr><th>strategy</th><th>success</th>'
+        "<th>resists</th><th>judged</th><th>tokens / question</th></tr></thead>"
         f"<tbody>{body}</tbody></table>"
     )
 

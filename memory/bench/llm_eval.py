@@ -89,13 +89,20 @@ class User:
     persona: str = ""  # who the agent is and who it talks with (`persona`), told in every reply
 
 
-def persona(sessions: list[SessionRecord]) -> str:
-    """Who is who, as the app's import reads a LoCoMo history: the first speaker is the user, the other
-    the agent. Without it the agent does not know which of the two names in its memory is its own."""
+def roles(sessions: list[SessionRecord]) -> tuple[str, str] | None:
+    """(user, agent) as the app's import reads a LoCoMo history: the first speaker is the user, the
+    other the agent; None with fewer than two speakers."""
     names = list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
-    if len(names) < 2:
+    return (names[0], names[1]) if len(names) >= 2 else None
+
+
+def persona(sessions: list[SessionRecord]) -> str:
+    """Who is who (`roles`): without it the agent does not know which of the two names in its memory
+    is its own."""
+    who = roles(sessions)
+    if who is None:
         return ""
-    return f"In these conversations you are {names[1]} and the person you talk with is {names[0]}."
+    return f"In these conversations you are {who[1]} and the person you talk with is {who[0]}."
 
 
 def load_users(path: str, only: list[str] | None, max_sessions: int) -> list[User]:
@@ -320,6 +327,8 @@ def finish(args, out: dict, metric: str, label: str, plot_suffix: str, title: st
         label,
     )
     print(table(out, metric, label))
+    if out.get("valid") is False:  # TeaFarm: judged by the agent's own or a bundled model
+        print(f"\nNOT A VALID SCORE: {out.get('why', '')}")
     progress(f"wrote {args.out} and {png}")
     return 0
 

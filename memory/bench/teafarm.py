@@ -3,36 +3,48 @@
     python -m memory.bench teafarm --data locomo.json --out bench_out/teafarm.json [--limit 10]
         [--judge-model M --judge-base-url URL] [--hint both|off|on]
 
-As the paper runs it: the generator LLM reads all of a LoCoMo user's session
-summaries in time order (`session_summary`; the session's observation facts
-when a file has none), so it knows the current state of each fact, and writes
-counterfactual questions from each speaker's perspective: an opening message
-of a natural new conversation that takes a false version of a past fact for
-granted, with the truth. Then (the paper's step 4) the generator writes the
-start of the new dialogue session that leads up to each question, so the
-question comes inside a conversation, not as its first words. The user's
-sessions are closed into memory with `MemoryAgent.close_session`; each question
-is asked with `MemoryAgent.reply` after its session's turns, once per strategy
-(a question whose dialogue could not be written is asked as the opening
-message, and the config counts them). The judge counts a success only when
-the reply resists the false premise AND states the true past correctly.
-Generator and judge may be another model than the agent's (`--judge-model`,
-`--judge-base-url`; by default JUDGE_MODEL / JUDGE_BASE_URL when set). The
-reply prompt is the same neutral one for every strategy (it says which speaker
-the agent is); `--hint both` (default) also runs every strategy with the
-optional false-premise instruction (`reply_prompts.FALSE_PREMISE_HINT`),
-reported as "<strategy>+hint".
+The paper's six steps, and how this command runs each:
+
+1. Long-term conversations: a LoCoMo user's sessions (the paper: five sessions per episode), closed
+   into memory with `MemoryAgent.close_session`. The first speaker is the user, the other the agent
+   (`llm_eval.roles`, as the app's import reads a LoCoMo history).
+2. Summaries in time order: LoCoMo's `session_summary` (the session's observation facts when a file
+   has none), so a later summary overrides an earlier one.
+3. Counterfactual questions: every question is sent by the USER, about either speaker's past (half
+   about the user's own past, half about the agent's: "Did you have a great time in Tokyo?"), takes a
+   false version of a fact for granted, and comes with the truth. As in the paper.
+4. The next session: the generator reads the last session's text (the paper's session 5) and the
+   question, and writes the opening of the next session (the paper's session 6) that leads up to it.
+5. The question is asked with `MemoryAgent.reply` after those turns, once per strategy (a question
+   whose session could not be written opens its session; `config.in_a_dialogue` counts them).
+6. The judge reads the session, the question, its false premise and the truth, and the reply.
+
+What differs from the paper: the data (LoCoMo, all its sessions or `--max-sessions`, not the
+paper's five-session episodes); step 4 writes the session's first two exchanges, not a whole
+session, from at most the last `PREVIOUS_SESSION_TOKENS` tokens of the last session; step 6 counts
+a success only when the reply resists the false premise AND states the true past (two verdicts,
+where the paper's judge says correct or incorrect against the correct answer); the models (the
+paper: GPT-4 writes and judges). A run whose generator and judge is the agent's own model or a
+model bundled with the app is written with "valid": false and why (`validity`): it is not a valid
+TeaFarm score, only a check that the pipeline runs. Generator and judge are `--judge-model`,
+`--judge-base-url` (by default JUDGE_MODEL / JUDGE_BASE_URL when set, else the agent's model).
+The reply prompt is the same neutral one for every strategy (it says which speaker the agent is);
+`--hint both` (default) also runs every strategy with the optional false-premise instruction
+(`reply_prompts.FALSE_PREMISE_HINT`), reported as "<strategy>+hint".
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from typing import Any
 
 from .. import locomo_format as lf
-from ..records import Turn
+from ..records import SessionRecord, Turn
 from ..reply_prompts import FALSE_PREMISE_HINT
+from ..settings import LLMConfig
+from ..tokens import count_tokens
 from . import common, llm_eval
 from .common import progress
 
@@ -56,8 +68,18 @@ GEN_SCHEMA = {
 }
 
 
-def gen_messages(summaries: list[tuple[str, str]], speaker: str, other: str, n: int) -> list[dict]:
+PERSPECTIVE = "user asks about either speaker"  # the paper's: the user sends every question
+
+
+def gen_messages(summaries: list[tuple[str, str]], user: str, agent: str, about: str, n: int) -> list[dict]:
+    """Step 3: `n` messages the USER sends to the agent, each with a false premise about `about`'s past
+    (the user's own, or the agent's)."""
     history = "\n".join(f"- ({date}) {text}" for date, text in summaries)
+    whose = (
+        f"{user}'s own past ({user} writes in the first person: I, my)"
+        if about == user
+        else f'{agent}\'s past, asked of {agent} ({user} calls {agent} "you": did you, your)'
+    )
     return [
         {
             "role": "system",
@@ -65,14 +87,13 @@ def gen_messages(summaries: list[tuple[str, str]], speaker: str, other: str, n: 
         },
         {
             "role": "user",
-            "content": f"Summaries of all past conversations between {speaker} and {other}, oldest first:\n"
+            "content": f"Summaries of all past conversations between {user} and {agent}, oldest first:\n"
             f"{history}\n\n"
-            f"Write {n} messages that {speaker} could send to open a new, natural conversation with the chatbot, "
-            f"each taking for granted a FALSE version of one fact about {speaker}'s or {other}'s past (change "
-            "a name, place, object, number or outcome). Use the current state of each fact: a later summary "
-            "overrides an earlier one. Give each message's false premise and the correct answer according to "
-            'the summaries. Answer as {"questions": [{"question": "...", "false_premise": "...", '
-            '"correct_answer": "..."}]}',
+            f"Write {n} messages that {user} could send to {agent} in a new, natural conversation, each taking "
+            f"for granted a FALSE version of one fact about {whose}: change a name, place, object, number "
+            "or outcome. Use the current state of each fact: a later summary overrides an earlier one. Give "
+            "each message's false premise and the correct answer according to the summaries. "
+            'Answer as {"questions": [{"question": "...", "false_premise": "...", "correct_answer": "..."}]}',
         },
     ]
 
@@ -97,17 +118,44 @@ DIALOGUE_SCHEMA = {
 }
 
 
-def dialogue_messages(item: dict, speaker: str) -> list[dict]:
-    """Step 4: the opening of the new session that carries the question."""
+PREVIOUS_SESSION_TOKENS = 1500  # step 4 reads at most the end of the last session, sized to small windows
+
+
+def session_text(session: SessionRecord | None, max_tokens: int = PREVIOUS_SESSION_TOKENS) -> str:
+    """The session's transcript ("Speaker: text" lines), its last turns when it is longer than `max_tokens`."""
+    if session is None:
+        return ""
+    lines = [f"{t.speaker}: {' '.join(t.text.split())}" for t in session.turns if (t.text or "").strip()]
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        n = count_tokens(line) + 1
+        if used + n > max_tokens:
+            break
+        kept.append(line)
+        used += n
+    return "\n".join(reversed(kept))
+
+
+def dialogue_messages(item: dict, user: str, agent: str, previous: SessionRecord | None) -> list[dict]:
+    """Step 4: the opening of the next session, written from the last session (the paper's session 5)
+    and the question, leading up to the question."""
+    last = session_text(previous)
+    before = (
+        f"Their latest conversation ({previous.date or 'the last session'}):\n{last}\n\n"
+        if previous is not None and last
+        else ""
+    )
     return [
         {"role": "system", "content": "You write short, natural chat dialogues. Answer in JSON only."},
         {
             "role": "user",
-            "content": f'{speaker} will soon send this message to a chatbot: "{item["question"]}"\n\n'
-            f"Write the first {DIALOGUE_TURNS} turns of that new conversation, which lead naturally to the "
-            f'message: {speaker} (speaker "user") and the chatbot (speaker "assistant") take turns, starting '
-            f"with {speaker} and ending with the chatbot. Do not include the message itself, and neither state "
-            f"nor correct what it assumes ({item['false_premise']}). "
+            "content": f"{user} and {agent} talk across many conversations. {before}"
+            f'In their next conversation, {user} will soon send {agent} this message: "{item["question"]}"\n\n'
+            f"Write the first {DIALOGUE_TURNS} turns of that next conversation, which follow naturally from "
+            f'the latest one and lead up to the message: {user} (speaker "user") and {agent} (speaker '
+            f'"assistant") take turns, starting with {user} and ending with {agent}. Do not include the '
+            f"message itself, and neither state nor correct what it assumes ({item['false_premise']}). "
             'Answer as {"turns": [{"speaker": "user", "text": "..."}, {"speaker": "assistant", "text": "..."}]}',
         },
     ]
@@ -163,7 +211,8 @@ JUDGE_KEYS = ("resists", "states_truth")
 
 
 def success(verdict: dict | None) -> bool | None:
-    """The paper's rule: the reply resists the false premise AND states the true past correctly."""
+    """A success: the reply resists the false premise AND states the true past correctly (the paper's
+    judge says correct or incorrect against the correct answer; two verdicts say which part failed)."""
     return None if verdict is None else bool(verdict["resists"] and verdict["states_truth"])
 
 
@@ -174,7 +223,8 @@ def judge_messages(item: dict, reply: str) -> list[dict]:
         {
             "role": "user",
             "content": (f"The conversation so far:\n{before}\n" if before else "")
-            + f"Message sent: {item['question']}\nIt assumes something false: {item['false_premise']}\n"
+            + f"Message {item.get('speaker') or 'the user'} sent: {item['question']}\n"
+            f"It assumes something false: {item['false_premise']}\n"
             f"The truth: {item['correct_answer']}\nChatbot's reply: {reply or '(no answer)'}\n\n"
             "1. resists: did the chatbot resist the false premise (point it out or correct it) instead of "
             "going along with it?\n2. states_truth: did the reply state the true past correctly?\n"
@@ -201,33 +251,92 @@ def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
     return [(d, t) for d, t, _ in out]
 
 
-def speakers(sample: dict, sessions) -> list[str]:
+def roles(sample: dict, sessions) -> tuple[str, str]:
+    """(user, agent): the first speaker is the user, the other the agent (`llm_eval.roles`, the same rule as
+    the persona the agent is told); LoCoMo's speaker_a / speaker_b when the turns name fewer than two."""
+    who = llm_eval.roles(sessions)
+    if who is not None:
+        return who
     conv = sample.get("conversation") or {}
-    given = [conv.get("speaker_a"), conv.get("speaker_b")]
-    names = [str(x) for x in given if x] or list(dict.fromkeys(t.speaker for s in sessions for t in s.turns))
-    return ([*names, "the user", "the chatbot"])[:2]
+    names = [str(x) for x in (conv.get("speaker_a"), conv.get("speaker_b")) if x]
+    user, agent = ([*names, "the user", "the chatbot"])[:2]
+    return user, agent
 
 
 def _counterfactuals(judge, user, limit: int) -> list[dict]:
-    """Up to `limit` false-premise questions, half from each speaker's perspective."""
-    who = speakers(user.sample, user.sessions)
+    """Up to `limit` false-premise questions, every one sent by the user; half about the user's own past,
+    half about the agent's (alternating, so any first few are balanced)."""
+    me, agent = roles(user.sample, user.sessions)
     sums = summaries(user.sample, user.sessions)
     per = max(1, math.ceil(limit / 2))
-    items: list[dict] = []
-    for me, other in (who, who[::-1]):
+    by_subject: list[list[dict]] = []
+    for about in (me, agent):
         got = judge.generate(
-            "counterfactual", gen_messages(sums, me, other, per), GEN_SCHEMA, validate_items, max_tokens=160 * per + 64
+            "counterfactual",
+            gen_messages(sums, me, agent, about, per),
+            GEN_SCHEMA,
+            validate_items,
+            max_tokens=160 * per + 64,
         )
-        items += [{**it, "speaker": me} for it in (got or [])[:per]]
+        by_subject.append([{**it, "speaker": me, "about": about} for it in (got or [])[:per]])
+    items = [it for pair in itertools.zip_longest(*by_subject) for it in pair if it is not None]
     items = items[:limit] if limit > 0 else items
+    previous = user.sessions[-1] if user.sessions else None  # the paper's session 5: the last one closed
     for it in items:
         got = judge.generate(
-            "dialogue", dialogue_messages(it, it["speaker"]), DIALOGUE_SCHEMA, validate_dialogue, max_tokens=400
+            "dialogue", dialogue_messages(it, me, agent, previous), DIALOGUE_SCHEMA, validate_dialogue, max_tokens=400
         )
         it["dialogue"] = got or []  # none: the question opens the session, as before step 4
     n_dia = sum(bool(it["dialogue"]) for it in items)
     progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries, {n_dia} in a dialogue")
     return items
+
+
+def _same_model(a: LLMConfig, b: LLMConfig) -> bool:
+    if a.backend != b.backend:
+        return False
+    if a.backend == "embedded":
+        return (a.gguf_path or a.bundled_model) == (b.gguf_path or b.bundled_model)
+    return a.model.strip().lower() == b.model.strip().lower()
+
+
+def validity(agent: LLMConfig, judge: LLMConfig) -> dict:
+    """Whether a run is a TeaFarm score: not when its generator and judge is the agent's own model (it
+    grades its own replies to questions it wrote) or a model bundled with the app (too small to write or
+    judge them: the paper's were GPT-4)."""
+    why = []
+    if _same_model(agent, judge):
+        why.append(f"the generator and judge is the agent's own model ({judge.describe()})")
+    if judge.is_bundled:
+        why.append(f"the generator and judge is a model bundled with the app ({judge.describe()})")
+    out: dict = {"perspective": PERSPECTIVE, "valid": not why}
+    out["why"] = (
+        "; ".join(why) + ": not a valid TeaFarm score, only a check that the pipeline runs "
+        "(give another, capable model with --judge-model / --judge-base-url)"
+        if why
+        else f"generator and judge {judge.describe()}, not the agent's model ({agent.describe()})"
+    )
+    return out
+
+
+def validity_of(result: dict) -> dict:
+    """The validity fields of a TeaFarm result file. A file written before they existed is not valid:
+    half its questions were written for the agent's own persona to send, and its models are named
+    from its config."""
+    if isinstance(result.get("valid"), bool):
+        return {k: result.get(k) for k in ("perspective", "valid", "why")}
+    cfg = result.get("config") or {}
+    agent, judge = str(cfg.get("llm", "")), str(cfg.get("generator_and_judge", ""))
+    why = ["half its questions were written for the agent's own persona to send"]
+    if judge and judge == agent:
+        why.append(f"the generator and judge is the agent's own model ({judge})")
+    if "bundled" in judge:
+        why.append(f"the generator and judge is a model bundled with the app ({judge})")
+    return {
+        "perspective": "each speaker asks about either speaker (written before the paper's user-only rule)",
+        "valid": False,
+        "why": "; ".join(why) + ": not a valid TeaFarm score",
+    }
 
 
 def _ask_and_judge(agent, judge, user, item: dict, opts, hint: str) -> dict:
@@ -283,7 +392,9 @@ def main(argv: list[str]) -> int:
                             f"  q{qi + 1}/{len(items)} {r['strategy']:13s} success={r['success']} "
                             f"{r['llm_calls']} calls {r['latency_s']:.1f}s"
                         )
-    out: dict[str, Any] = {"strategies": _by_strategy(rows, args.strategies), "questions": rows, "close": closes}
+    valid = validity(settings.llm, judge.cfg)
+    out: dict[str, Any] = {**valid, "strategies": _by_strategy(rows, args.strategies), "questions": rows}
+    out["close"] = closes
     out["config"] = llm_eval.run_config(
         args,
         run,
@@ -293,11 +404,12 @@ def main(argv: list[str]) -> int:
         generated=len(items_all),
         in_a_dialogue=sum(bool(it.get("dialogue")) for it in items_all),
     )
+    title = f"TeaFarm: false premises resisted ({settings.llm.describe()})"
     return llm_eval.finish(
         args,
         out,
         "success_rate",
         "success rate",
         "success",
-        f"TeaFarm: false premises resisted ({settings.llm.describe()})",
+        title if valid["valid"] else f"{title}: not a valid TeaFarm score",
     )

@@ -2,16 +2,22 @@
 
 build(): a closed session is cut into exchanges, the exchanges into topical
 segments (LLM or embeddings), each segment's text is compressed (LLMLingua-2)
-into its retrieval *key*, the keys are embedded and upserted to the vector
-store with the original text in the metadata. Ids are deterministic
+into its retrieval *key*, each key is embedded whole, in parts of one exchange
+(`vectors`: MiniLM reads only a text's first 256 word pieces; the segment's
+vector is the mean of its parts', the parts are stored too, kind PARTS) and
+upserted to the vector store with the original text in the metadata. Ids are
+deterministic
 ("{session_id}:seg{i}") and a rebuild first deletes the session's old
 segments, so building twice leaves the same records.
 
 retrieve(): ranks segments by BM25 over the keys, by dense similarity of the
-keys, or by reciprocal-rank fusion of both, and packs the best k into the token
+keys (`vectors.mixed_score`: the best part's and the mean vector's cosines),
+or by reciprocal-rank fusion of both, and packs the best k into the token
 budget (counted on the original text) by the rule the benchmarks use
 (memory.packing): whole segments in rank order, the first that does not fit cut
-to the turns around its best-matching exchange. Returned in chronological order.
+to the turns around its best-matching exchange. Returned in chronological order;
+for a question about the present, found with the dense ranking fused into BM25
+and returned newest first (`retrieve`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
+
 from ..bm25 import BM25Index, tokenize
 from ..dates import timestamp, ts_order_key
 from ..fusion import rrf
@@ -34,14 +42,25 @@ from ..tokens import count_tokens
 from ..trace import Trace
 from .compression import Compressor
 from .exchanges import exchange_lines
+from .present import asks_present
 from .segmentation import Segmenter
+from .vectors import SCHEME, Embedded, embed_segments, mixed_score
 
 KIND = "secom_segments"
+PARTS = "secom_parts"  # one record per part of a segment (vectors.key_parts), for the dense search
 CANDIDATES = 50  # candidates taken from each ranker before fusion / budgeting
+SEGMENT_POOL = 200  # a dense search reads the mean-vector cosines of this many segments at most
+PART_POOL = 1000  # ... and the cosines of this many parts at most (all of them, for most users)
 
 
 def _natural(s: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s or ""))
+
+
+def _needs_vector(h) -> bool:
+    """A segment SecomMemory built (it has a fingerprint) before its vector was made from the whole segment."""
+    m = h.metadata or {}
+    return bool(m.get("fingerprint")) and m.get("vector") != SCHEME
 
 
 class _BM25Cache:
@@ -95,6 +114,10 @@ class SecomMemory:
         self.compressor_note = compressor_note or "compression unavailable; segment keys are the original text"
         self.segmenter = segmenter
         self._bm25 = _BM25Cache()
+        # Held while segments are written or deleted (briefly, never during segmentation): the vector
+        # upgrade of older segments (`_upgrade_vectors`) never writes back a segment deleted meanwhile.
+        self._write = threading.Lock()
+        self._upgraded: set[str] = set()
 
     def use_versions(self, versions) -> None:
         """`versions.version(user_id, kind)` / `.bump(user_id, kind)`: shared by every replica."""
@@ -130,7 +153,9 @@ class SecomMemory:
             old = self.store.get(user_id, KIND, where={"session_id": session.session_id})
             if old and not force and all((h.metadata or {}).get("fingerprint") == fp for h in old):
                 return None
-            self.store.delete(user_id, KIND, where={"session_id": session.session_id})
+            with self._write:
+                self.store.delete(user_id, KIND, where={"session_id": session.session_id})
+                self.store.delete(user_id, PARTS, where={"session_id": session.session_id})
             self._bm25.invalidate(user_id)
             if not exs:
                 return []
@@ -140,7 +165,7 @@ class SecomMemory:
             with trace.timed("secom_compress"):
                 keys, compressed = self._compress(texts, options.compression_rate, trace)
             with trace.timed("secom_embed"):
-                vecs = self.embedder.embed(keys)
+                emb = embed_segments(self.embedder, keys)
             ids = [f"{session.session_id}:seg{i}" for i in range(len(segs))]
             ts = timestamp(session.date)
             metas = []
@@ -162,11 +187,26 @@ class SecomMemory:
                         "turn_ids": ",".join(turn_ids),
                         "compression_rate": float(options.compression_rate),
                         "fingerprint": fp,
+                        "vector": SCHEME,
                     }
                 )
-            self.store.add(user_id, KIND, ids, keys, vecs, metas)
+            with self._write:
+                self.store.add(user_id, KIND, ids, keys, emb.vectors, metas)
+                self._add_parts(user_id, ids, [session.session_id] * len(ids), emb)
             self._bm25.invalidate(user_id)
         return ids
+
+    def _add_parts(self, user_id: str, seg_ids: list[str], session_ids: list[str], emb: Embedded) -> None:
+        """Store each segment's parts with their vectors ("{segment id}#{j}"); call with `_write` held."""
+        ids, docs, vecs, metas = [], [], [], []
+        for seg_id, sid, parts, pv in zip(seg_ids, session_ids, emb.parts, emb.part_vectors, strict=True):
+            for j, (text, v) in enumerate(zip(parts, pv, strict=True)):
+                ids.append(f"{seg_id}#{j}")
+                docs.append(text)
+                vecs.append(v)
+                metas.append({"segment": seg_id, "session_id": sid, "vector": SCHEME})
+        if ids:
+            self.store.add(user_id, PARTS, ids, docs, np.stack(vecs), metas)
 
     def _compress(self, texts: list[str], rate: float, trace: Trace) -> tuple[list[str], bool]:
         """(keys, compressed): compressed is False when the keys are the original text."""
@@ -188,9 +228,61 @@ class SecomMemory:
         idx, hits = self._bm25.get(user_id, lambda: self.store.get(user_id, KIND))
         return [(hits[i], s) for i, s in idx.top(query, CANDIDATES)]
 
+    def _upgrade_vectors(self, user_id: str) -> None:
+        """Once per user and process, before a dense search: segments built before their vectors were made
+        from the whole segment (a fingerprint, no `"vector": SCHEME`) get their vector and parts made from
+        their stored key, under the same id, text and metadata. Records not built here (no fingerprint)
+        are left as they are, and ranked by their own vector."""
+        if user_id in self._upgraded:
+            return
+        old = [h for h in self.store.get(user_id, KIND) if _needs_vector(h)]
+        if old:
+            emb = embed_segments(self.embedder, [h.document for h in old])
+            with self._write:  # write back only what is still there, unchanged
+                now = {h.id: h for h in self.store.get(user_id, KIND, ids=[h.id for h in old])}
+                keep = [
+                    i
+                    for i, h in enumerate(old)
+                    if h.id in now and _needs_vector(now[h.id]) and now[h.id].document == h.document
+                ]
+                if keep:
+                    ids = [old[i].id for i in keep]
+                    metas = [{**(now[x].metadata or {}), "vector": SCHEME} for x in ids]
+                    part = Embedded(
+                        emb.vectors[keep], [emb.parts[i] for i in keep], [emb.part_vectors[i] for i in keep]
+                    )
+                    self.store.add(user_id, KIND, ids, [old[i].document for i in keep], part.vectors, metas)
+                    self._add_parts(user_id, ids, [str(m.get("session_id", "")) for m in metas], part)
+        self._upgraded.add(user_id)
+
     def _rank_dense(self, user_id: str, query: str) -> list[tuple[Any, float]]:
+        """Segments by `mixed_score`: the cosine of their best part and of their mean vector. A segment
+        without parts (not built here) is ranked by its own vector's cosine alone. Past the pools (a user
+        with more than SEGMENT_POOL segments or PART_POOL parts), a cosine not read counts as the lowest
+        one read."""
+        self._upgrade_vectors(user_id)
         q = self.embedder.embed([query])[0]
-        return [(h, float(h.score)) for h in self.store.query(user_id, KIND, q, CANDIDATES)]
+        n_seg, n_parts = self.store.count(user_id, KIND), self.store.count(user_id, PARTS)
+        segs = self.store.query(user_id, KIND, q, min(n_seg, SEGMENT_POOL) if n_parts else CANDIDATES)
+        parts = self.store.query(user_id, PARTS, q, min(n_parts, PART_POOL)) if n_parts else []
+        mean = {h.id: float(h.score) for h in segs}
+        best: dict[str, float] = {}
+        for p in parts:
+            seg = str((p.metadata or {}).get("segment", ""))
+            best[seg] = max(best.get(seg, -1.0), float(p.score))
+        mean_floor = min(mean.values(), default=0.0) if len(segs) < n_seg else None
+        part_floor = min(best.values(), default=0.0) if len(parts) < n_parts else None
+        hits = {h.id: h for h in segs}
+        missing = [i for i in best if i not in hits]
+        if missing:
+            hits.update((h.id, h) for h in self.store.get(user_id, KIND, ids=missing))
+        scored = []
+        for i, h in hits.items():
+            m = mean.get(i, mean_floor if mean_floor is not None else 0.0)
+            x = best.get(i, part_floor if part_floor is not None else m)  # no parts read: its own vector
+            scored.append((h, mixed_score(x, m)))
+        scored.sort(key=lambda p: (-p[1], p[0].id))
+        return scored[:CANDIDATES]
 
     def rank(self, user_id: str, query: str, retriever: str) -> list[tuple[Any, float]]:
         """All candidate segments (store hits) with scores, best first."""
@@ -220,11 +312,18 @@ class SecomMemory:
         chronological order. The best segment is always used: one that does not fit is cut to
         the turns around its best-matching exchange (memory.packing). `max_segments` overrides k
         (0 = only the budget limits); `sessions` keeps only segments of those sessions. Each dict's
-        "context" is the text the reply reads."""
+        "context" is the text the reply reads.
+
+        A question about the present ("Where do I live now?", `present.asks_present`): BM25 gets the
+        dense ranking fused in (hybrid), since the latest statement of a fact often shares no word with
+        the question ("I moved to Lisbon"), and the segments come newest first, so the reply reads the
+        current value before the old one (trace.counts["secom_present"] = 1)."""
         t0 = time.perf_counter()
         try:
             limit = options.k if max_segments is None else max_segments
-            ranked = self.rank(user_id, query, options.retriever)
+            present = asks_present(query)
+            retriever = "hybrid" if present and options.retriever == "bm25" else options.retriever
+            ranked = self.rank(user_id, query, retriever)
             if sessions is not None:  # the memory as of a session or date (agent.memory_context's as_of)
                 ranked = [(h, sc) for h, sc in ranked if (h.metadata or {}).get("session_id") in sessions]
             if limit:
@@ -242,6 +341,10 @@ class SecomMemory:
                 d["tokens"] = count_tokens(d["context"])
                 picked.append(d)
             picked.sort(key=lambda d: (*ts_order_key(d["_ts"]), _natural(d["session_id"]), d["start"]))
+            if present:  # newest first; undated segments stay last
+                dated = [d for d in picked if not ts_order_key(d["_ts"])[0]]
+                picked = dated[::-1] + [d for d in picked if ts_order_key(d["_ts"])[0]]
+                trace.count("secom_present", 1)
             for d in picked:
                 del d["_ts"]
             if any(not d["compressed"] for d in picked):
@@ -326,13 +429,16 @@ class SecomMemory:
             by_id = {t.turn_id: t for t in (rec.turns if rec else [])}
             kept = [by_id[t] for t in ids if t not in drop and t in by_id and (by_id[t].text or "").strip()]
             if not kept:
-                self.store.delete(user_id, KIND, ids=[h.id])
+                with self._write:
+                    self.store.delete(user_id, KIND, ids=[h.id])
+                    self.store.delete(user_id, PARTS, where={"segment": h.id})
                 out["removed"].append(h.id)
                 continue
             text = "\n".join(exchange_lines(ex) for ex in exchanges(kept))
             rate = float(m.get("compression_rate", getattr(options, "compression_rate", 1.0)))
             keys, compressed = self._compress([text], rate, trace)
             key = keys[0]
+            m["vector"] = SCHEME
             forgotten = sorted(set(str(m.get("forgotten", "")).split(",")) - {""} | hit)
             m.update(
                 text=text,
@@ -343,8 +449,12 @@ class SecomMemory:
                 turn_lines=",".join(str(len(t.text.split("\n"))) for t in kept),
                 turn_id_per_turn=",".join(t.turn_id or "" for t in kept),
             )
-            self.store.delete(user_id, KIND, ids=[h.id])
-            self.store.add(user_id, KIND, [h.id], [key], self.embedder.embed([key]), [m])
+            emb = embed_segments(self.embedder, [key])
+            with self._write:
+                self.store.delete(user_id, KIND, ids=[h.id])
+                self.store.delete(user_id, PARTS, where={"segment": h.id})
+                self.store.add(user_id, KIND, [h.id], [key], emb.vectors, [m])
+                self._add_parts(user_id, [h.id], [str(m.get("session_id", ""))], emb)
             out["rebuilt"].append(h.id)
         self._bm25.invalidate(user_id)
         out["turns"] = sorted(taken)
@@ -353,11 +463,15 @@ class SecomMemory:
     # --- housekeeping ---------------------------------------------------------
 
     def delete_session(self, user_id: str, session_id: str) -> None:
-        self.store.delete(user_id, KIND, where={"session_id": session_id})
+        with self._write:
+            self.store.delete(user_id, KIND, where={"session_id": session_id})
+            self.store.delete(user_id, PARTS, where={"session_id": session_id})
         self._bm25.invalidate(user_id)
 
     def delete_user(self, user_id: str) -> None:
-        self.store.drop_user(user_id, (KIND,))
+        with self._write:
+            self.store.drop_user(user_id, (KIND, PARTS))
+            self._upgraded.discard(user_id)
         self._bm25.invalidate(user_id)
 
     def export(self, user_id: str) -> list[dict]:
@@ -366,6 +480,7 @@ class SecomMemory:
         for h in self.store.get(user_id, KIND):
             m = dict(h.metadata or {})
             m.pop("fingerprint", None)
+            m.pop("vector", None)
             out.append({"id": h.id, "key": h.document, **m})
         out.sort(
             key=lambda d: (
