@@ -10,7 +10,7 @@ def test_a_forgotten_memory_leaves_the_chain_of_a_timeline_it_did_not_reach():
         {"id": "s1:m0", "event": "user: I adopted a cat named Tom.", "relation": "", "used": False},
         {"id": "s2:m0", "event": "user: Tom chewed my shoes.", "relation": "Cause", "used": True},
     ]
-    t = {
+    t: dict = {
         "timelines_raw": [
             {"anchor": "s2:m0", "nodes": ["s2:m0"], "text": "[user: Tom chewed my shoes.]", "chain": chain}
         ],

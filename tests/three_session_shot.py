@@ -160,7 +160,12 @@ def main(argv: list[str] | None = None) -> int:
             problems: list[str] = []
             page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+
+            def on_dialog(d) -> None:
+                problems.append(f"dialog: {d.message}")
+                d.dismiss()
+
+            page.on("dialog", on_dialog)
             page.goto(app.url)
             page.wait_for_selector("#session-header", timeout=120_000)
             log(f"header: {page.inner_text('#session-header').strip()!r}")
