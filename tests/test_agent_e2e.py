@@ -64,10 +64,9 @@ def check_memory_used(agent: MemoryAgent, llm_steps: bool = True):
     assert trace.timelines_raw and trace.memory_path == ("llm" if llm_steps else "offline")
     if llm_steps:
         assert len(trace.timelines_refined) == len(trace.timelines_raw)
-        # <= 2 calls per reply; only timelines of two memories or more are refined (whether the model
-        # linked the two sessions' puppy memories is its call)
-        linked = any(len(t["nodes"]) > 1 for t in trace.timelines_raw)
-        assert [c.purpose for c in trace.llm_calls] == (["refine", "reply"] if linked else ["reply"])
+        # every timeline that reached the reply is refined, a lone memory too: one call each, then the reply
+        purposes = [c.purpose for c in trace.llm_calls]
+        assert purposes == ["refine"] * len(trace.timelines_raw) + ["reply"], purposes
     else:  # shown unrefined, and said so
         assert trace.timelines_refined == [] and any("not refined" in n for n in trace.notices)
         assert [c.purpose for c in trace.llm_calls] == ["reply"]

@@ -63,9 +63,10 @@ def test_reply_close_and_refine_through_a_real_server(qwen_server, tmp_path):
     events = list(agent.reply("u", [], "What is my dog's name, and who wants to meet him?", "2024-03-09", OPTS))
     trace = events[-1].trace
     assert trace is not None and trace.error is None and events[-1].text.strip()
-    # one session: its memories are not linked, so each is a lone memory and goes unrefined
-    assert [c.purpose for c in trace.llm_calls] == ["reply"]
-    assert trace.timelines_refined == [t["text"] for t in trace.timelines_raw]
+    # every timeline that reached the reply is refined through the server, a lone memory too (one call each)
+    purposes = [c.purpose for c in trace.llm_calls]
+    assert purposes == ["refine"] * len(trace.timelines_raw) + ["reply"], purposes
+    assert len(trace.timelines_refined) == len(trace.timelines_raw)
     # a timeline of two memories is refined through the server
     timeline = {
         "text": "[2024-03-02: user adopted a beagle puppy named Rex] -(Cause)- [2024-03-09: Ana met Rex]",
