@@ -164,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     if settings.llm.is_bundled:
         _say(
-            "No LLM endpoint is configured: running on the embedded 270M base model. This checks the plumbing "
-            "only; set OPENAI_API_KEY or OPENAI_BASE_URL for a rubric worth using."
+            f"No LLM endpoint is configured: running on the bundled {settings.llm.describe()}. This checks the "
+            "plumbing only; set OPENAI_API_KEY or OPENAI_BASE_URL for a rubric worth using."
         )
     train, heldout = split(dialogues, a.heldout, a.seed, a.limit)
     _say(f"{len(train)} training and {len(heldout)} held-out dialogues; {a.rounds} rounds, {a.hard} hard examples each")
