@@ -227,6 +227,20 @@ def validate_relations(raw, n_pairs: int, asked: set[int] | None = None) -> dict
     return out
 
 
+# Label scoring (linking.classify, mode "score"): one pair per prompt, the relation guide first (the
+# same tokens for every pair, so llama.cpp keeps them in its KV cache), the answer not generated but
+# each label's probability read from the model (LLMSession.label_probabilities).
+SCORE_ASK = "Which relation holds between A and B? Answer with one word: " + ", ".join(RELATION_LABELS) + "."
+
+
+def relation_score_messages(a: dict, b: dict) -> list[dict]:
+    """The prompt whose answer is scored over RELATION_LABELS; `a`, `b` as in relation_messages."""
+    return [
+        {"role": "system", "content": "You relate memories of a person across conversations."},
+        {"role": "user", "content": RELATION_GUIDE + "\n\n" + pair_block(a, b) + "\n\n" + SCORE_ASK},
+    ]
+
+
 # --- Phase II-2: refine timelines for the current dialogue -------------------------
 
 REFINE_SCHEMA = {
@@ -236,19 +250,29 @@ REFINE_SCHEMA = {
 }
 
 
-def refine_messages(dialogue: str, timelines: list[str]) -> list[dict]:
-    """Phase II-2: the relation definitions and the current dialogue, one refined text per timeline."""
+REFINE_ASK = (
+    "Rewrite {which} for the agent's next reply in the current conversation: say what happened, in "
+    "order, and how the events lead to one another. Where the relation given between two events does "
+    "not fit them, connect them in the way that reads naturally instead. Keep dates, who each event "
+    "is about and how things changed; leave out what does not help the next reply. {length}"
+)
+
+
+def refine_messages(dialogue: str, timelines: list[str], sentences: str = "one or two sentences") -> list[dict]:
+    """Phase II-2: the relation definitions, the current dialogue and the timelines, one refined text
+    per timeline (the official instruction, in our words: one call per timeline in the official code;
+    several timelines per call where the caller batches them). `sentences` sizes the answer."""
     numbered = "\n".join(f"Timeline {i}: {t}" for i, t in enumerate(timelines))
+    which = "the timeline" if len(timelines) == 1 else "each timeline"
+    ask = REFINE_ASK.format(which=which, length=f"Write {sentences} per timeline.")
     return [
         {"role": "system", "content": "You prepare memories for a conversational agent. Answer in JSON only."},
         {
             "role": "user",
             "content": RELATION_GUIDE.split("\nMind which speaker")[0] + "\n\n"
             f"Current conversation:\n{dialogue}\n\nPast memory timelines (events linked by the relations above, "
-            f"oldest first):\n{numbered}\n\nRewrite each timeline into one or two sentences with the information "
-            "most useful for the agent's next reply in the current conversation, keeping dates, who each event "
-            "is about and how things changed. Answer as "
-            f'{{"timelines": ["...", "..."]}} with exactly {len(timelines)} entries, one per timeline, in order.',
+            f"oldest first):\n{numbered}\n\n{ask} Answer as "
+            f'{{"timelines": ["...", ...]}} with exactly {len(timelines)} entries, one per timeline, in order.',
         },
     ]
 
