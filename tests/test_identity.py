@@ -95,7 +95,7 @@ def test_the_page_gets_an_issued_id_and_private_events_refuse_plainly(tmp_path):
     assert uid != "a" * 20 and svc.is_known(uid)
     assert h.load(uid)[h.c.uid] == uid  # and kept afterwards
     llm = svc.llm_public(uid)
-    options = [0.5, 3, 3, 1, 0.5, "bm25", 256]  # sessions.prefs.OPTION_FIELDS, in order
+    options = [0.5, 3, 3, 1, 2, "tuned", 0.5, "bm25", 256]  # sessions.prefs.OPTION_FIELDS, in order
     fields = [llm["backend"], llm["model"], llm["base_url"], *options]
     res = h.save_settings("a" * 20, *fields)  # a private event called with a chosen id
     assert "Unknown user id" in res[h.c.settings_status] and "Settings saved" not in res[h.c.settings_status]
