@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +23,9 @@ from .errors import LLMError, StoreUnavailable
 from .llm import LLM, LLMSession, make_llm
 from .locks import KeyedLocks
 from .records import SessionRecord, Turn
-from .reply_prompts import dialogue_text, memory_block, reply_messages
+from .reply_prompts import RefusalGuard, dialogue_text, fit_reply, memory_block, stable_history
 from .settings import LLMConfig, Options, Settings
+from .steps_policy import EVERY_STEP, StepPlan, plan_for
 from .tokens import count_tokens, truncate
 from .trace import Trace
 
@@ -37,8 +39,10 @@ OFFLINE_CLOSE = (
     "similarity; SeCom's segments come from the embedding segmenter."
 )
 OFFLINE_REPLY = (
-    "Timelines are shown as retrieved, not refined: the bundled model is too small to refine them "
-    "(connect an LLM, or set MEMORY_LLM_STEPS=on)."
+    "Timelines are shown as retrieved, not refined: on the bundled model one refinement call reads about "
+    "700 prompt tokens, which adds 6 s or more before the reply's first word on 2 cores, and its answers "
+    "were unusable (docs/defaults.md). Connect an LLM (or set MEMORY_LLM_STEPS=on) to refine every "
+    "timeline, or choose the paper's THEANINE setting in Settings."
 )
 
 
@@ -180,6 +184,7 @@ class MemoryAgent:
         text = ""
         try:
             with trace.timed("total"):
+                t0 = time.perf_counter()
                 if count_tokens(message) > MAX_MESSAGE_TOKENS:
                     message = truncate(message, MAX_MESSAGE_TOKENS)
                     trace.notice(
@@ -187,7 +192,9 @@ class MemoryAgent:
                         "(the whole message is saved)."
                     )
                 # Earlier long messages are cut the same way, or one of them would overflow every later prompt.
-                history = recent_history(history)
+                # The dialogue's start moves only every few turns: the model keeps what it read (reply_prompts).
+                history = recent_history(stable_history(history))
+                opts = opts.for_backend(llm or self.settings.llm)  # the bundled model reads a smaller memory
                 session = self._llm_session(trace, opts, llm)
                 steps = self.settings.llm_steps_for(llm)
                 trace.memory_path = "llm" if steps else "offline"
@@ -197,9 +204,32 @@ class MemoryAgent:
                 )
                 if opts.strategy == "theanine" and ctx.lines and not trace.timelines_refined:
                     trace.notice(OFFLINE_REPLY)
-                msgs = reply_messages(opts.strategy, ctx.lines, history, message, date, hint)
+                # System prompt and dialogue first, then the memory and the message: what the model read for
+                # the previous turn is not read again (reply_prompts). Cut to the context window if need be.
+                max_tokens = opts.max_reply_tokens
+                msgs, cut = fit_reply(
+                    opts.strategy,
+                    ctx.lines,
+                    history,
+                    message,
+                    date,
+                    hint,
+                    lambda m: session.prompt_tokens(m) <= session.stream_room(max_tokens),
+                )
+                if cut:
+                    left_out = "; ".join(cut)
+                    trace.notice(f"To fit the model's {session.window}-token context window, left out: {left_out}.")
+                reading = session.reading(msgs, max_tokens)
+                trace.count("prompt_tokens", reading.tokens)
+                trace.count("prompt_tokens_cached", reading.cached)
+                what = " and ".join(w for w, has in (("memory", ctx.lines), ("dialogue", history)) if has)
+                yield ReplyEvent("status", reading.describe(what or "your message"))
+                # A small embedded model's stock refusal of ordinary chat is asked again (reply_prompts.RefusalGuard).
+                guard = RefusalGuard() if (llm or self.settings.llm).backend == "embedded" else None
                 with trace.timed("reply"):
-                    for piece in session.stream("reply", msgs, max_tokens=opts.max_reply_tokens):
+                    for piece in session.stream("reply", msgs, max_tokens=max_tokens, guard=guard):
+                        if not text:
+                            trace.timings["first_token"] = time.perf_counter() - t0
                         text += piece
                         yield ReplyEvent("delta", piece)
         except StoreUnavailable as e:
@@ -283,7 +313,8 @@ class MemoryAgent:
         timelines: bool = True,
         as_of: str | set[str] | None = None,
     ) -> MemoryContext:
-        """Exactly the memory `reply` would put in its prompt for `message` (the benchmarks call this).
+        """Exactly the memory `reply` would put in its prompt for `message` with these options (the
+        benchmarks call this; `reply` first applies `Options.for_backend`, the bundled model's budget).
 
         `as_of`: a date ("2023-05-02": the sessions dated on or before it) or a session id (that
         session and those before it), or the set of sessions built by then: the memory as it stood then,
@@ -311,29 +342,45 @@ class MemoryAgent:
         progress: Progress | None = None,
         llm: LLMConfig | None = None,
         llm_steps: bool | None = None,
+        steps: StepPlan | None = None,
     ) -> CloseReport:
         """Build both memories from one session. Idempotent: a session already built is skipped,
-        and concurrent closes of the same user's sessions run one at a time. `llm_steps` False builds
-        memory without the LLM (summary, relations and segmentation take their offline paths);
-        None leaves it to the settings (MEMORY_LLM_STEPS: off on the bundled model)."""
+        and concurrent closes of the same user's sessions run one at a time. `llm_steps` True runs
+        every LLM step, False none (summary, relations and segmentation take their offline paths);
+        None leaves it to the settings: MEMORY_LLM_STEPS on/off, and `auto` every step with an
+        endpoint and, on a bundled model, the steps measured to fit a session of this size
+        (memory.steps_policy; the trace says which ran and why). `steps` runs exactly the steps it
+        names (the benchmarks)."""
         opts = options or self.settings.options
         report = CloseReport(session.session_id)
         trace = report.trace
         step = progress or (lambda f, s: None)
         with self._close_lock(user_id), trace.timed("total"):
-            if llm_steps is None:
-                llm_steps = self.settings.llm_steps_for(llm)
-            if llm_steps:
+            plan = steps or plan_for(self.settings, llm, len(session.turns), llm_steps)
+            # the bundled model's `auto` (memory.steps_policy) or a caller's own plan: the trace says which and why
+            chosen = steps is not None or (
+                llm_steps is None and self.settings.llm_steps == "auto" and (llm or self.settings.llm).is_bundled
+            )
+            session_llm: LLMSession | None = None
+            if plan.any:
                 trace.memory_path = "llm"
-                session_llm: LLMSession | None = self._llm_session(trace, opts, llm)
-                step(0.05, "THEANINE: summarising the session into memories and linking them")
+                session_llm = self._llm_session(trace, opts, llm)
+                if not plan.same_steps(EVERY_STEP):
+                    session_llm.plan = plan  # memory.theanine.linking runs only the steps it names
+                if chosen:
+                    trace.notice(f"LLM steps at this close: {plan.describe()}. Why: {plan.reason}.")
+                what = "summarising the session into memories" if plan.summary else "taking the session's statements"
+                how = {"": "by topic similarity", "llm": "by the LLM", "score": "by the LLM's label scores"}
+                step(0.05, f"THEANINE: {what} and linking them {how[plan.relations]}")
             else:
-                trace.memory_path, session_llm = "offline", None
+                trace.memory_path = "offline"
                 trace.notice(OFFLINE_CLOSE)
+                if chosen:
+                    trace.notice(f"No LLM step at this close: {plan.reason}.")
                 step(0.05, "THEANINE: taking the session's statements as memories and linking them (no LLM)")
-            new = self.theanine.build(user_id, session, session_llm, opts, trace)
+            new = self.theanine.build(user_id, session, session_llm if plan.theanine else None, opts, trace)
             step(0.55, "SeCom: segmenting and compressing the session")
-            segs = self.secom.build(user_id, session, session_llm, opts, trace)
+            segs = self.secom.build(user_id, session, session_llm if plan.segmentation else None, opts, trace)
             report.already_built = new is None and segs is None
             report.new_memories, report.new_segments = new or [], segs or []
             step(1.0, "Memory built")

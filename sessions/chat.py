@@ -7,6 +7,8 @@ interrupted model loses nothing: Retry answers the last stored message again.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +53,63 @@ def check_message(text: str | None) -> str:
     if len(text) > MAX_MESSAGE_CHARS:
         raise UserError(f"The message is longer than {MAX_MESSAGE_CHARS} characters; shorten it.")
     return text
+
+
+def _follow(r: dict[str, Any], events: Iterator, lock: threading.Lock) -> Iterator[None]:
+    """Consume one strategy's reply events into its result `r` (under `lock`), yielding after each change."""
+    try:
+        for ev in events:
+            with lock:
+                if ev.kind == "status":
+                    r["status"] = clean_text(ev.text)
+                elif ev.kind == "delta":
+                    r["text"] += clean_text(ev.text)
+                    r["status"] = "answering"
+                elif ev.kind == "done":
+                    r["text"] = clean_text(ev.text) or r["text"]
+                    r["trace"] = clean_obj(ev.trace.to_dict()) if ev.trace is not None else None
+                    r["error"] = (r["trace"] or {}).get("error")
+            yield
+    except Exception:
+        log.exception("compare reply failed")
+        r["error"] = "Something went wrong while replying with this strategy."
+    with lock:
+        r["done"], r["status"] = True, ("failed" if r["error"] else "done")
+    yield
+
+
+def _in_parallel(results: dict[str, dict[str, Any]], runs: dict[str, Iterator]) -> Iterator[dict]:
+    """Every run in its own thread; yields a copy of `results` whenever some changed (changes that came
+    together are shown together). Closing this generator stops the runs at their next event."""
+    lock, stop = threading.Lock(), threading.Event()
+    changed: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def work(s: str) -> None:
+        try:
+            for _ in _follow(results[s], runs[s], lock):
+                changed.put(s)
+                if stop.is_set():
+                    if close := getattr(runs[s], "close", None):  # the agent's reply generator
+                        close()
+                    break
+        finally:
+            changed.put(None)
+
+    for s in runs:
+        threading.Thread(target=work, args=(s,), name=f"compare-{s}", daemon=True).start()
+    running = len(runs)
+    try:
+        while running:
+            item = changed.get()
+            items = [item]
+            while not changed.empty():
+                items.append(changed.get())
+            running -= items.count(None)
+            with lock:
+                snapshot = {s: dict(r) for s, r in results.items()}
+            yield snapshot
+    finally:
+        stop.set()
 
 
 def history_before(msgs: list[MessageRow], session: SessionRow, before_id: int | None = None) -> list[Turn]:
@@ -158,7 +217,9 @@ class Chat:
         llm: LLMConfig | None,
         strategies: tuple[str, ...] = STRATEGIES,
     ) -> Iterator[dict]:
-        """The same message answered by every strategy on the same history, one after the other.
+        """The same message answered by every strategy on the same history: at once on an endpoint, one
+        after the other on the embedded model (it answers one call at a time; each card is shown as
+        soon as its reply is done).
 
         Yields {strategy: {"text", "status", "trace", "error", "done"}} as the replies stream. A
         comparison is an experiment beside the chat: it is saved, but it does not enter the session.
@@ -170,23 +231,15 @@ class Chat:
             s: {"text": "", "status": "waiting", "trace": None, "error": None, "done": False} for s in strategies
         }
         yield results
-        for s in strategies:
-            r = results[s]
-            try:
-                for ev in self.agent.reply(user_id, history, message, session.date, options.with_(strategy=s), llm):
-                    if ev.kind == "status":
-                        r["status"] = clean_text(ev.text)
-                    elif ev.kind == "delta":
-                        r["text"] += clean_text(ev.text)
-                        r["status"] = "answering"
-                    elif ev.kind == "done":
-                        r["text"] = clean_text(ev.text) or r["text"]
-                        r["trace"] = clean_obj(ev.trace.to_dict()) if ev.trace is not None else None
-                        r["error"] = (r["trace"] or {}).get("error")
+        runs = {
+            s: self.agent.reply(user_id, history, message, session.date, options.with_(strategy=s), llm)
+            for s in strategies
+        }
+        cfg = llm or getattr(getattr(self.agent, "settings", None), "llm", None)
+        if cfg is not None and getattr(cfg, "backend", "embedded") != "embedded" and len(runs) > 1:
+            yield from _in_parallel(results, runs)
+        else:
+            for s, run in runs.items():
+                for _ in _follow(results[s], run, threading.Lock()):
                     yield results
-            except Exception:
-                log.exception("compare reply failed")
-                r["error"] = "Something went wrong while replying with this strategy."
-            r["done"], r["status"] = True, ("failed" if r["error"] else "done")
-            yield results
         self.store.add_compare(user_id, session.session_id, message, results)

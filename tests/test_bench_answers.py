@@ -10,6 +10,7 @@ import pytest
 
 from memory.bench import answers
 from memory.bench.answer_score import token_f1
+from memory.reply_prompts import memory_of
 from tests.bench_fixtures import TURNS, write_tiny
 from tests.llm_server import ok
 from ui.evaluation import answers_html, measured_answers
@@ -41,12 +42,12 @@ def test_every_strategy_answers_through_the_reply_prompt_and_is_scored(tmp_path,
     systems = [b["messages"][0]["content"] for b in replies]
     assert all("you are Bob and the person you talk with is Alice" in x for x in systems)  # its speaker
     assert all(b["messages"][-1]["role"] == "user" and b["messages"][-1]["content"] in golds for b in replies)
-    # full-context (the 3rd and 4th replies): every turn, in order, and the same prefix for both questions
-    full = systems[2:4]
+    # full-context (the 3rd and 4th replies): every turn, in order, and the same memory for both questions
+    full = [memory_of(b["messages"]) for b in replies[2:4]]
     said = [t for n in TURNS for _, t in TURNS[n]]
     pos = [full[0].index(t) for t in said]
     assert pos == sorted(pos) and full[0] == full[1]
-    assert all(t not in systems[0] for t in said)  # none: no memory
+    assert all(t not in str(replies[0]["messages"]) for t in said)  # none: no memory
     assert (tmp_path / "res" / "answers_f1.png").exists()
     # the Evaluate tab's table of the same file: a row per strategy with its F1
     shown = answers_html(measured_answers(out))

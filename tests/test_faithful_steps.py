@@ -11,7 +11,7 @@ import pytest
 from memory.errors import InvalidOptions
 from memory.llm import LLMSession
 from memory.records import SessionRecord, Turn
-from memory.reply_prompts import reply_messages
+from memory.reply_prompts import memory_of, reply_messages
 from memory.secom.compression import force_tokens
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.strategy import SecomMemory
@@ -384,7 +384,7 @@ def test_reply_prompt_holds_exactly_the_memory_context_the_benchmark_scores(tmp_
     for s in (S1, S2):
         agent.close_session("u", s)
     for strategy in ("theanine", "secom"):
-        opts = Options(strategy=strategy, budget=200)
+        opts = Options(strategy=strategy, budget=200, bundled_budget=200)  # reply reads the bundled budget
         ctx = agent.memory_context(
             "u", [], "Tell me about the puppy Biscuit", opts, session=LLMSession(llm, Trace("b"))
         )
@@ -392,8 +392,8 @@ def test_reply_prompt_holds_exactly_the_memory_context_the_benchmark_scores(tmp_
         n = len(llm.prompts)
         events = list(agent.reply("u", [], "Tell me about the puppy Biscuit", "2024-01-01", opts))
         assert events[-1].trace.error is None
-        system = llm.prompts[-1][0]["content"]  # the reply call is the last prompt
-        assert len(llm.prompts) > n and system.endswith(ctx.text)
+        memory = memory_of(llm.prompts[-1])  # the reply call is the last prompt; its memory block
+        assert len(llm.prompts) > n and memory == ctx.text
 
 
 def test_close_session_without_llm_steps_makes_no_llm_call(tmp_path, fake_embedder):

@@ -2,6 +2,7 @@
 measured by the command, docs/models.md)."""
 
 from memory.bench import replyprobe
+from memory.reply_prompts import memory_of
 from tests.fakes import ScriptedLLM
 
 SAMPLE = {
@@ -49,6 +50,6 @@ def test_run_model_scores_each_reply_through_the_reply_path():
     assert r["n"] == 3 and 0 < r["f1"] < 1 and 0 < r["all_words"] < 1
     assert set(r["per_category"]) == {"single-hop", "temporal", "multi-hop"}
     assert r["loops"] == 2 / 3  # the same sentence four times
-    system = llm.prompts[0][0]["content"]
-    assert "Today is 2:00 pm on 1 June, 2023" in system and items[0].memory[0] in system
+    system, memory = llm.prompts[0][0]["content"], memory_of(llm.prompts[0])
+    assert "Today is 2:00 pm on 1 June, 2023" in system and items[0].memory[0] in memory  # after the dialogue
     assert "scripted" in replyprobe.table([r])

@@ -37,7 +37,7 @@ class ExploreHandlers:
                 yield {
                     c.compare_row: gr.update(visible=True),
                     c.compare_view: panels.compare_html(message, results, STRATEGIES, where=where, sessions=numbers),
-                    c.status: panels.status_html("Comparing: each strategy answers in turn (below the chat)…", "busy"),
+                    c.status: panels.status_html("Comparing: every strategy answers (below the chat)…", "busy"),
                 }
             yield {
                 c.status: panels.status_html(

@@ -278,6 +278,7 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
     # --- chat ---------------------------------------------------------------------------------------
     def _stream(self, uid: str, updates, chat: list[dict], ids: list[int]):
         c = self.c
+        writing = False
         for up in updates:
             if up.kind == "stored":
                 if not ids or ids[-1] != up.message_id:
@@ -294,10 +295,18 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
                     c.status: panels.status_html("Thinking…", "busy"),
                 }
             elif up.kind == "status":
-                yield {c.status: panels.status_html(up.status, "busy")}
+                out = {c.status: panels.status_html(up.status, "busy")}
+                if not up.text:  # nothing written yet: the reply's bubble says what the model is doing
+                    chat[-1] = {"role": "assistant", "content": f"{PENDING} {as_text(up.status)}"}
+                    out[c.chatbot] = chat
+                yield out
             elif up.kind == "delta":
                 chat[-1] = {"role": "assistant", "content": as_text(up.text) or PENDING}
-                yield {c.chatbot: chat}
+                if writing:
+                    yield {c.chatbot: chat}
+                else:  # the first piece: the model has read its prompt
+                    writing = True
+                    yield {c.chatbot: chat, c.status: panels.status_html("Writing the reply…", "busy")}
             elif up.kind == "done":
                 view = self._view(uid, up.trace)
                 view[c.status] = panels.status_html(up.error, "error") if up.error else ""

@@ -21,6 +21,8 @@ COMMANDS = {
             "knowledge_update",
             "answers",
             "relations",
+            "refusals",
+            "replyspeed",
         )
     },
 }

@@ -7,11 +7,17 @@ answers per step, and whether any prompt met the context window.
 Takes the first `--sessions` LoCoMo sessions of at least `--min-turns` turns (after `--skip` of
 them, so a list can be run in parts). For each, a fresh user first gets the `--before` sessions
 preceding it closed on the offline path (so the relation step has earlier memories to pair with),
-then the long session is closed through `MemoryAgent.close_session` with the LLM steps on (summary,
-relations, SeCom segmentation), on the embedded model with its n_ctx (LLM_CONTEXT_WINDOW, default
-8192). Then `--questions` LoCoMo questions whose evidence lies in that session are asked through
+then the session is closed through `MemoryAgent.close_session` with the LLM steps `--steps` (default:
+summary, relations and SeCom segmentation; the others take their offline paths), on the embedded
+model with its n_ctx (LLM_CONTEXT_WINDOW, default 8192). `--relations score` labels the pairs by the
+model's log-probabilities instead of generating them; `--policy` closes as `MEMORY_LLM_STEPS=auto`
+does (memory.steps_policy) instead of `--steps`. With `--cut 5,10,15` each session is closed once per
+size, cut to its first N turns (a chat-sized session), each time for a fresh user. Then
+`--questions` LoCoMo questions whose evidence lies in that session are asked through
 `MemoryAgent.reply` (THEANINE, the app's options): the refinement step (II-2) runs on the retrieved
-timelines, and the seconds it adds to a reply are recorded. A call is first-try valid when its first
+timelines, and the seconds it adds to a reply are recorded. Besides wall-clock seconds each close
+records the process's CPU seconds, the seconds of each step and the load average (the machine may be
+shared). A call is first-try valid when its first
 answer passed the step's validation (mended JSON counts, a second try or the fallback does not).
 """
 
@@ -63,6 +69,83 @@ class SizingLLM:
     def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
         self._record(messages, max_tokens, purpose)
         yield "ok"
+
+
+def cut(session, turns: int):
+    """The session's first `turns` turns (0: all of them): a chat-sized session cut from a long one."""
+    from ..records import SessionRecord
+
+    return SessionRecord(session.session_id, session.date, list(session.turns[:turns])) if turns else session
+
+
+def step_plan(steps: str, relations: str):
+    """`--steps` / `--relations` as a StepPlan (memory.steps_policy)."""
+    from ..steps_policy import StepPlan
+
+    names = {x for x in steps.split(",") if x}
+    if names - STEPS:
+        raise ValueError(f"unknown steps {sorted(names - STEPS)}; choose from {', '.join(sorted(STEPS))}")
+    return StepPlan(
+        summary="summary" in names,
+        relations=relations if "relations" in names else "",
+        segmentation="segmentation" in names,
+        reason=f"closeprobe --steps {steps} --relations {relations}",
+    )
+
+
+STEPS = {"summary", "relations", "segmentation"}
+# The seconds of each step, by the purposes of its calls (memory.theanine.linking, memory.secom).
+STEP_PURPOSES = {
+    "summary": ("summarise",),
+    "relations": ("relation", "relation_missing", "relation_score"),
+    "segmentation": ("segment",),
+}
+
+
+def step_seconds(calls: list[LLMCall]) -> dict[str, float]:
+    return {s: round(sum(c.seconds for c in calls if c.purpose in ps), 1) for s, ps in STEP_PURPOSES.items()}
+
+
+def evidence_covered(agent, user: str, sample: dict, session) -> dict:
+    """The LoCoMo questions' evidence turns in the closed session, and how many of them a memory of
+    that session cites (THEANINE's provenance): what the summary kept of what questions later ask."""
+    turn_ids = {t.turn_id for t in session.turns}
+    evidence = {e for q in lc.questions(sample) for e in q.evidence if e in turn_ids}
+    cited = {t for m in agent.theanine.graph(user).memories() if m.session_id == session.session_id for t in m.turns}
+    return {"evidence_turns": len(evidence), "cited": len(evidence & cited)}
+
+
+class CpuTimed:
+    """The model, with the CPU seconds of this process spent in each step's calls (by purpose). llama.cpp
+    computes in this process's threads, so on a machine shared with other jobs these seconds are what
+    the step costs, while its wall-clock seconds grow with the load."""
+
+    def __init__(self, llm):
+        self.llm = llm
+        self.cpu: dict[str, float] = defaultdict(float)
+
+    def __getattr__(self, name: str):
+        return getattr(self.llm, name)  # context_window, count_tokens, summary_part_tokens, json_attempts
+
+    def _timed(self, purpose: str, fn):
+        t0 = time.process_time()
+        try:
+            return fn()
+        finally:
+            self.cpu[purpose] += time.process_time() - t0
+
+    def chat(self, messages, **kw):
+        return self._timed(kw.get("purpose", ""), lambda: self.llm.chat(messages, **kw))
+
+    def stream(self, messages, **kw):
+        yield from self._timed(kw.get("purpose", ""), lambda: list(self.llm.stream(messages, **kw)))
+
+    def label_probabilities(self, messages, labels):
+        return self._timed("relation_score", lambda: self.llm.label_probabilities(messages, labels))
+
+
+def step_cpu(cpu: dict[str, float]) -> dict[str, float]:
+    return {s: round(sum(v for p, v in cpu.items() if p in ps), 1) for s, ps in STEP_PURPOSES.items()}
 
 
 def first_try_valid(c: LLMCall) -> bool:
@@ -120,7 +203,24 @@ def main(argv: list[str]) -> int:
     p.add_argument("--before", type=int, default=3, help="earlier sessions closed offline first")
     p.add_argument("--questions", type=int, default=2, help="questions on the session asked after its close")
     p.add_argument("--dry-run", action="store_true", help="size every prompt with the model's tokenizer, no generation")
+    p.add_argument(
+        "--cut", default="0", help="close each session cut to its first N turns, for each N of a list (0: whole)"
+    )
+    p.add_argument("--steps", default="summary,relations,segmentation", help="the LLM steps the close runs")
+    p.add_argument(
+        "--relations", default="llm", choices=("llm", "score"), help="relation labels generated (llm) or scored"
+    )
+    p.add_argument(
+        "--policy",
+        action="store_true",
+        help="close as MEMORY_LLM_STEPS=auto does (memory.steps_policy) instead of --steps",
+    )
     a = p.parse_args(argv)
+    try:
+        plan = None if a.policy else step_plan(a.steps, a.relations)
+    except ValueError as e:
+        p.error(str(e))
+    cuts = [int(x) for x in a.cut.split(",") if x.strip()] or [0]
     import tempfile
     from pathlib import Path
 
@@ -129,9 +229,12 @@ def main(argv: list[str]) -> int:
 
     with open(a.data, encoding="utf-8") as f:
         data = json.load(f)
-    picked = long_sessions(data, a.sessions, a.min_turns, a.skip)
+    picked = long_sessions(data, a.sessions, max(a.min_turns, *cuts), a.skip)
     samples = {str(x.get("sample_id", "")): x for x in (data if isinstance(data, list) else [data])}
     env = {**os.environ, "MEMORY_LLM_STEPS": "on", "LLM_EMBEDDED_MODEL": a.model, "SECOM_SEGMENTER": "llm"}
+    if a.policy:
+        env["MEMORY_LLM_STEPS"] = "auto"
+        env.pop("SECOM_SEGMENTER")
     env.pop("OPENAI_API_KEY", None)
     env.pop("OPENAI_BASE_URL", None)
     rows: list[dict] = []
@@ -143,16 +246,30 @@ def main(argv: list[str]) -> int:
             from ..llm.llamacpp_chat import summary_part_tokens
 
             sizing = SizingLLM(bundled_gguf_path(a.model), settings.llm.n_ctx, summary_part_tokens(settings.llm))
-        agent = MemoryAgent.from_settings(settings, llm_factory=(lambda cfg: sizing) if sizing else None)
-        for k, (sid, i, sessions) in enumerate(picked):
+        timed: dict = {}
+
+        def factory(cfg):
+            from ..llm import make_llm
+
+            if cfg not in timed:
+                timed[cfg] = CpuTimed(make_llm(cfg))
+            return timed[cfg]
+
+        agent = MemoryAgent.from_settings(settings, llm_factory=(lambda cfg: sizing) if sizing else factory)
+        for k, (sid, i, sessions, n) in enumerate((*x, n) for x in picked for n in cuts):
             user = f"u{k}"
             for s in sessions[max(0, i - a.before) : i]:
                 agent.close_session(user, s, llm_steps=False)
-            t0 = time.perf_counter()
-            report = agent.close_session(user, sessions[i], llm_steps=True)
-            secs = time.perf_counter() - t0
+            closed = cut(sessions[i], n)
+            for t in timed.values():
+                t.cpu.clear()
+            load, t0, cpu0 = os.getloadavg()[0], time.perf_counter(), time.process_time()
+            report = agent.close_session(user, closed, steps=plan)
+            secs, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             calls = list(report.trace.llm_calls)
-            turn_ids = {t.turn_id for t in sessions[i].turns}
+            close_calls = list(calls)
+            turn_ids = {t.turn_id for t in closed.turns}
+            covered = evidence_covered(agent, user, samples.get(sid, {}), closed)
             on_it = [q for q in lc.questions(samples.get(sid, {})) if set(q.evidence) <= turn_ids][: a.questions]
             replies: list[dict[str, Any]] = []
             for q in on_it:
@@ -162,9 +279,19 @@ def main(argv: list[str]) -> int:
             row = {
                 "sample": sid,
                 "session": sessions[i].session_id,
-                "turns": len(sessions[i].turns),
+                "turns": len(closed.turns),
                 "seconds": round(secs, 1),
+                # CPU seconds of this process: on a machine shared with other jobs the wall-clock seconds
+                # grow with the load; CPU seconds / threads is what the close costs on idle cores
+                "cpu_seconds": round(cpu, 1),
+                "threads": settings.llm.threads,
+                "load_before": round(load, 1),
+                "load_after": round(os.getloadavg()[0], 1),
+                "step_seconds": step_seconds(close_calls),
+                "step_cpu_seconds": step_cpu({p: v for t in timed.values() for p, v in t.cpu.items()}),
+                "plan": next((x for x in report.trace.notices if x.startswith(("LLM steps", "No LLM step"))), ""),
                 "memories": len(report.new_memories),
+                "evidence_covered": covered,
                 "segments": len(report.new_segments),
                 "relation_pairs": report.trace.counts.get("relation_pairs", 0),
                 "window": settings.llm.n_ctx,
@@ -190,12 +317,21 @@ def main(argv: list[str]) -> int:
             rows.append(row)
             progress(f"{sid} {row['session']} ({row['turns']} turns): {secs:.0f} s, {len(calls)} calls")
             atomic_write_json(a.out, {"config": vars(a), "machine": machine(), "closes": rows})
-    print(f"{'session':16} {'turns':>5} {'s/close':>8} {'memories':>8}  step: calls, first-try valid, over window")
+    print(
+        f"{'session':16} {'turns':>5} {'s/close':>8} {'cpu s':>7} {'load':>5} {'memories':>8} {'pairs':>5}  "
+        "seconds (CPU): summary / relations / segmentation;  step: calls, first-try valid, over window"
+    )
     for r in rows:
         steps = "; ".join(
             f"{p} {s['calls']}, {s['first_try_valid']:.2f}, {s['over_window']}" for p, s in r["steps"].items()
         )
-        print(f"{r['sample'] + ' ' + r['session']:16} {r['turns']:5} {r['seconds']:8.1f} {r['memories']:8}  {steps}")
+        per_step = " / ".join(
+            f"{v:.1f} ({r['step_cpu_seconds'].get(k, 0.0):.1f})" for k, v in r["step_seconds"].items()
+        )
+        print(
+            f"{r['sample'] + ' ' + r['session']:16} {r['turns']:5} {r['seconds']:8.1f} {r['cpu_seconds']:7.1f} "
+            f"{r['load_before']:5.1f} {r['memories']:8} {r['relation_pairs']:5}  {per_step};  {steps}"
+        )
         if "dry_run" in r:
             d = r["dry_run"]
             print(

@@ -12,10 +12,11 @@ first statement of a fact (A) meets four later memories:
 
 Each memory is the app's offline memory of its turn (`linking.summarise` without an LLM), with its
 dialogue excerpt. A history's four pairs are labelled in one `linking.classify` call, as a session
-close labels its pairs, once per mode: the offline rule, the LLM, and the LLM explaining each pair
-before its label (Options.explain_relations). Prints, per mode, the precision and recall of Changed, the
-share of other-person pairs called Changed, the labels per kind of pair, first-try valid answers and
-seconds per pair.
+close labels its pairs, once per mode: the offline rule, the LLM, the LLM explaining each pair
+before its label (Options.explain_relations), and the labels scored by the model's log-probabilities
+(one evaluation per pair, no generation: `linking.score_pairs`; each pair's probabilities are kept).
+Prints, per mode, the precision and recall of Changed, the share of other-person pairs called
+Changed, the labels per kind of pair, first-try valid answers and seconds per pair.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 from ..evaluation.machine import machine
 from ..files import atomic_write_json
 from ..records import SessionRecord
+from ..steps_policy import StepPlan
 from ..theanine import linking
 from ..theanine.changes import ChangeRule
 from ..theanine.graph import Memory, MemoryGraph
@@ -40,7 +42,7 @@ from .common import parser, plot_path, progress
 from .ku_histories import KINDS, History, histories
 
 PAIR_KINDS = ("change", "restate", "other", "unrelated")
-MODES = ("offline", "llm", "llm-explain")
+MODES = ("offline", "llm", "llm-explain", "llm-score")
 
 
 @dataclass
@@ -112,6 +114,12 @@ def label(probe: Probe, mode: str, llm_session, embedder) -> dict[str, str]:
         explain=mode == "llm-explain",
     )
     return {k: got[(probe.a.id, probe.later[k].id)] for k in kinds}
+
+
+def probabilities(call) -> dict[str, float]:
+    """A scored pair's label probabilities, from its call's detail (LLMSession.label_probabilities)."""
+    text = call.detail.removeprefix("probabilities: ")
+    return {lb: float(p) for lb, p in (part.rsplit(" ", 1) for part in text.split(", ") if " " in part)}
 
 
 def scores(rows: list[dict]) -> dict:
@@ -191,9 +199,17 @@ def main(argv: list[str]) -> int:
     for mode in modes:
         trace = Trace("relations")
         session = LLMSession(llm, trace, temperature=0.0, max_retries=cfg.max_retries) if llm is not None else None
+        if session is not None and mode == "llm-score":
+            session.plan = StepPlan(relations="score")
         rows, t0 = [], time.perf_counter()
         for i, pr in enumerate(ps):
-            rows.append({"history": pr.hid, "labels": label(pr, mode, session, embedder)})
+            before = len(trace.llm_calls)
+            row: dict = {"history": pr.hid, "labels": label(pr, mode, session, embedder)}
+            if mode == "llm-score":
+                row["probabilities"] = dict(
+                    zip(row["labels"], map(probabilities, trace.llm_calls[before:]), strict=False)
+                )
+            rows.append(row)
             if (i + 1) % 6 == 0:
                 progress(f"{mode}: {i + 1}/{len(ps)} histories")
         pairs = sum(len(r["labels"]) for r in rows)

@@ -7,11 +7,13 @@ safe default, and every call is recorded in the trace.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
@@ -38,7 +40,77 @@ class Repaired:
     value: Any
 
 
+@dataclass
+class Reading:
+    """What the model reads before its first token: the prompt's tokens, how many of them it has already
+    read (llama.cpp keeps the previous call's tokens: a shared prefix is not read again) and the
+    seconds the rest should take (None until the backend's reading speed is known)."""
+
+    tokens: int
+    cached: int = 0
+    seconds: float | None = None
+
+    @property
+    def new(self) -> int:
+        return max(0, self.tokens - self.cached)
+
+    def describe(self, what: str = "memory and dialogue") -> str:
+        """E.g. "Reading 1,000 tokens of memory and dialogue, about 8 s…" (for the page while it waits)."""
+        count = f"{self.new:,} new tokens" if self.cached else f"{self.new:,} tokens"
+        text = f"Reading {count} of {what}"
+        if self.cached:
+            text += f" ({self.cached:,} already read)"
+        if self.seconds is not None:
+            text += ", under a second" if self.seconds < 1 else f", about {round(self.seconds):,} s"
+        return text + "…"
+
+
+class OpeningGuard(Protocol):
+    """Judges a streamed answer's opening (memory.reply_prompts.RefusalGuard)."""
+
+    def rejects(self, text: str) -> bool: ...
+
+    def undecided(self, text: str) -> bool: ...
+
+
+# An answer a guard rejected is asked again at least this warm: at temperature 0 it would come back the same.
+GUARD_RETRY_TEMPERATURE = 0.7
+
+# A backend's reading (prefill) speed, tokens per second, measured on its replies: a running average of
+# prompt tokens over seconds to the first token. The embedded backend keeps its own (`prefill_tokens_per_s`,
+# measured without the wait for its lock); an endpoint's includes the network and the server's queue.
+READ_RATE_WEIGHT = 0.3  # the newest measurement's weight in the running average
+MIN_TOKENS_TO_RATE = 64  # a shorter read is mostly fixed overhead: it does not update the speed
+_read_rates: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def reading_rate(llm: Any) -> float | None:
+    """Tokens per second `llm` reads a prompt at, as far as measured (None: not yet)."""
+    own = getattr(llm, "prefill_tokens_per_s", None)
+    if isinstance(own, (int, float)) and own > 0:
+        return float(own)
+    try:
+        return _read_rates.get(llm)
+    except TypeError:  # not weak-referenceable
+        return None
+
+
+def _observe_rate(llm: Any, tokens: int, seconds: float) -> None:
+    if tokens < MIN_TOKENS_TO_RATE or seconds <= 0 or getattr(llm, "prefill_tokens_per_s", None) is not None:
+        return
+    try:
+        old = _read_rates.get(llm)
+        rate = tokens / seconds
+        _read_rates[llm] = rate if old is None else (1 - READ_RATE_WEIGHT) * old + READ_RATE_WEIGHT * rate
+    except TypeError:
+        pass
+
+
 class LLMSession:
+    # Which memory steps a session close runs with this LLM (memory.steps_policy.StepPlan); None: every
+    # step the caller gives it to.
+    plan: Any = None
+
     def __init__(
         self,
         llm: LLM,
@@ -110,6 +182,23 @@ class LLMSession:
 
     def fits(self, messages: list[dict], max_tokens: int) -> bool:
         return self.prompt_tokens(messages) <= self.room(max_tokens)
+
+    def stream_room(self, max_tokens: int) -> int:
+        """Prompt tokens left for a streamed reply of `max_tokens` (capped, as `stream` caps it)."""
+        return self.room(min(max_tokens, self.window // 2))
+
+    def reading(self, messages: list[dict], max_tokens: int = 256) -> Reading:
+        """What `stream(messages, max_tokens)` will have the model read before its first token, and the
+        time it should take: exact where the backend knows its tokens and cache (`reading`), else the
+        prompt's estimated tokens; the time from the backend's measured reading speed."""
+        messages, _ = win.fit_messages(messages, self.stream_room(max_tokens), self.count)
+        tokens, cached = self.prompt_tokens(messages), 0
+        exact = getattr(self.llm, "reading", None)
+        if callable(exact):
+            with contextlib.suppress(Exception):  # only an estimate: the reply goes on without it
+                tokens, cached = exact(messages)
+        rate = reading_rate(self.llm)
+        return Reading(tokens, cached, (tokens - cached) / rate if rate else None)
 
     def _over_window(self, messages: list[dict], max_tokens: int) -> str:
         n = self.prompt_tokens(messages)
@@ -199,6 +288,34 @@ class LLMSession:
         finally:
             call.seconds = time.perf_counter() - t0
 
+    # --- label scoring ----------------------------------------------------------------------------
+    @property
+    def can_score(self) -> bool:
+        """Whether the backend scores a fixed set of answers by log-probability (the embedded llama.cpp)."""
+        return callable(getattr(self.llm, "label_probabilities", None))
+
+    def label_probabilities(self, purpose: str, messages: list[dict], labels: list[str]) -> list[float]:
+        """The probability of each of `labels` as the answer to `messages`, normalised over them (one
+        evaluation of the prompt, no generation). Recorded in the trace, the probabilities in the
+        call's detail; raises LLMError when the backend cannot score or the call fails."""
+        call = self._start(purpose)
+        score = getattr(self.llm, "label_probabilities", None)
+        t0 = time.perf_counter()
+        try:
+            if score is None:
+                raise LLMError("this backend cannot score labels")
+            if over := self._over_window(messages, 8):
+                raise LLMError(over)
+            probs, evaluated = score(messages, labels)
+        except LLMError as e:
+            call.status, call.detail = "error", str(e)
+            raise
+        finally:
+            call.seconds = time.perf_counter() - t0
+        call.prompt_tokens = int(evaluated)
+        call.detail = "probabilities: " + ", ".join(f"{lb} {p:.3f}" for lb, p in zip(labels, probs, strict=True))
+        return [float(p) for p in probs]
+
     @staticmethod
     def _answer(call: LLMCall, c: Completion) -> str:
         """The answer without a reasoning model's thinking, which goes to the trace."""
@@ -207,12 +324,23 @@ class LLMSession:
         return answer
 
     def stream(
-        self, purpose: str, messages: list[dict], max_tokens: int = 256, empty_retries: int = 1
+        self,
+        purpose: str,
+        messages: list[dict],
+        max_tokens: int = 256,
+        empty_retries: int = 1,
+        guard: OpeningGuard | None = None,
+        guard_retries: int = 2,
     ) -> Iterator[str]:
         """Stream reply text. Transient errors are retried only before the first chunk; a stream cut
         later raises LLMError. An answer with no visible text is asked again `empty_retries` times
         with another seed (small models sometimes end their turn at once); still empty, it returns
-        nothing and the caller decides. Leading whitespace is held back until text arrives."""
+        nothing and the caller decides. Leading whitespace is held back until text arrives.
+
+        With a `guard` (reply_prompts.RefusalGuard), an answer whose opening it rejects (a small
+        model's stock refusal of ordinary chat) is stopped and asked again, up to `guard_retries`
+        times, with another seed and at least GUARD_RETRY_TEMPERATURE; the last try is shown as it
+        comes. Only an opening that could still be rejected is held back: others stream at once."""
         call = self._start(purpose)
         t0 = time.perf_counter()
         out: list[str] = []
@@ -220,33 +348,75 @@ class LLMSession:
         messages, cut = win.fit_messages(messages, self.room(max_tokens), self.count)
         if cut:
             self.trace.notice(f"To fit the model's {self.window}-token context window, left out: {'; '.join(cut)}.")
+        first, tries, empty, refused = True, 0, 0, 0
         try:
-            for empty_try in range(empty_retries + 1):
-                seed = None if empty_try == 0 else 7919 * empty_try  # another seed, the same on every run
+            while True:
+                seed = None if tries == 0 else 7919 * tries  # another seed, the same on every run
+                temperature = self.temperature if not refused else max(self.temperature, GUARD_RETRY_TEMPERATURE)
+                check = guard if refused < guard_retries else None
+                tries += 1
                 held: list[str] = []
-                for piece in self._stream_once(call, purpose, messages, max_tokens, seed):
-                    if out:
-                        out.append(piece)
-                        yield piece
-                    elif piece.strip():
-                        out.extend([*held, piece])
-                        yield "".join(held) + piece
-                    else:
+                rejected = ""
+                pieces = self._stream_once(call, purpose, messages, max_tokens, seed, temperature)
+                try:
+                    for piece in pieces:
+                        if first:  # the model has read the prompt
+                            first = False
+                            _observe_rate(self.llm, self.prompt_tokens(messages), time.perf_counter() - t0)
+                        if out:
+                            out.append(piece)
+                            yield piece
+                            continue
                         held.append(piece)
+                        opening = "".join(held)
+                        if not opening.strip():
+                            continue
+                        if check is not None:
+                            if check.rejects(opening):
+                                rejected = opening
+                                break
+                            if check.undecided(opening):
+                                continue
+                        out.append(opening)
+                        yield opening
+                finally:
+                    pieces.close()  # a stopped answer lets go of the model at once
+                opening = "".join(held)
+                if not out and not rejected and opening.strip():  # the whole answer was held back
+                    if check is not None and check.rejects(opening):
+                        rejected = opening
+                    else:
+                        out.append(opening)
+                        yield opening
                 if out:
                     break
-                call.status, call.detail = "retried", "empty answer"
+                if rejected:
+                    refused += 1
+                    self.trace.count(f"{purpose}_refusals_retried", 1)
+                    call.status, call.detail = "retried", f"refused: {rejected.strip()[:80]}"
+                else:
+                    empty += 1
+                    call.status, call.detail = "retried", "empty answer"
+                    if empty > empty_retries:
+                        break
         finally:
             call.seconds = time.perf_counter() - t0
             call.prompt_tokens = sum(count_tokens(m["content"]) for m in messages)
             call.completion_tokens = count_tokens("".join(out))
 
     def _stream_once(
-        self, call: LLMCall, purpose: str, messages: list[dict], max_tokens: int, seed: int | None
-    ) -> Iterator[str]:
+        self,
+        call: LLMCall,
+        purpose: str,
+        messages: list[dict],
+        max_tokens: int,
+        seed: int | None,
+        temperature: float | None = None,
+    ) -> Generator[str, None, None]:
         """One streamed answer. Opening the stream and its first piece go through the retry policy;
         an error after that cuts the reply (it cannot be taken back from the page)."""
-        kw: dict[str, Any] = {"temperature": self.temperature, "max_tokens": max_tokens, "purpose": purpose}
+        temp = self.temperature if temperature is None else temperature
+        kw: dict[str, Any] = {"temperature": temp, "max_tokens": max_tokens, "purpose": purpose}
         if seed is not None:
             kw["seed"] = seed
 
@@ -281,5 +451,7 @@ class LLMSession:
             call.status, call.detail = "error", str(e)
             raise LLMError(f"the reply was cut off: {e}") from e
         finally:
+            if close := getattr(rest, "close", None):  # an answer stopped early lets go of the model now
+                close()
             if think.thoughts:
                 call.reasoning = "\n".join(t for t in (call.reasoning, think.thoughts) if t)

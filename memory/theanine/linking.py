@@ -2,10 +2,12 @@
 
 I-1: for each new memory, the top-j associative memories by embedding
 similarity, from earlier sessions only. I-2: a relation for each (candidate,
-new) pair, from the LLM or, without one, from the offline rule (SameTopic above
-a similarity threshold). Then, as the paper says, in every connected component
-that holds a related candidate, the new memory is linked to that component's
-most recent related candidate.
+new) pair, from the LLM (generated, or scored by log-probabilities) or, without
+one, from the offline rule (SameTopic above a similarity threshold). Which of
+these steps use the LLM at a close is the close's plan (memory.steps_policy).
+Then, as the paper says, in every connected component that holds a related
+candidate, the new memory is linked to that component's most recent related
+candidate.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import functools
 from dataclasses import dataclass
 
 from ..dates import iso_key, order_key
+from ..errors import LLMError
 from ..llm import LLMSession
 from ..llm.window import calls_that_fit
 from ..records import SessionRecord
@@ -45,6 +48,22 @@ ANSWER_TOKENS_PER_TURN = 48  # answer budget: room for about one memory per turn
 EXCERPT_CHARS = 1200
 RELATION_ANSWER_PER_PAIR = 24  # answer tokens per pair asked
 EXPLANATION_TOKENS = 48  # and per pair for its explanation (Options.explain_relations)
+
+
+def _for_step(llm: LLMSession | None, step: str) -> LLMSession | None:
+    """The LLM for one of THEANINE's close steps ("summary" or "relations"): None where the close's plan
+    (LLMSession.plan, memory.steps_policy.StepPlan) keeps that step offline."""
+    plan = getattr(llm, "plan", None)
+    if llm is None or plan is None:
+        return llm
+    return llm if (plan.summary if step == "summary" else bool(plan.relations)) else None
+
+
+def _relation_mode(llm: LLMSession) -> str:
+    """The relation step's way: "score" when the close's plan asks for scored labels and the backend
+    can score them, else "llm" (generated labels)."""
+    plan = getattr(llm, "plan", None)
+    return "score" if plan is not None and plan.relations == "score" and llm.can_score else "llm"
 
 
 def _summary_answer(n_turns: int) -> int:
@@ -85,6 +104,7 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
             dict(it, turns=[lo + i for i in it["turns"]], built_by=built_by) for it in extract_memories(turns[lo:hi])
         ]
 
+    llm = _for_step(llm, "summary")
     if llm is None:
         items = extracted()
     else:
@@ -167,7 +187,9 @@ def classify(
 ) -> dict[tuple[str, str], str]:
     """Relation label for each (old, new) pair: batched LLM calls (as few as the context window
     allows), the pairs they left out asked once more, and any still missing labelled by the offline
-    rule (the trace says which). With `explain` the LLM explains each pair before its label. Each
+    rule (the trace says which). When the close's plan asks for scored labels (StepPlan.relations
+    "score") and the backend can score, each pair's label is read from the model's log-probabilities
+    instead (`score_pairs`, no generation). With `explain` the LLM explains each pair before its label. Each
     pair is shown in true time order (a new memory dated before its candidate is A, not B). Offline,
     `changed` (memory.theanine.changes) labels the pairs where a later statement replaces an earlier one."""
     if not cands:
@@ -181,6 +203,7 @@ def classify(
             return "Changed"
         return "SameTopic" if cands[i].similarity >= OFFLINE_SAMETOPIC_THRESHOLD else "None"
 
+    llm = _for_step(llm, "relations")
     if llm is None:
         return {(c.old_id, c.new_id): offline(i) for i, c in enumerate(cands)}
     llm.trace.count("relation_pairs", len(cands))  # the candidate pairs labelled (in batched calls)
@@ -190,7 +213,10 @@ def classify(
         a, b = (old, nm) if _in_time_order(old, nm) else (nm, old)
         pairs.append(({**_side(a), "pair": i}, {**_side(b), "pair": i}))
     labels: dict[int, str] = {}
-    for purpose in ("relation", "relation_missing"):
+    scored = _relation_mode(llm) == "score"
+    if scored:
+        labels = score_pairs(llm, pairs)
+    for purpose in () if scored else ("relation", "relation_missing"):
         for batch in _batches(llm, pairs, [i for i in range(len(cands)) if i not in labels], explain):
             got = llm.json(
                 purpose,
@@ -205,13 +231,30 @@ def classify(
     if missing:
         names = ", ".join(f"{cands[i].old_id}->{cands[i].new_id}" for i in missing[:8])
         more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+        how = "scored" if scored else "labelled by the LLM (asked twice)"
         llm.trace.notice(
-            f"relations: {len(missing)} of {len(cands)} pairs were not labelled by the LLM (asked "
-            f"twice) and were labelled by the offline rule: {names}{more}"
+            f"relations: {len(missing)} of {len(cands)} pairs were not {how} and were labelled by the "
+            f"offline rule: {names}{more}"
         )
         for i in missing:
             labels[i] = offline(i)
     return {(c.old_id, c.new_id): labels[i] for i, c in enumerate(cands)}
+
+
+def score_pairs(llm: LLMSession, pairs: list[tuple[dict, dict]]) -> dict[int, str]:
+    """Each pair's label by the model's log-probabilities (LLMSession.label_probabilities): one prompt
+    per pair, the relation guide first so that its KV cache serves every pair, the most probable label
+    taken. A pair whose call fails is left out (classify labels it by the offline rule)."""
+    out: dict[int, str] = {}
+    for i, (a, b) in enumerate(pairs):
+        try:
+            probs = llm.label_probabilities(
+                "relation_score", prompts.relation_score_messages(a, b), list(prompts.RELATION_LABELS)
+            )
+        except LLMError:
+            continue
+        out[i] = prompts.RELATION_LABELS[max(range(len(probs)), key=probs.__getitem__)]
+    return out
 
 
 def link(
