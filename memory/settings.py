@@ -21,6 +21,8 @@ from typing import Any, ClassVar, get_type_hints
 from .errors import InvalidOptions, InvalidSetting
 
 STRATEGIES = ("theanine", "secom", "none")
+# Compare's columns: every strategy at the chat's settings, and THEANINE at the paper's own setting.
+COMPARE_COLUMNS = ("theanine", "secom", "none", "theanine-paper")  # the slowest (it refines) last
 RETRIEVERS = ("bm25", "dense", "hybrid")
 TIMELINE_ORDERS = ("recent", "rank")  # THEANINE: timelines in the reply newest first, or by retrieval rank
 TIMELINE_PACKINGS = ("whole", "anchors")  # THEANINE: whole timelines in rank order, or every retrieved memory first
@@ -321,6 +323,12 @@ class Options:
     def for_backend(self, cfg: LLMConfig) -> Options:
         """The options a reply runs with on `cfg`: a bundled model reads `bundled_budget` tokens of memory."""
         return self.with_(budget=self.bundled_budget) if cfg.is_bundled else self
+
+    def for_column(self, column: str) -> Options:
+        """The options of one of Compare's COMPARE_COLUMNS."""
+        if column == "theanine-paper":
+            return self.with_(strategy="theanine", theanine_mode="paper")
+        return self.with_(strategy=column)
 
     def for_theanine(self) -> Options:
         """The options THEANINE retrieves and refines with: the paper's setting in "paper" mode."""

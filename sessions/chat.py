@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.records import Turn
-from memory.settings import STRATEGIES, LLMConfig, Options
+from memory.settings import COMPARE_COLUMNS, LLMConfig, Options
 from memory.text import clean_obj, clean_text
 
 from .errors import NOT_STORED, DatabaseUnavailable, UserError, database_down
@@ -215,9 +215,10 @@ class Chat:
         message: str,
         options: Options,
         llm: LLMConfig | None,
-        strategies: tuple[str, ...] = STRATEGIES,
+        strategies: tuple[str, ...] = COMPARE_COLUMNS,
     ) -> Iterator[dict]:
-        """The same message answered by every strategy on the same history: at once on an endpoint, one
+        """The same message answered by every strategy on the same history (and THEANINE at the paper's
+        setting: `Options.for_column`): at once on an endpoint, one
         after the other on the embedded model (it answers one call at a time; each card is shown as
         soon as its reply is done).
 
@@ -232,8 +233,7 @@ class Chat:
         }
         yield results
         runs = {
-            s: self.agent.reply(user_id, history, message, session.date, options.with_(strategy=s), llm)
-            for s in strategies
+            s: self.agent.reply(user_id, history, message, session.date, options.for_column(s), llm) for s in strategies
         }
         cfg = llm or getattr(getattr(self.agent, "settings", None), "llm", None)
         if cfg is not None and getattr(cfg, "backend", "embedded") != "embedded" and len(runs) > 1:

@@ -99,7 +99,7 @@ class ScriptedAgent:
         self, user_id: str, history: list[Turn], message: str, date: str, options: Options, llm: LLMConfig | None
     ) -> Iterator[ReplyEvent]:
         strategy = options.strategy
-        self.calls.append(("reply", user_id, [t.text for t in history], message, strategy))
+        self.calls.append(("reply", user_id, [t.text for t in history], message, strategy, options.theanine_mode))
         trace = Trace(strategy=strategy)
         yield ReplyEvent("status", "Retrieving...")
         if self.fail_replies:

@@ -370,12 +370,15 @@ def test_api_key_only_goes_to_the_endpoint_it_was_configured_for():
 
 
 def test_compare_answers_with_every_strategy_without_touching_the_session(tmp_path):
-    svc, _ = make(tmp_path)
+    svc, agent = make(tmp_path)
     uid = new_user_id()
     say(svc, uid, "hello")
     final = list(svc.compare(uid, "what do you know?"))[-1]
-    assert set(final) == {"theanine", "secom", "none"}
-    assert all(r["done"] and r["trace"]["strategy"] == s for s, r in final.items())
+    assert set(final) == {"theanine", "secom", "none", "theanine-paper"}
+    assert all(r["done"] and r["trace"]["strategy"] == s.removesuffix("-paper") for s, r in final.items())
+    # the paper column is THEANINE at the paper's own setting, whatever the chat's setting
+    asked = {(c[4], c[5]) for c in agent.calls if c[0] == "reply" and c[3] == "what do you know?"}
+    assert asked == {("theanine", "tuned"), ("theanine", "paper"), ("secom", "tuned"), ("none", "tuned")}
     assert len(svc.messages(uid)) == 2
     assert svc.store.compares(uid)[0]["message"] == "what do you know?"
 

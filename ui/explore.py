@@ -8,7 +8,7 @@ import logging
 
 import gradio as gr
 
-from memory.settings import STRATEGIES
+from memory.settings import COMPARE_COLUMNS
 from sessions import check_user_id
 from sessions.lifecycle import human_date, plural
 
@@ -36,7 +36,9 @@ class ExploreHandlers:
             for results in self.svc.compare(uid, message):
                 yield {
                     c.compare_row: gr.update(visible=True),
-                    c.compare_view: panels.compare_html(message, results, STRATEGIES, where=where, sessions=numbers),
+                    c.compare_view: panels.compare_html(
+                        message, results, COMPARE_COLUMNS, where=where, sessions=numbers
+                    ),
                     c.status: panels.status_html("Comparing: every strategy answers (below the chat)…", "busy"),
                 }
             yield {
@@ -56,7 +58,7 @@ class ExploreHandlers:
         html = panels.compare_html(
             last["message"],
             last["results"],
-            STRATEGIES,
+            COMPARE_COLUMNS,
             when=last["created_at"],
             where=self._session_name(uid, last["session_id"]),
             sessions=panels.session_numbers(self.svc.sessions(uid)),

@@ -17,7 +17,12 @@ from sessions.lifecycle import human_date, plural
 
 from .graph_view import RELATIONS, date_text
 
-STRATEGY_NAMES = {"theanine": "THEANINE", "secom": "SeCom", "none": "no memory"}
+STRATEGY_NAMES = {
+    "theanine": "THEANINE",
+    "theanine-paper": "THEANINE, paper settings",
+    "secom": "SeCom",
+    "none": "no memory",
+}
 
 
 def esc(value) -> str:

@@ -175,7 +175,8 @@ def main(argv: list[str]) -> int:
     judge = None
     if a.judge_model or a.judge_base_url:
         judge = llm_eval.Judge(base, cfg=llm_eval.judge_config(base, a))
-    options = base.options.with_(seed=a.seed, temperature=a.temperature)
+    # the memory a reply on this backend reads (Options.for_backend: the bundled model's smaller budget)
+    options = base.options.for_backend(cfg).with_(seed=a.seed, temperature=a.temperature)
     rows: list[dict] = []
     out: dict = {}
     t_all = time.perf_counter()

@@ -209,6 +209,7 @@ def main(argv: list[str]) -> int:
                         "completion_tokens": call.get("completion_tokens"),
                         "strategy": trace.get("strategy"),
                         "error": trace.get("error"),
+                        "timings": {k: round(float(v), 3) for k, v in timings.items()},  # where the seconds went
                     }
                 )
                 r = rows[-1]
