@@ -131,10 +131,11 @@ def llm_for(default: LLMConfig, prefs: dict, allow_change: bool = True) -> LLMCo
 
 
 def llm_public(default: LLMConfig, prefs: dict, allow_change: bool = True) -> dict:
-    """What the settings form shows: backend, model, base URL; never a key."""
+    """What the settings form shows: backend, model, base URL, and the model actually in use; never a key."""
     chosen = (prefs.get("llm") if allow_change else None) or {}
     return {
         "backend": chosen.get("backend", default.backend),
         "model": chosen.get("model", default.model),
         "base_url": chosen.get("base_url", default.base_url),
+        "in_use": (llm_for(default, prefs, allow_change) or default).describe(),
     }

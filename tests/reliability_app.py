@@ -44,6 +44,7 @@ COMPONENTS = (
     "backend",
     "model",
     "base_url",
+    "model_in_use",
     "temperature",
     "j",
     "k",

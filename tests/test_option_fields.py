@@ -23,7 +23,7 @@ def test_every_option_field_is_an_option_with_a_label():
 def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
     settings = Settings(data_dir=tmp_path)
     svc = SessionService(settings, ScriptedAgent())
-    names = ["strategy", "backend", "model", "base_url", "settings_status", *OPTION_FIELDS]
+    names = ["strategy", "backend", "model", "base_url", "model_in_use", "settings_status", *OPTION_FIELDS]
     c = SimpleNamespace(**{n: f"<{n}>" for n in names})
     h = Handlers(svc, c, allow_llm_change=False)
     uid = new_user_id()
@@ -33,6 +33,8 @@ def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
     llm = svc.llm_public(uid)
     out = h.save_settings(uid, llm["backend"], llm["model"], llm["base_url"], *(values[f] for f in OPTION_FIELDS))
     assert {f: out[f"<{f}>"] for f in OPTION_FIELDS} == values, out
+    # the form names the model replies come from (the bundled one here), not the endpoint's default model
+    assert out["<model_in_use>"].startswith("In use: embedded llama.cpp") and "gpt" not in out["<model_in_use>"]
     o = svc.options(uid)
     assert {f: getattr(o, f) for f in OPTION_FIELDS} == values
 

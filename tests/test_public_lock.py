@@ -97,7 +97,7 @@ def test_space_settings_panel_offers_no_backend_or_url_choice(tmp_path, env, off
     assert row["props"]["visible"] is offered
     labels = {c["id"]: c["props"].get("label") for c in cfg["components"]}
     inside = {labels[i] for i in _inside(cfg, row["id"])}
-    assert {"LLM backend", "Model (OpenAI-compatible)"} <= inside
+    assert {"LLM backend", "Model (OpenAI-compatible backend only)"} <= inside
     assert any(str(lab).startswith("Base URL") for lab in inside)
 
 

@@ -175,6 +175,7 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
             c.backend: llm["backend"],
             c.model: llm["model"],
             c.base_url: llm["base_url"],
+            c.model_in_use: f"In use: {llm['in_use']}",
             **{getattr(c, f): getattr(o, f) for f in SETTING_FIELDS},
         }
 

@@ -211,11 +211,13 @@ def _settings_panel(c: SimpleNamespace, settings: Settings, allow_llm_change: bo
                 list(BACKENDS), value=settings.llm.backend, label="LLM backend", interactive=allow_llm_change
             )
             c.model = gr.Textbox(
-                label="Model (OpenAI-compatible)", value=settings.llm.model, interactive=allow_llm_change
+                label="Model (OpenAI-compatible backend only)", value=settings.llm.model, interactive=allow_llm_change
             )
             c.base_url = gr.Textbox(
                 label="Base URL (empty = api.openai.com)", value=settings.llm.base_url, interactive=allow_llm_change
             )
+        # the model replies come from (the form's model field names only an OpenAI-compatible one)
+        c.model_in_use = gr.Markdown(f"In use: {settings.llm.describe()}", elem_id="model-in-use")
         gr.Markdown(
             "API keys are read only from the environment or `.env` and are sent only to the endpoint "
             "they were configured for."
@@ -294,7 +296,7 @@ def _wire(
     timetravel.wire(c.timetravel, service, c.uid, h.building)
     evaluation.wire(c.evaluation, demo, c.uid, c.forget_btn, c.forget_confirm)
     option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order Handlers.save_settings reads them in
-    settings_fields = [c.strategy, c.backend, c.model, c.base_url, *option_inputs]
+    settings_fields = [c.strategy, c.backend, c.model, c.base_url, c.model_in_use, *option_inputs]
     view = [c.chatbot, c.msg_ids, c.session_header, c.sessions, c.graph, c.why, c.memory, c.retry, c.date]
     # Events: private (the documented API is in api.py); no Gradio overlay (the page shows its own
     # status line and one progress bar); cheap views never wait behind a running reply.
