@@ -186,6 +186,8 @@ def set_step(page, frame, k: int, timeout=30_000) -> dict:
           marked: nodes.get({filter: (n) => !n.hidden && n.shape === 'diamond'}).map((n) => n.id),
           edges: edges.get({filter: (e) => !e.hidden}).map((e) => [e.from, e.to]),
           wideEdges: edges.get({filter: (e) => !e.hidden && e.width > 3}).map((e) => [e.from, e.to]),
+          edgeTitles: edges.get({filter: (e) => !e.hidden}).map((e) => e.title),
+          legendRelations: Array.from(document.querySelectorAll('#legend-now .rel')).map((s) => s.textContent),
           shown: window.ttShown,
         })"""
     )
@@ -222,6 +224,7 @@ def test_slider_shows_the_memory_after_sessions_1_2_n_and_marks_what_each_added(
         assert {tuple(e) for e in got["edges"]} == links, k
         assert {tuple(e) for e in got["wideEdges"]} == new_links, k  # and the links its close made
         assert got["shown"]["memories"] == len(existed)
+        assert set(got["legendRelations"]) == set(got["edgeTitles"]), k  # the legend names what exists at step k
         # The list beside it (from the server) is that step's.
         page.wait_for_function(
             "(k) => document.querySelector('#tt-changes-panel')?.dataset.step === String(k)", arg=k, timeout=30_000

@@ -55,7 +55,8 @@ CSS = """
 #chat pre, .mc-why pre, .mc-compare pre {white-space: pre-wrap}
 /* The reply whose trace is shown. */
 #chat .mc-selected {outline: 2px solid #e0a100; outline-offset: 2px; border-radius: 8px}
-#session-list .wrap {flex-direction: column; align-items: stretch}
+/* The list scrolls on its own below the session controls. */
+#session-list .wrap {flex-direction: column; flex-wrap: nowrap; align-items: stretch; max-height: 55vh; overflow: auto}
 #session-list label {width: 100%; font-size: 0.85em}
 .mc-table td:nth-child(2) {width: 55%}
 /* The chatbot's own Clear button only empties the display, not the stored session: hidden to avoid confusion. */
@@ -127,8 +128,8 @@ def build_demo(
 
 def _sidebar(c: SimpleNamespace) -> None:
     """The sessions list and the controls that end or start a session."""
+    # The controls first, then the list (it scrolls on its own): with dozens of sessions the buttons stay in reach.
     with gr.Sidebar(label="Sessions", open=True, elem_id="sidebar", width=300):
-        c.sessions = gr.Radio([], label="Your sessions, in time order (click one to read it)", elem_id="session-list")
         c.date = gr.Textbox(
             value=today(),
             label="Start the next session on (e.g. 2023-05-15, 1 May 2023)",
@@ -139,10 +140,13 @@ def _sidebar(c: SimpleNamespace) -> None:
         c.end = gr.Button("End session and build its memory", elem_id="end-session-btn", variant="stop")
         c.set_date = gr.Button("Give the chosen session this date", elem_id="set-date-btn", size="sm")
         gr.Markdown(
-            "Ending a session turns it into memories (both THEANINE and SeCom). The next session "
-            "may not be dated before the previous one.",
+            "Ending a session turns it into memories (both THEANINE and SeCom) and opens the next one, "
+            "dated today (or the ended session's date, if that is later). To date it otherwise, type the "
+            "date above and press Start next session while it is still empty. A session may not be dated "
+            "before the previous one.",
             elem_classes=["mc-muted"],
         )
+        c.sessions = gr.Radio([], label="Your sessions, in time order (click one to read it)", elem_id="session-list")
 
 
 def _chat_column(c: SimpleNamespace, o: Options) -> None:

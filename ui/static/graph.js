@@ -229,6 +229,21 @@ network.once("stabilizationIterationsDone", function () {
   if (TT && window.parent !== window) window.parent.postMessage({ttReady: true}, "*");
 });
 
+// The legend's part that time travel changes: the faded (superseded) memories and the relations that
+// exist at the step shown; without time travel, those of the whole graph.
+function legendNow() {
+  var box = document.getElementById("legend-now");
+  if (!box) return;
+  box.textContent = "";
+  var faded = raw.filter(function (n) { return (!TT || stepOf[n.id] <= ttStep) && superseded(n); }).length;
+  if (faded) { var f = el("span", "faded: superseded (" + faded + ")"); f.title = "Memories a later one replaced (Changed): kept as history"; box.appendChild(f); }
+  var present = {};
+  rawEdges.forEach(function (e) { if (!TT || edgeStep(e) <= ttStep) present[e.title] = e.color; });
+  Object.keys(present).sort().forEach(function (r) {
+    var s = el("span", r, "rel"); s.style.borderColor = present[r]; box.appendChild(s);
+  });
+}
+
 // --- time travel: the app posts {ttStep: k}; memories added after session k are hidden, session k's marked -----
 function showStep(k) {
   ttStep = k;
@@ -242,6 +257,7 @@ function showStep(k) {
   document.getElementById("count").textContent = shown + " memories " + (k ? "after " + label : "(" + label + ")");
   var mark = document.getElementById("legend-new");
   if (mark) mark.textContent = "◆ added by this session (" + marked.length + ")";
+  legendNow();
   network.redraw();
   window.ttShown = {step: k, memories: shown, added: marked.length, at: Date.now()};
 }
@@ -299,13 +315,8 @@ network.on("click", function (p) {
   fresh.id = "legend-new";
   if (TT) { fresh.title = "Diamonds with an amber outline and thick edges: what this session added and linked"; fresh.style.borderBottom = "3px solid " + NEW_BORDER; }
   lg.appendChild(fresh);
-  var faded = raw.filter(superseded).length;
-  if (faded) { var f = el("span", "faded: superseded (" + faded + ")"); f.title = "Memories a later one replaced (Changed): kept as history"; lg.appendChild(f); }
-  var present = {};
-  rawEdges.forEach(function (e) { present[e.title] = e.color; });
-  Object.keys(present).sort().forEach(function (r) {
-    var s = el("span", r, "rel"); s.style.borderColor = present[r]; lg.appendChild(s);
-  });
+  var now = el("span"); now.id = "legend-now"; lg.appendChild(now);
+  legendNow();
   // A legend that wraps on a narrow frame pushes the graph down instead of covering it.
   var wrap = document.getElementById("wrap");
   wrap.style.top = Math.max(58, lg.offsetTop + lg.offsetHeight) + "px";
