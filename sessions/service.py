@@ -420,14 +420,23 @@ class SessionService(Upkeep):
             result.message += " " + result.errors[0]
         return result
 
-    def forget(self, user_id: str) -> None:
-        """Delete everything about the user: memory in every store first, then sessions and messages."""
+    def forget(self, user_id: str) -> dict[str, int]:
+        """Delete everything about the user: memory in every store first, then sessions and messages.
+        Returns what was deleted, counted per kind (sessions, messages, memories, segments)."""
         user_id = self.user(user_id)
         # The claim: no replica is building this user's memory while it is deleted.
         with self.work.hold(user_id, "forget"), self.store.close_claim(user_id):
+            rows = self.store.sessions(user_id)
+            gone = {
+                "sessions": sum(1 for r in rows if r.n_messages),  # not the empty one opened last
+                "messages": sum(r.n_messages for r in rows),
+                "memories": len(self.agent.graph_view(user_id)["nodes"]),
+                "segments": len(self.agent.export_user(user_id).get("secom_segments") or []),
+            }
             self.agent.forget_user(user_id)
             self.store.delete_user(user_id)
             self._purge_deleted()
+        return gone
 
 
 EXPORT_DATE_KEYS = ("date", "time")
@@ -449,6 +458,17 @@ def one_date_format(obj):
 def _stored_date(value: str) -> str:
     d = parse_date(value)
     return iso_date(d) if d else value
+
+
+def forgotten(gone: dict[str, int]) -> str:
+    """What Forget me deleted, for people (`SessionService.forget`'s counts)."""
+    what = [
+        plural(gone.get("sessions", 0), "session"),
+        plural(gone.get("messages", 0), "message"),
+        plural(gone.get("memories", 0), "THEANINE memory", "THEANINE memories"),
+        plural(gone.get("segments", 0), "SeCom segment"),
+    ]
+    return f"Deleted {', '.join(what[:-1])} and {what[-1]}: nothing of yours is kept. You continue as a new user."
 
 
 def forget_message(gone: dict) -> str:

@@ -14,6 +14,7 @@ from sessions.ids import InvalidUserId, check_user_id
 from sessions.importer import ImportFormatError
 from sessions.lifecycle import today
 from sessions.prefs import llm_for
+from sessions.service import forgotten
 from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedAgent
 
@@ -397,7 +398,10 @@ def test_delete_memory_and_forget(tmp_path):
     assert svc.delete_memory(uid, "no-such-memory") is None
     with pytest.raises(UserError):
         svc.delete_memory(uid, "")
-    svc.forget(uid)
+    left = len(svc.graph(uid)["nodes"])
+    gone = svc.forget(uid)
+    assert gone == {"sessions": 1, "messages": 4, "memories": left, "segments": 0}  # what Forget me reports
+    assert forgotten(gone).startswith(f"Deleted 1 session, 4 messages, {left} THEANINE memor")
     assert ("forget", user_key(uid)) in agent.calls
     assert not svc.store.user_exists(uid)
     assert svc.store.sessions(uid) == [] and svc.graph(uid)["nodes"] == []

@@ -15,6 +15,7 @@ import gradio as gr
 from sessions import UserError, check_user_id
 from sessions.identity import client_of
 from sessions.importer import MAX_FILE_BYTES
+from sessions.service import forgotten
 
 from . import panels
 from .data_actions import REPAIR
@@ -119,7 +120,7 @@ class DataHandlers:
                 raise UserError("Tick the box to confirm that everything should be deleted.")
             if self.building(uid):
                 raise UserError("Memory is being built; forget me when the progress bar finishes.")
-            self.svc.forget(uid)
+            gone = self.svc.forget(uid)
             self.exports.forget(uid)
             fresh = self.svc.new_user(client_of(request))
             return {
@@ -130,7 +131,7 @@ class DataHandlers:
                 c.compare_row: gr.update(visible=False),
                 c.compare_view: "",
                 c.export_file: gr.update(value=None, visible=False),
-                c.data_status: panels.status_html("All your sessions and memory were deleted.", "ok"),
+                c.data_status: panels.status_html(forgotten(gone), "ok"),
             }
         except Exception as e:
             return self._fail(e, c.data_status)
