@@ -278,6 +278,9 @@ def test_segment_groups_keeps_exchanges_whole(minilm):
     segs = EmbeddingSegmenter(minilm).segment_groups(groups)
     assert is_valid_cover([(s, e) for s, e, _ in segs], 6)
     assert 3 in [s for s, _, _ in segs]  # the topic changes at exchange 3 (turn 6)
+    # each segment is titled by a turn that opens one of its exchanges (the user's words, not a reply)
+    openers = [g[0] for g in groups]
+    assert all(any(t.removesuffix(" ...") in " ".join(o.split()) for o in openers) for _, _, t in segs), segs
     # a topic opened inside an exchange starts a segment at the next exchange
     odd = [turns[0:1]] + [turns[i : i + 2] for i in range(1, 11, 2)] + [turns[11:]]
     segs = EmbeddingSegmenter(minilm).segment_groups(odd)

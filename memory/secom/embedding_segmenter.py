@@ -183,7 +183,8 @@ class EmbeddingSegmenter:
         cuts = [0, *starts, m]
         out = []
         for s, e in itertools.pairwise(cuts):
-            idx = [i for i, o in enumerate(owner) if s <= o < e]
+            # Titled by the words that open its exchanges (the user's), not by a reply of the agent's.
+            idx = [i for i, o in enumerate(owner) if s <= o < e and (i == 0 or owner[i - 1] != o)]
             out.append((s, e - 1, extractive_summary([units[i] for i in idx], emb[idx])))
         return out
 
