@@ -166,7 +166,7 @@ def test_memories_are_named_and_dated_as_the_sidebar_does():
     assert '<span class="mc-date" title="2023-06-01">Thu 1 Jun 2023</span>' in part
     assert '<span class="mc-date" title="2023-07-01 13:56">Sat 1 Jul 2023 13:56</span>' in part
     table = html.split('id="why-memories"', 1)[1].split("</section>", 1)[0]
-    assert '<td title="s18:m46">Session 15 · memory 46</td>' in table and "Thu 1 Jun 2023" in table
+    assert '<td data-label="memory" title="s18:m46">Session 15 · memory 46</td>' in table and "Thu 1 Jun 2023" in table
     # Without the numbers (a caller that has none), the stored id: never a made-up session number.
     assert "s18:m46" in timelines_part(panels.trace_html(trace([chained()], [REFINED])))
 
@@ -350,3 +350,49 @@ def test_a_real_theanine_trace_draws_its_chain_each_memory_once(tmp_path, chroma
     assert used and set(used) <= set(first["nodes"]) | {n for x in t["timelines_raw"] for n in x["nodes"]}
     assert not first["whole"] and "not in the reply: budget" in part and "mc-node mc-unused" in part
     assert "Session 4 · memory 0" in part and "refined 0" in part
+
+
+def test_trace_tables_round_scores_say_a_shared_value_once_and_list_segments_by_score():
+    """Issue 36 item 4: no raw floats, no column repeating one sentence on every row, segments best first."""
+    mems = [
+        {
+            "id": "s3:m1",
+            "session_id": "s3",
+            "event": PORTO,
+            "time": "2023-05-08",
+            "score": 1.5169215202331543,
+            "built_by": "offline: the session's statements",
+        },
+        {
+            "id": "s7:m2",
+            "session_id": "s7",
+            "event": LISBON,
+            "time": "2023-06-01",
+            "score": 0.25,
+            "built_by": "offline: the session's statements",
+        },
+    ]
+    trace = {"strategy": "theanine", "memories": mems}
+    html = panels.trace_html(trace, sessions=SESSIONS)
+    table = html[html.index('<table class="mc-table mc-mem"') :]
+    table = table[: table.index("</table>")]
+    assert "1.517" in table and "1.5169215" not in html
+    assert "<th>made</th>" not in table and html.count("offline: the session&#x27;s statements") == 1
+    assert 'data-label="event"' in table  # on a phone each row is a card labelled by column
+    mems[1]["built_by"] = "LLM summary"
+    table = panels.trace_html(trace, sessions=SESSIONS)
+    assert "<th>made</th>" in table  # different values stay in their column
+    segs = [
+        {
+            "id": f"g{i}",
+            "session_id": "s3",
+            "date": "2023-05-08",
+            "text": f"text {i}",
+            "key": f"key {i}",
+            "summary": f"topic {i}",
+            "score": score,
+        }
+        for i, score in enumerate((0.2, 0.9, None, 0.5))
+    ]
+    html = panels.trace_html({"strategy": "secom", "segments": segs}, sessions=SESSIONS)
+    assert re.findall(r'data-id="(g\d)"', html) == ["g1", "g3", "g0", "g2"]

@@ -112,14 +112,22 @@ def user(browser, app, tmp_path_factory, server):
 
 def test_compare_is_cards_reply_first_full_width_one_column_and_kept(user, server, screenshots):
     p = user
-    server.script("reply", ("ok", "THEANINE says: on 3 May 2023."), ("ok", "SeCom says: 3 May."), ("ok", "No idea."))
+    server.script(
+        "reply",
+        ("ok", "THEANINE says: on 3 May 2023."),
+        ("ok", "SeCom says: 3 May."),
+        ("ok", "No idea."),
+        ("ok", "The paper's setting says: May."),
+    )
     p.page.locator("#msg textarea").fill(locomo_synth.QUESTION)
     p.page.click("#compare-btn")
     p.wait_status("#status", "Compared")
     cards = p.page.locator("#compare-panel section.mc-compare")
-    assert [cards.nth(i).get_attribute("data-strategy") for i in range(3)] == ["theanine", "secom", "none"]
+    columns = [cards.nth(i).get_attribute("data-strategy") for i in range(cards.count())]
+    assert columns == ["theanine", "secom", "none", "theanine-paper"]
+    assert "paper settings" in cards.nth(3).locator("h4").inner_text()
     # The reply comes first; what the strategy recalled is folded under it (closed).
-    for i in range(3):
+    for i in range(4):
         card = cards.nth(i)
         order = card.evaluate("c => Array.from(c.children).map(e => e.className || e.tagName)")
         assert order.index("mc-reply") < order.index("mc-recalled"), order

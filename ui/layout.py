@@ -36,8 +36,19 @@ CSS = """
 .mc-bar {height: 8px; background: #eee; border-radius: 4px; overflow: hidden; margin-bottom: 4px}
 .mc-bar span {display: block; height: 100%; background: #e0a100; transition: width 0.5s}
 .mc-why h4 {margin: 4px 0} .mc-why h5 {margin: 10px 0 4px}
-.mc-table {font-size: 0.85em; border-collapse: collapse; width: 100%; table-layout: fixed}
+/* Trace tables: columns sized to their content, words kept whole (a long string still wraps), headers on
+   one line; on a phone each row becomes a card whose cells are labelled by their column. */
+.mc-table {font-size: 0.85em; border-collapse: collapse; width: 100%; table-layout: auto}
 .mc-table td, .mc-table th {border: 1px solid #e5e7eb; padding: 2px 6px; vertical-align: top}
+.mc-why .mc-table td, .mc-compare .mc-table td, .mc-table td {overflow-wrap: break-word; word-break: normal}
+.mc-why .mc-table th, .mc-compare .mc-table th, .mc-table th {white-space: nowrap; word-break: normal}
+@media (max-width: 600px) {
+  .mc-table thead {display: none}
+  .mc-table, .mc-table tbody, .mc-table tr, .mc-table td {display: block; width: auto !important}
+  .mc-table tr {border: 1px solid #e5e7eb; border-radius: 6px; margin-bottom: 6px; padding: 2px 0}
+  .mc-table td {border: none}
+  .mc-table td[data-label]::before {content: attr(data-label) ": "; font-weight: 600; color: #555}
+}
 .mc-timelines li, .mc-segments li {margin-bottom: 6px}
 .mc-raw {font-family: monospace; font-size: 0.85em; white-space: pre-wrap}
 .mc-refined {font-size: 0.9em}

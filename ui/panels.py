@@ -172,9 +172,20 @@ def _when(ts: float | None) -> str:
 
 
 def _table(headers: list[str], rows: list[list], cls: str) -> str:
+    """A table whose cells carry their column's name (data-label): on a phone each row is a card."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f'<td data-label="{esc(h)}">{esc(c)}</td>' for h, c in zip(headers, r, strict=False)) + "</tr>"
+        for r in rows
+    )
     return f'<table class="mc-table {cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _num(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("-inf")
 
 
 def _score(x) -> str:
@@ -331,15 +342,26 @@ def _known_memories(mems: list[dict]) -> dict[str, dict]:
 
 
 def _memory_table(mems: list[dict], sessions: Mapping[str, str] | None) -> str:
-    """The retrieved memories, named and dated as the sidebar does (the stored id in the name's title)."""
-    rows = "".join(
-        f'<tr><td title="{esc(m.get("id"))}">{esc(memory_name(m.get("id"), m.get("session_id"), sessions))}</td>'
-        f"<td>{esc(m.get('event'))}</td><td>{date_html(m.get('time'))}</td><td>{esc(m.get('score'))}</td>"
-        f"<td>{esc(m.get('built_by', ''))}</td></tr>"
-        for m in mems
-    )
-    head = "".join(f"<th>{h}</th>" for h in ("memory", "event", "date", "score", "made"))
-    return f'<table class="mc-table mc-mem"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    """The retrieved memories, named and dated as the sidebar does (the stored id in the name's title),
+    scores rounded; how they were made is said once above the table when it is the same for all."""
+    made = {str(m.get("built_by") or "") for m in mems}
+    once = len(made) == 1
+    cols = ("memory", "event", "date", "score") + (() if once else ("made",))
+
+    def cells(m: dict) -> list[str]:
+        out = [
+            f'<td data-label="memory" title="{esc(m.get("id"))}">'
+            f"{esc(memory_name(m.get('id'), m.get('session_id'), sessions))}</td>",
+            f'<td data-label="event">{esc(m.get("event"))}</td>',
+            f'<td data-label="date">{date_html(m.get("time"))}</td>',
+            f'<td data-label="score">{esc(_score(m.get("score")))}</td>',
+        ]
+        return out if once else [*out, f'<td data-label="made">{esc(m.get("built_by", ""))}</td>']
+
+    rows = "".join("<tr>" + "".join(cells(m)) + "</tr>" for m in mems)
+    head = "".join(f"<th>{h}</th>" for h in cols)
+    note = f'<p class="mc-muted mc-made">Made: {esc(next(iter(made)))}</p>' if once and mems and made != {""} else ""
+    return f'{note}<table class="mc-table mc-mem"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
 def _pieces(text: str) -> list[dict]:
@@ -550,8 +572,8 @@ def _timeline_html(
 
 def _secom_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
     """Retrieved segments: date, score, summary, the key retrieval read, the original text."""
-    segs = trace.get("segments") or []
-    out = [f"<section{at('why-segments')}><h5>Retrieved segments ({len(segs)})</h5>"]
+    segs = sorted(trace.get("segments") or [], key=lambda s: -_num(s.get("score")))  # best first
+    out = [f"<section{at('why-segments')}><h5>Retrieved segments ({len(segs)}, best score first)</h5>"]
     if not segs:
         out.append('<p class="mc-muted">No segment retrieved (nothing stored yet?).</p>')
     else:
