@@ -277,7 +277,7 @@ class Options:
     budget: int = env("MEMORY_BUDGET", 1000, lo=50, hi=32000)  # tokens of retrieved memory given to the reply
     # The same on a bundled model: it reads about 120 prompt tokens a second on 2 cores, so every 120
     # tokens of memory add a second before the first word (docs/speed.md chose it by answers per second)
-    bundled_budget: int = env("MEMORY_BUDGET_BUNDLED", 300, lo=50, hi=32000)
+    bundled_budget: int = env("MEMORY_BUDGET_BUNDLED", 200, lo=50, hi=32000)
     seed: int = 0
     max_reply_tokens: int = env("LLM_MAX_REPLY_TOKENS", 256)
 

@@ -35,6 +35,7 @@ def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
     assert {f: out[f"<{f}>"] for f in OPTION_FIELDS} == values, out
     # the form names the model replies come from (the bundled one here), not the endpoint's default model
     assert out["<model_in_use>"].startswith("In use: embedded llama.cpp") and "gpt" not in out["<model_in_use>"]
+    assert "Memory per reply: 200 tokens on a bundled model, 1,000 on an endpoint" in out["<model_in_use>"]
     o = svc.options(uid)
     assert {f: getattr(o, f) for f in OPTION_FIELDS} == values
 

@@ -175,7 +175,7 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
             c.backend: llm["backend"],
             c.model: llm["model"],
             c.base_url: llm["base_url"],
-            c.model_in_use: f"In use: {llm['in_use']}",
+            c.model_in_use: panels.model_in_use(llm["in_use"], o),
             **{getattr(c, f): getattr(o, f) for f in SETTING_FIELDS},
         }
 

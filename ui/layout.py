@@ -232,7 +232,7 @@ def _settings_panel(c: SimpleNamespace, settings: Settings, allow_llm_change: bo
                 label="Base URL (empty = api.openai.com)", value=settings.llm.base_url, interactive=allow_llm_change
             )
         # the model replies come from (the form's model field names only an OpenAI-compatible one)
-        c.model_in_use = gr.Markdown(f"In use: {settings.llm.describe()}", elem_id="model-in-use")
+        c.model_in_use = gr.Markdown(panels.model_in_use(settings.llm.describe(), o), elem_id="model-in-use")
         gr.Markdown(
             "API keys are read only from the environment or `.env` and are sent only to the endpoint "
             "they were configured for."

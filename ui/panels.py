@@ -76,6 +76,14 @@ def segment_title(segment: dict, n: int = 80) -> str:
     return title or "(untitled segment)"
 
 
+def model_in_use(description: str, options) -> str:
+    """The Settings line naming the model replies come from and the memory each reply reads."""
+    return (
+        f"In use: {description}. Memory per reply: {options.bundled_budget:,} tokens on a bundled model, "
+        f"{options.budget:,} on an endpoint (`MEMORY_BUDGET_BUNDLED`, `MEMORY_BUDGET`: docs/speed.md)."
+    )
+
+
 def _key_label(segment: dict) -> str:
     return "compressed key" if segment.get("compressed", True) else "key (not compressed: the original text)"
 
