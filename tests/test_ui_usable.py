@@ -135,10 +135,22 @@ def ann(browser, app):
     p.close()
 
 
+def _bottom(page, selector: str) -> float:
+    box = page.locator(selector).first.bounding_box()
+    assert box is not None, selector
+    return box["y"] + box["height"]
+
+
 def test_first_page_at_1400_and_400(browser, app, screenshots):
-    for width in (1400, 400):
-        p = Page(browser, app.url, width=width, height=900)
+    for width, height in ((1400, 900), (400, 850)):
+        p = Page(browser, app.url, width=width, height=height)
         try:
+            # The first screen: the message box (and at 1400 px the strategy and Compare) without scrolling.
+            assert _bottom(p.page, "#msg") <= height, width
+            if width == 1400:
+                assert _bottom(p.page, "#strategy") <= height and _bottom(p.page, "#compare-btn") <= height
+            toggle = p.page.locator('#sidebar button[aria-label="Toggle Sidebar"]')
+            assert "Sessions" in toggle.evaluate("b => getComputedStyle(b, '::after').content")  # a labelled toggle
             assert "THEANINE" in p.page.inner_text("#intro") and "SeCom" in p.page.inner_text("#intro")
             banner = p.page.locator("#llm-banner")
             assert banner.bounding_box()["height"] < 120  # short: details behind a disclosure

@@ -72,6 +72,10 @@ CSS = """
 .mc-table td:nth-child(2) {width: 55%}
 /* The chatbot's own Clear button only empties the display, not the stored session: hidden to avoid confusion. */
 #chat button[aria-label="Clear"] {display: none !important}
+/* The sidebar's toggle says what it opens (on a phone the sidebar starts closed). */
+#sidebar button[aria-label="Toggle Sidebar"] {width: auto; padding: 0 6px}
+#sidebar button[aria-label="Toggle Sidebar"]::after {content: "Sessions"; font-size: 0.8em; margin-left: 2px}
+@media (max-width: 700px) {#llm-banner {margin-top: 30px}}
 @media (max-width: 640px) { .mc-intro {font-size: 0.85em} }
 """
 
@@ -121,15 +125,14 @@ def build_demo(
         _sidebar(c)
         if accounts is not None:
             gr.LoginButton(elem_id="hf-login")  # Gradio's OAuth routes; the profile reaches Handlers.load_signed_in
-        gr.HTML(panels.banner_html(settings.llm.describe(), settings.llm.is_bundled, not allow_llm_change))
-        gr.HTML(panels.INTRO)
+        # One block for the banner and the intro: the message box stays on a phone's first screen.
+        gr.HTML(
+            panels.banner_html(settings.llm.describe(), settings.llm.is_bundled, not allow_llm_change) + panels.INTRO
+        )
         c.job = gr.HTML(elem_id="job-wrap")  # the one progress bar of the page
         with gr.Row(equal_height=False):
             _chat_column(c, settings.options)
             _see_why_column(c, service)
-        # Compare: full width under the chat, one card per strategy (shown again after a reload).
-        with gr.Column(visible=False, elem_id="compare-wrap") as c.compare_row:
-            c.compare_view = gr.HTML(elem_id="compare")
         _settings_panel(c, settings, allow_llm_change)
         _data_panel(c)
         register_api(service)  # first, so the documented endpoints get the plain names
@@ -165,7 +168,7 @@ def _chat_column(c: SimpleNamespace, o: Options) -> None:
         c.session_header = gr.HTML(elem_id="session-header-wrap")
         c.chatbot = gr.Chatbot(
             label="Chat",
-            height=480,
+            height="min(440px, 42vh)",  # the message box, the strategy and Compare stay on the first screen
             elem_id="chat",
             feedback_options=None,
             buttons=["copy"],
@@ -194,6 +197,9 @@ def _chat_column(c: SimpleNamespace, o: Options) -> None:
             c.compare = gr.Button("Compare strategies", elem_id="compare-btn", scale=1, min_width=120)
             c.retry = gr.Button("Retry", visible=False, elem_id="retry-btn", scale=1, min_width=70)
         c.status = gr.HTML(elem_id="status")
+        # Compare: under the chat it answers, one card per strategy (shown again after a reload).
+        with gr.Column(visible=False, elem_id="compare-wrap") as c.compare_row:
+            c.compare_view = gr.HTML(elem_id="compare")
 
 
 def _see_why_column(c: SimpleNamespace, service: SessionService) -> None:
