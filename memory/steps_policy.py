@@ -75,12 +75,11 @@ class Measured:
 
 # Per bundled model: the measured plans, smallest sessions first. A model or a session size not listed
 # here closes offline. Measured in issue 32 (docs/models.md, "THEANINE's LLM steps on chat-sized
-# sessions"), nothing qualified: on the bundled Qwen 0.5B the summary of a 5-turn session fits the
-# budget (10-39 CPU s) but its memories cited 10 of 17 LoCoMo evidence turns where the offline
-# statements cite all 17; generated relation labels (with the explanation) took 11-18 CPU s a pair and
-# were mostly left to the offline rule (unusable answers); scored labels took about 8 CPU s a pair and
-# were the same label ("Cause") for every pair. The 1.5B is slower still and its scored labels linked
-# every unrelated pair. So the table stays empty and `auto` closes offline, saying why.
+# sessions"), nothing qualified on the bundled Qwen 0.5B: the summary fits the budget up to 15 turns
+# (8-50 s) but keeps fewer memories than the statements it summarises (1 of 3 at 5 turns); scored
+# relation labels link every pair, unrelated ones included (47 s for the 27 pairs of a 5-turn session,
+# 101 s for 10 turns); generated labels with the explanation were no better than the offline rule at
+# 3.2 s a pair. So the table stays empty and `auto` closes offline, saying why.
 AUTO: dict[str, tuple[Measured, ...]] = {}
 
 AUTO_NOTE = (
