@@ -84,6 +84,8 @@ REFUSAL_OPENINGS = tuple(
         "sorry, i ": ("can't", "cannot"),
         "i apologize, but i ": ("can't", "cannot"),
         "as an ": ("ai",),
+        "i'm sorry, but as an ": ("ai",),  # measured: the 0.5B's other stock refusal (docs/speed.md)
+        "i'm sorry, as an ": ("ai",),
         "as a ": ("language model", "large language model"),
         "i'm ": ("an ai", "just an ai", "only an ai"),
         "i am ": ("an ai", "just an ai", "only an ai"),

@@ -198,3 +198,16 @@ def test_the_refusal_messages_are_companion_chat():
     sessions, messages = load(DATA)
     assert len(messages) >= 50 and len(set(messages)) == len(messages)
     assert sessions and all(s.turns for s in sessions)
+
+
+def test_the_guard_knows_the_small_models_stock_openings_and_lets_sympathy_through():
+    guard = RefusalGuard()
+    for text in (
+        "I'm sorry, but I can't assist with that.",
+        "I'm sorry, but as an AI language model, I don't have the ability to attend meetings.",
+        "As an AI, I don't have feelings.",
+    ):
+        assert guard.rejects(text), text
+    for text in ("I'm sorry to hear that, it sounds hard.", "I'm so glad you told me!"):
+        assert not guard.rejects(text) and not guard.undecided(text), text
+    assert guard.undecided("I'm sorry, but")  # held back until it can no longer become a refusal
