@@ -286,7 +286,9 @@ def main(argv: list[str]) -> int:
             elif a.model or cfg.backend != "embedded":
                 cfg = LLMConfig(backend="embedded", bundled_model=a.model or cfg.bundled_model)
             t1 = time.perf_counter()
-            rrows = reply_rows(agent, hs, strategies, options, cfg, a.max_tokens)
+            # the memory a reply on this model reads (Options.for_backend), unless --budget names one
+            reply_opts = options if a.budget else options.for_backend(cfg)
+            rrows = reply_rows(agent, hs, strategies, reply_opts, cfg, a.max_tokens)
             rtext, rsummary = table(rrows, strategies, REPLY_COLS)
             print(f"\nReply level ({cfg.describe()}, temperature {a.temperature}, {time.perf_counter() - t1:.0f} s)")
             print(rtext)
