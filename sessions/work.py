@@ -77,22 +77,35 @@ class Busy(UserError):
 
 @dataclass
 class Progressing:
-    """Progress of long work as a fraction and a line for people, with an estimate of the time left."""
+    """Progress of long work as a fraction and a line for people, with an estimate of the time left.
+
+    The estimate comes from the measured throughput between the first step and the latest one, so
+    the start-up before the first step (loading a model, opening a store) does not inflate it, and
+    it counts down between steps instead of jumping with every poll."""
 
     started: float = field(default_factory=time.time)
     fraction: float = 0.0
     text: str = ""
+    _first: tuple[float, float] | None = field(default=None, repr=False)  # (time, fraction) of step one
+    _last: tuple[float, float] | None = field(default=None, repr=False)  # ... of the latest step
 
-    def progress(self, fraction: float, text: str) -> None:
-        self.fraction = max(self.fraction, min(1.0, max(0.0, float(fraction))))
+    def progress(self, fraction: float, text: str, now: float | None = None) -> None:
+        fraction = max(self.fraction, min(1.0, max(0.0, float(fraction))))
+        if fraction > self.fraction:
+            point = (time.time() if now is None else now, fraction)
+            self._first = self._first or point
+            self._last = point
+        self.fraction = fraction
         self.text = text or self.text
 
-    def eta(self) -> float | None:
-        """Seconds left, from the pace so far (None until there is a pace)."""
-        elapsed = time.time() - self.started
-        if self.fraction < 0.02 or elapsed < 2:
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds left at the measured pace (None until two steps have given a pace)."""
+        if self._first is None or self._last is None or self._last[1] <= self._first[1]:
             return None
-        return elapsed * (1 - self.fraction) / self.fraction
+        (t0, f0), (t1, f1) = self._first, self._last
+        per_fraction = (t1 - t0) / (f1 - f0)
+        since_last = (time.time() if now is None else now) - t1
+        return max(0.0, (1.0 - f1) * per_fraction - since_last)
 
 
 @dataclass(kw_only=True)

@@ -87,3 +87,17 @@ def test_recovery_at_start_leaves_a_user_who_is_building_to_that_build(tmp_path)
         assert svc.recover_pending_closes() == 0
     agent.close_gate.set()
     assert svc.recover_pending_closes() == 1
+
+
+def test_time_left_comes_from_the_pace_of_steps_not_the_start_up():
+    """A run that loads for 20 s and then does 5% a second says 18 s left at 10%, not minutes."""
+    from sessions.work import Progressing
+
+    run = Progressing(started=0.0)
+    assert run.eta(now=20.0) is None  # no step yet: no estimate
+    run.progress(0.05, "step 1", now=20.0)
+    assert run.eta(now=20.5) is None  # one step: no pace yet
+    run.progress(0.10, "step 2", now=21.0)
+    assert run.eta(now=21.0) == pytest.approx(18.0)  # 0.05 per second, 0.9 left
+    assert run.eta(now=25.0) == pytest.approx(14.0)  # counts down between steps
+    assert run.eta(now=60.0) == 0.0

@@ -158,7 +158,8 @@ def progress_html(elem_id: str, title: str, fraction: float, eta: float | None, 
     pct = round(fraction * 100)
     left = ""
     if eta is not None:
-        left = f" · about {int(eta)} s left" if eta < 90 else f" · about {round(eta / 60)} min left"
+        # In steps of 5 s (a minute above 90 s), so a poll every second does not flicker the line.
+        left = f" · about {max(5, 5 * round(eta / 5))} s left" if eta < 90 else f" · about {round(eta / 60)} min left"
     return (
         f'<div class="mc-job" id="{elem_id}" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
         f'aria-valuemax="100"><div class="mc-bar"><span style="width:{pct}%"></span></div>'
