@@ -44,14 +44,23 @@ def chromium_browser():
         b.close()
 
 
-def upload(page, elem_id: str, path: Path, timeout: float = 60_000) -> None:
-    """Put a file into a gr.File and wait until the component shows it (the upload is done)."""
+def upload(page, elem_id: str, path: Path, timeout: float = 180_000) -> None:
+    """Put a file into a gr.File and wait until the component shows it (the upload is done). The wait
+    allows a loaded 2-core machine (alone an upload shows within a few seconds)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.locator(f"#{elem_id} input[type=file]").set_input_files(str(path))
-    page.wait_for_function(
-        "([id, name]) => (document.getElementById(id) || {innerText: ''}).innerText.includes(name)",
-        arg=[elem_id, path.name],
-        timeout=timeout,
-    )
+    try:
+        page.wait_for_function(
+            "([id, name]) => (document.getElementById(id) || {innerText: ''}).innerText.includes(name)",
+            arg=[elem_id, path.name],
+            timeout=timeout,
+        )
+    except PlaywrightTimeout:
+        shown = page.evaluate("(id) => (document.getElementById(id) || {innerText: ''}).innerText", elem_id)
+        raise AssertionError(
+            f"the upload of {path.name} did not show in #{elem_id} within {timeout / 1000:.0f} s; it shows {shown!r}"
+        ) from None
 
 
 IMG_DIR = ROOT / "docs" / "img"
