@@ -55,7 +55,7 @@ def accounts(settings: Settings):
         return None
     from gradio import oauth, utils
 
-    from sessions.accounts import Accounts
+    from sessions.users import Accounts
 
     if utils.get_space() is None or not oauth.OAUTH_CLIENT_ID:
         # Gradio's OAuth needs a Space with `hf_oauth: true` (off one it would ask this machine's HF login).
@@ -70,7 +70,7 @@ def accounts(settings: Settings):
 def build(settings: Settings | None = None):
     from memory.agent import MemoryAgent
     from sessions import SessionService
-    from sessions.identity import IdentityConfig
+    from sessions.users import IdentityConfig
     from ui import build_demo
 
     settings = settings or Settings.from_env()

@@ -13,7 +13,7 @@ segment (`date_ts`, a number because vector-store metadata is flat); both come f
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 UNDATED_TS = -1.0  # SeCom's stored timestamp for a date that cannot be read
 # The one range of session dates, typed or imported: outside it a date is a typo (9999-12-31), not a
@@ -114,3 +114,39 @@ def timestamp(text: str | None) -> float:
 def ts_order_key(ts: float) -> tuple[bool, float]:
     """How a stored `timestamp` sorts, the same way as `sort_key` (a date before 1970 is negative, not undated)."""
     return (ts == UNDATED_TS, ts)
+
+
+# How the app shows and stores dates: one style for every panel (Mon 8 May 2023 13:56), one stored form.
+
+
+def today() -> str:
+    return date.today().isoformat()
+
+
+def iso_date(d: datetime) -> str:
+    """How dates are stored: 2023-05-08, or 2023-05-08 13:56 when a time of day was given."""
+    return d.strftime("%Y-%m-%d %H:%M") if (d.hour, d.minute) != (0, 0) else d.strftime("%Y-%m-%d")
+
+
+def human_date(stored: str) -> str:
+    """A stored date as people say it ("Mon 8 May 2023"); unreadable ones as they are."""
+    d = parse(stored)
+    if d is None:
+        return stored
+    out = f"{d:%a} {d.day} {d:%b %Y}"
+    return out + (f" {d:%H:%M}" if (d.hour, d.minute) != (0, 0) else "")
+
+
+def date_positions(dates: list[str]) -> list[float]:
+    """Each date's place between the earliest and the latest (0..1): the graph's colour scale by session.
+    When the dates cannot be read (or are all the same), by order instead."""
+    times = [parse(d) for d in dates]
+    known = [t for t in times if t]
+    lo, hi = (min(known), max(known)) if known else (None, None)
+    out = []
+    for i, t in enumerate(times):
+        if t and lo and hi and hi > lo:
+            out.append((t - lo).total_seconds() / (hi - lo).total_seconds())
+        else:
+            out.append(i / max(len(dates) - 1, 1))
+    return out

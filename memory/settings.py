@@ -52,7 +52,7 @@ EMBEDDERS = ("minilm", "openai")
 
 # Read elsewhere, before the settings exist or by the libraries themselves; listed for docs/settings.md.
 OTHER_VARIABLES = (
-    "MEMORY_DOTENV",  # app.py, sessions/idle.py: whether .env is loaded (read before anything else)
+    "MEMORY_DOTENV",  # app.py, sessions/users.py: whether .env is loaded (read before anything else)
     "DATABASE_URL",  # sessions/store.py: open_store
     "GRADIO_SERVER_PORT",  # Gradio's launch()
     "JUDGE_API_KEY",  # memory/bench/llm_eval.py: the benchmark judge's key
@@ -62,8 +62,8 @@ OTHER_VARIABLES = (
     "TIKTOKEN_CACHE_DIR",  # memory/tokens.py
     "MEMORY_MODEL_CACHE",  # memory/llm/bundled.py: where the bundled GGUF parts are assembled
     "XDG_CACHE_HOME",  # memory/llm/bundled.py: the cache's default parent
-    "MEMORY_ISSUED_IDS_ONLY",  # sessions/identity.py: IdentityConfig.from_env
-    "MEMORY_NEW_USERS_PER_HOUR",  # sessions/identity.py: IdentityConfig.from_env
+    "MEMORY_ISSUED_IDS_ONLY",  # sessions/users.py: IdentityConfig.from_env
+    "MEMORY_NEW_USERS_PER_HOUR",  # sessions/users.py: IdentityConfig.from_env
 )
 
 
@@ -340,7 +340,7 @@ class Options:
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-user bounds of the session service (sessions.jobs); 0 turns a bound off."""
+    """Per-user bounds of the session service (sessions.work); 0 turns a bound off."""
 
     imports_per_hour: int = env("MEMORY_MAX_IMPORTS_PER_HOUR", 5, lo=0)
     sessions: int = env("MEMORY_MAX_SESSIONS", 500, lo=0)
@@ -375,7 +375,7 @@ class Settings:
     build_waiting: int = env("MEMORY_BUILD_WAITING", 8, lo=1, hi=1024)  # build events waiting at once
     # The key of the browser-stored user id; "" = a random one kept in the data dir (app.browser_secret).
     browser_secret: str = env("MEMORY_BROWSER_SECRET", "", secret=True)
-    # "Sign in with Hugging Face" as the identity (sessions/accounts.py), and the key of its ids.
+    # "Sign in with Hugging Face" as the identity (sessions/users.py), and the key of its ids.
     hf_login: bool = env("MEMORY_HF_LOGIN", False)
     hf_id_secret: str = env("MEMORY_HF_ID_SECRET", "", secret=True)
     # Gradio's MCP server (/gradio_api/mcp/) with the memory endpoints as tools (docs/mcp.md). When unset:

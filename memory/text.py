@@ -49,3 +49,7 @@ def clean_obj(value):
     if isinstance(value, (list, tuple)):
         return [clean_obj(v) for v in value]
     return value
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"

@@ -4,7 +4,7 @@ The UI talks to `SessionService` only; this package talks to `memory.agent.Memor
 and never imports Gradio.
 """
 
-from .ids import InvalidUserId, check_user_id, new_user_id
 from .service import SessionService, UserError
+from .users import InvalidUserId, check_user_id, new_user_id
 
 __all__ = ["InvalidUserId", "SessionService", "UserError", "check_user_id", "new_user_id"]

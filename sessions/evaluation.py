@@ -33,11 +33,10 @@ from memory.evaluation.spec import AGENT_METHODS, DEFAULT_RETRIEVERS, MIN_BUDGET
 from memory.files import atomic_write_json
 from memory.settings import Limits, Settings
 
-from .errors import UserError
-from .ids import check_user_id
-from .importer import MAX_FILE_BYTES
-from .jobs import BuildPool, Progress
-from .work import Progressing
+from .db import UserError
+from .transfer import MAX_FILE_BYTES
+from .users import check_user_id
+from .work import BuildPool, Progress, Progressing
 
 log = logging.getLogger(__name__)
 

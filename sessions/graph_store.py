@@ -20,8 +20,8 @@ from sqlalchemy.engine import Connection
 from memory.theanine.graph import load_parts
 from memory.userspace import user_key
 
-from . import db, quarantine, stored_json
-from .quarantine import Damage
+from . import damage, db
+from .db import Damage
 from .schema import graph_edges as E
 from .schema import graph_memories as GM
 from .schema import graph_sessions as GS
@@ -52,7 +52,7 @@ class SqlGraphStore:
 
     def load_key(self, k: str) -> tuple[list[dict], int]:
         """The user's graph parts. A memory whose stored turns cannot be read is left out, with its
-        edges, and quarantined: the rest of the graph loads (sessions/quarantine.py)."""
+        edges, and quarantined: the rest of the graph loads (sessions/damage.py)."""
         damaged: list[Damage] = []
         with db.read(self.engine) as c:
             if c.dialect.name == "postgresql":  # one snapshot for the four reads
@@ -63,7 +63,7 @@ class SqlGraphStore:
                 for sid in c.execute(sa.select(GS.c.session_id).where(GS.c.user_key == k)).scalars()
             }
             for r in c.execute(sa.select(GM).where(GM.c.user_key == k).order_by(GM.c.seq)):
-                turns, bad = stored_json.read("graph_memories", "turns", r.turns)
+                turns, bad = db.read_json("graph_memories", "turns", r.turns)
                 if bad:
                     damaged.append(Damage("graph_memories", r.memory_id, "turns", r.session_id, r.turns))
                 elif r.session_id in parts:
@@ -86,7 +86,7 @@ class SqlGraphStore:
                 if r.owner in parts and r.src not in left_out and r.dst not in left_out:
                     parts[r.owner]["edges"].append([r.src, r.dst, r.relation])
         if damaged:
-            quarantine.flag(self.engine, k, damaged)
+            damage.flag(self.engine, k, damaged)
         return list(parts.values()), version
 
     def save(self, user_id: str, parts: list[dict], new_session: str | None = None) -> int | None:
@@ -115,7 +115,7 @@ class SqlGraphStore:
         with db.write(self.engine) as c:
             for t in (GM, E, GS):
                 c.execute(t.delete().where(t.c.user_key == k))
-            quarantine.clear(c, k, "graph_memories")
+            damage.clear(c, k, "graph_memories")
             self._bump(c, k)  # the counter row stays (a hash and a number) so no replica mistakes an old cache
 
     def set_session_time(self, user_id: str, session_id: str, time_text: str, ts: str) -> None:
@@ -127,7 +127,7 @@ class SqlGraphStore:
             )
             self._bump(c, k)
 
-    # --- repair of damaged rows (sessions/repair.py) ------------------------------
+    # --- repair of damaged rows (sessions/damage.py) ------------------------------
     def unbuild(self, c: Connection, k: str, session_id: str) -> None:
         """Mark a session's memory as not built: its part (memories, the edges its close made, the
         built mark) and its quarantine flags go, so the next close builds it again from its turns."""
@@ -137,15 +137,15 @@ class SqlGraphStore:
         c.execute(E.delete().where(E.c.user_key == k, touching))
         for t in (GM, GS):
             c.execute(t.delete().where(t.c.user_key == k, t.c.session_id == session_id))
-        for mid in quarantine.quarantined_memories(c, k, session_id):
-            quarantine.clear(c, k, "graph_memories", mid)
+        for mid in damage.quarantined_memories(c, k, session_id):
+            damage.clear(c, k, "graph_memories", mid)
         self._bump(c, k)
 
     def drop_memory_row(self, c: Connection, k: str, memory_id: str) -> None:
         """Delete one (damaged) memory row and its edges; the rest of its session stays built."""
         c.execute(GM.delete().where(GM.c.user_key == k, GM.c.memory_id == memory_id))
         c.execute(E.delete().where(E.c.user_key == k, sa.or_(E.c.src == memory_id, E.c.dst == memory_id)))
-        quarantine.clear(c, k, "graph_memories", memory_id)
+        damage.clear(c, k, "graph_memories", memory_id)
         self._bump(c, k)
 
     # --- helpers --------------------------------------------------------------
@@ -157,7 +157,7 @@ class SqlGraphStore:
     def _write_part(c: Connection, k: str, part: dict) -> None:
         sid = part["session_id"]
         # A quarantined memory is not in the loaded graph, so not in `part`: its row is kept for repair.
-        kept = quarantine.quarantined_memories(c, k, sid)
+        kept = damage.quarantined_memories(c, k, sid)
         c.execute(GM.delete().where(GM.c.user_key == k, GM.c.session_id == sid, GM.c.memory_id.not_in(kept)))
         c.execute(E.delete().where(E.c.user_key == k, E.c.owner == sid))
         c.execute(GS.delete().where(GS.c.user_key == k, GS.c.session_id == sid))

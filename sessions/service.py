@@ -9,26 +9,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from memory.dates import iso_date
 from memory.errors import InvalidOptions, MemoryLibError
 from memory.protocols import Agent
 from memory.settings import Limits, LLMConfig, Options, Settings
-from memory.text import clean_text, register_secret
+from memory.text import clean_text, plural, register_secret
 from memory.url_guard import check_url
 
-from . import prefs as _prefs
-from . import scrub
-from .chat import Chat, ChatUpdate
-from .errors import DATABASE_DOWN, NOT_STORED, DatabaseUnavailable, UserError, database_down
+from . import upkeep
+from . import users as _prefs
+from .db import DATABASE_DOWN, NOT_STORED, DatabaseUnavailable, MemoryVersions, UserError, database_down
 from .graph_store import SqlGraphStore
-from .identity import Identity, IdentityConfig
-from .ids import UserKey
-from .importer import MAX_FILE_BYTES, ImportFormatError, parse_history
-from .jobs import BuildPool, ImportRate, LimitReached
-from .lifecycle import EndResult, Lifecycle, Progress, check_date, iso_date, parse_date, plural
+from .lifecycle import Chat, ChatUpdate, EndResult, Lifecycle, Progress, check_date, parse_date
 from .store import MessageRow, SessionRow, Store, open_store
+from .transfer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .upkeep import Upkeep
-from .versions import MemoryVersions
-from .work import Busy, UserWork, Work
+from .users import Identity, IdentityConfig, UserKey
+from .work import BuildPool, Busy, ImportRate, LimitReached, UserWork, Work
 
 EXPORT_FORMAT = "memory-chat-export/1"
 REDACTED = "(removed at the user's request)"
@@ -55,7 +52,7 @@ class SessionService(Upkeep):
         graphs = SqlGraphStore(self.store.engine)
         graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
         agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
-        self.identity = Identity(self.store, identity)  # which ids are served (sessions/identity.py)
+        self.identity = Identity(self.store, identity)  # which ids are served (sessions/users.py)
         self.limits = limits or settings.limits
         self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)
         self.work = UserWork()  # what each user runs: one piece of work per lane (sessions.work)
@@ -66,7 +63,7 @@ class SessionService(Upkeep):
 
     # --- identity ----------------------------------------------------------------------------
     def user(self, user_id: object) -> UserKey:
-        """The key the user is stored and served under (sessions/ids.py); InvalidUserId for an id that
+        """The key the user is stored and served under (sessions/users.py); InvalidUserId for an id that
         may not be used. Every method passes its user on as this key, never as the id."""
         return self.identity.check(user_id)
 
@@ -77,7 +74,7 @@ class SessionService(Upkeep):
         return uid
 
     def sign_in(self, account_id: str) -> str:
-        """A signed-in account's user id (sessions/accounts.py, derived on the server), registered on
+        """A signed-in account's user id (sessions/users.py, derived on the server), registered on
         its first sign-in; not rate-limited: one account is one user."""
         uid = self.identity.register(account_id)
         self.current_session(uid)
@@ -320,8 +317,8 @@ class SessionService(Upkeep):
             return None
         rec = session_of(gone["session_id"])  # the transcript as it is before any redaction
         source = {t.turn_id: (t.speaker, t.text) for t in (rec.turns if rec else []) if t.turn_id in set(gone["turns"])}
-        gone["copies_scrubbed"] = scrub.database(
-            self.store.engine, user_id, scrub.Forgotten.of(gone["memory"], gone["event"], source)
+        gone["copies_scrubbed"] = upkeep.database(
+            self.store.engine, user_id, upkeep.Forgotten.of(gone["memory"], gone["event"], source)
         )
         redacted = 0
         if redact and gone["turns"]:
@@ -367,7 +364,7 @@ class SessionService(Upkeep):
     def import_history(
         self, user_id: str, data: bytes | str, sample_id: str = "", progress: Progress | None = None, build: bool = True
     ) -> EndResult:
-        """Store a history (see sessions.importer) as closed sessions and build their memory at once
+        """Store a history (see sessions.transfer) as closed sessions and build their memory at once
         (build=False: stored only; `build_pending` builds it, e.g. in the background)."""
         user_id = self.user(user_id)
         with self.work.hold(user_id, "import"):

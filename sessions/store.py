@@ -2,7 +2,7 @@
 
 Embedded SQLite under the data directory by default (WAL: readers never wait for
 the writer); a PostgreSQL server when DATABASE_URL is set, shared by every app
-replica. The schema comes from numbered migrations (sessions/migrations.py),
+replica. The schema comes from numbered migrations (sessions/schema.py),
 applied at start. Every query names the user id in its WHERE clause: no row of
 one user can be read or changed through another user's id.
 
@@ -26,16 +26,15 @@ from sqlalchemy.engine import Connection
 from memory.text import clean_obj, clean_text, register_secret
 from memory.userspace import user_key
 
-from . import db, migrations, quarantine, stored_json
-from .claims import close_claim
-from .ids import check_user_id
-from .legacy import copy_sqlite_into
-from .quarantine import Damage
-from .rows import MessageRow, R, SessionRow, row_of
+from . import damage, db, schema
+from .db import Damage, MessageRow, R, SessionRow, row_of
 from .schema import compares as C
+from .schema import copy_sqlite_into
 from .schema import messages as M
 from .schema import sessions as S
 from .schema import users as U
+from .users import check_user_id
+from .work import close_claim
 
 _N_OK = (
     sa.select(sa.func.count())
@@ -59,7 +58,7 @@ class Store:
         self.postgres = db.is_postgres(self.engine)
         # SQLite is one machine's file: a close is claimed with a file lock next to it (see claims.py).
         self.lock_dir = Path(lock_dir) if lock_dir else (self.path.parent / "locks" if self.path else None)
-        migrations.upgrade(self.engine)
+        schema.upgrade(self.engine)
 
     @classmethod
     def for_data_dir(cls, data_dir: Path | str, database_url: str = "") -> Store:
@@ -74,7 +73,7 @@ class Store:
         with self._connect() as c:
             rows = [row_of(cls, r, damaged) for r in c.execute(q)]
         if damaged:
-            quarantine.flag(self.engine, user_key(user_id), damaged)
+            damage.flag(self.engine, user_key(user_id), damaged)
         return rows
 
     def _read_row(self, cls: type[R], user_id: str, q) -> R | None:
@@ -115,23 +114,23 @@ class Store:
     def get_prefs(self, user_id: str) -> dict:
         with self._connect() as c:
             raw = c.execute(sa.select(U.c.prefs).where(U.c.user_id == user_key(user_id))).scalar()
-        prefs, bad = stored_json.read("users", "prefs", raw or "")
+        prefs, bad = db.read_json("users", "prefs", raw or "")
         if bad:  # the defaults apply until the user saves settings again
-            quarantine.flag(self.engine, user_key(user_id), [Damage("users", "prefs", "prefs", "", raw)])
+            damage.flag(self.engine, user_key(user_id), [Damage("users", "prefs", "prefs", "", raw)])
         return prefs
 
     def set_prefs(self, user_id: str, prefs: dict) -> None:
         self.ensure_user(user_id)
         with self._write() as c:
             c.execute(U.update().where(U.c.user_id == user_key(user_id)).values(prefs=json.dumps(clean_obj(prefs))))
-            quarantine.clear(c, user_key(user_id), "users")  # settings saved again: the damaged ones are replaced
+            damage.clear(c, user_key(user_id), "users")  # settings saved again: the damaged ones are replaced
 
     def delete_user(self, user_id: str) -> None:
         check_user_id(user_id)
         with self._write() as c:
             for table in (M, C, S, U):
                 c.execute(table.delete().where(table.c.user_id == user_key(user_id)))
-            quarantine.clear(c, user_key(user_id))
+            damage.clear(c, user_key(user_id))
 
     # --- sessions ----------------------------------------------------------------------
     @staticmethod
@@ -427,7 +426,7 @@ class Store:
         out, damaged = [], []
         with self._connect() as c:
             for r in c.execute(q):
-                results, bad = stored_json.read("compares", "results", r.results)
+                results, bad = db.read_json("compares", "results", r.results)
                 if bad:
                     damaged.append(Damage("compares", str(r.id), "results", r.session_id, r.results))
                     continue
@@ -441,10 +440,10 @@ class Store:
                     }
                 )
         if damaged:
-            quarantine.flag(self.engine, user_key(user_id), damaged)
+            damage.flag(self.engine, user_key(user_id), damaged)
         return out[::-1]
 
-    # --- activity (sessions.idle) ----------------------------------------------------------
+    # --- activity (sessions.users) ----------------------------------------------------------
     def last_activity(self) -> list[tuple[str, float]]:
         """Every user with the time of their latest account, session, message or compare row, oldest first."""
 

@@ -1,21 +1,180 @@
-"""The service's upkeep of stored data: correcting a session's date, listing and repairing damaged
-values (sessions/quarantine.py, sessions/repair.py), and purging deleted text from the stores' files.
+"""Upkeep of stored data: deleting a memory from every copy of it, correcting a session's date, listing and
+repairing damaged values, purging deleted text from the stores' files.
+
+Delete means gone. Delete means gone: take a deleted memory out of every copy of it.
+
+A memory (its event sentence and its source turns) is copied into other places as it is used:
+neighbouring memories' excerpts (the dialogue shown to the relation prompt), the traces of
+replies that retrieved it (raw and refined timelines, retrieved memories, SeCom segments), compare
+runs and close reports. `Forgotten` says what to take out; `trace` and `excerpt` take it out of
+one value. A refined timeline is an LLM rewrite that may paraphrase, so a timeline that held the
+memory (or one of its turns) is dropped whole, with its refinement; so is a SeCom segment that
+covered one of the turns. Text left elsewhere is replaced by REMOVED.
+
+
+The service's upkeep. The service's upkeep of stored data: correcting a session's date, listing and repairing damaged
+values (sessions/damage.py, sessions/damage.py), and purging deleted text from the stores' files.
 
 A part of `SessionService` (mixed in); it uses the service's store, agent, work, lifecycle and checks.
+
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memory.dates import iso_key
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from memory.dates import human_date, iso_key
 from memory.theanine.strategy import KIND as THEANINE_KIND
 from memory.userspace import user_key
 
-from . import db, quarantine, repair
-from .errors import UserError
+from . import damage, db
+from .db import UserError
 from .graph_store import SqlGraphStore
-from .lifecycle import Progress, check_date, human_date
+from .lifecycle import Progress, check_date
+from .schema import compares as C
+from .schema import graph_memories as GM
+from .schema import graph_versions as GV
+from .schema import messages as M
+from .schema import quarantine as Q
+from .schema import sessions as S
+
+# --- scrub -------------------------------------------------------
+
+REMOVED = "(removed)"
+MIN_TURN_CHARS = 12  # shorter turn texts ("ok") are only removed where their turn id says so
+
+
+@dataclass
+class Forgotten:
+    memory_ids: set[str] = field(default_factory=set)
+    turn_ids: set[str] = field(default_factory=set)
+    texts: list[str] = field(default_factory=list)  # event sentences and (long enough) turn texts
+    turn_lines: list[tuple[str, str]] = field(default_factory=list)  # (speaker, text) of the source turns
+
+    @classmethod
+    def of(cls, memory_id: str, event: str, turns: dict[str, tuple[str, str]]) -> Forgotten:
+        """What deleting memory `memory_id` (sentence `event`, source turns {id: (speaker, text)}) removes."""
+        texts = [event.strip()] if event.strip() else []
+        for _, text in turns.values():
+            t = " ".join(text.split())
+            if len(t) >= MIN_TURN_CHARS:
+                texts.append(t)
+        lines = [(s, " ".join(t.split())) for s, t in turns.values() if t.strip()]
+        return cls({memory_id}, set(turns), sorted(set(texts), key=len, reverse=True), lines)
+
+    def replace(self, text: str) -> str:
+        flat = " ".join(text.split())
+        out = flat if any(t in flat for t in self.texts) else text  # turn texts are matched on flat spaces
+        for t in self.texts:
+            out = out.replace(t, REMOVED)
+        return out
+
+
+def excerpt(text: str, f: Forgotten) -> str:
+    """A memory's excerpt ("speaker: text / speaker: text") without the forgotten turns."""
+    for speaker, line in f.turn_lines:
+        text = text.replace(f"{speaker}: {line}", f"{speaker}: {REMOVED}")
+    return f.replace(text)
+
+
+def trace(t: dict, f: Forgotten) -> dict:
+    """A reply trace without the forgotten memory; `t` is not changed."""
+    out = dict(t)
+    out["memories"] = [
+        dict(m, event=f.replace(str(m.get("event", ""))))
+        for m in t.get("memories") or []
+        if str(m.get("id")) not in f.memory_ids
+    ]
+    raw, refined = list(t.get("timelines_raw") or []), list(t.get("timelines_refined") or [])
+    keep = [
+        i
+        for i, r in enumerate(raw)
+        if not (f.memory_ids & {str(n) for n in r.get("nodes") or []} or f.turn_ids & set(r.get("covers") or []))
+    ]
+    out["timelines_raw"] = [_timeline(raw[i], f) for i in keep]
+    if refined:
+        aligned = len(refined) == len(raw)
+        out["timelines_refined"] = [f.replace(str(refined[i])) for i in keep] if aligned else []
+    out["segments"] = [
+        {
+            k: f.replace(v) if isinstance(v, str) and k in ("text", "context", "key", "summary") else v
+            for k, v in s.items()
+        }
+        for s in t.get("segments") or []
+        if not f.turn_ids & set(s.get("covers") or []) and not f.turn_ids & set(str(s.get("turn_ids", "")).split(","))
+    ]
+    return out
+
+
+def _timeline(t: dict, f: Forgotten) -> dict:
+    """A raw timeline without the forgotten memory: its text, and its chain (the whole timeline See
+    why draws, memories that did not reach the reply included) without that memory."""
+    out = dict(t, text=f.replace(str(t.get("text", ""))))
+    if "chain" in t:
+        out["chain"] = [
+            dict(m, event=f.replace(str(m.get("event", ""))))
+            for m in t.get("chain") or []
+            if str(m.get("id")) not in f.memory_ids
+        ]
+    return out
+
+
+def value(v: Any, f: Forgotten) -> Any:
+    """Any stored JSON value: traces found inside it (a compare run's per-strategy traces, a close
+    report's trace) are scrubbed."""
+    if isinstance(v, dict):
+        if "timelines_raw" in v or "memories" in v or "segments" in v:
+            return trace(v, f)
+        return {
+            k: [m for m in x if m not in f.memory_ids] if k == "new_memories" and isinstance(x, list) else value(x, f)
+            for k, x in v.items()
+        }
+    if isinstance(v, list):
+        return [value(x, f) for x in v]
+    return v
+
+
+# (table, JSON column, key column) of every stored value that can hold a copy of a memory.
+_COPIES = ((M, "trace", "id"), (S, "report", "session_id"), (C, "results", "id"))
+
+
+def database(engine: Engine, user_id: str, f: Forgotten) -> int:
+    """Scrub every stored trace, report and compare run of the user, and the excerpts of their
+    memories, in one transaction; returns how many values changed."""
+    k, n = user_key(user_id), 0
+    with db.write(engine) as c:
+        for t, col, key in _COPIES:
+            table = t.name
+            rows = c.execute(sa.select(t.c[key], t.c[col]).where(t.c.user_id == user_id, t.c[col].is_not(None)))
+            for r in rows.all():
+                v, bad = db.read_json(table, col, r[1])
+                new = f.replace(r[1]) if bad else json.dumps(value(v, f))  # a damaged value: its text only
+                if new != r[1] and (bad or value(v, f) != v):
+                    c.execute(t.update().where(t.c.user_id == user_id, t.c[key] == r[0]).values({col: new}))
+                    n += 1
+        for q in c.execute(sa.select(Q.c.tbl, Q.c.row_key, Q.c.col, Q.c.raw).where(Q.c.user_key == k)).all():
+            if q.raw and f.replace(q.raw) != q.raw:  # the quarantined copy of a damaged value, too
+                where = (Q.c.user_key == k, Q.c.tbl == q.tbl, Q.c.row_key == q.row_key, Q.c.col == q.col)
+                c.execute(Q.update().where(*where).values(raw=f.replace(q.raw)))
+        changed = 0
+        for g in c.execute(sa.select(GM.c.memory_id, GM.c.event, GM.c.excerpt).where(GM.c.user_key == k)).all():
+            ex, ev = excerpt(g.excerpt or "", f), f.replace(g.event)
+            if (ex, ev) != (g.excerpt, g.event):
+                c.execute(
+                    GM.update().where(GM.c.user_key == k, GM.c.memory_id == g.memory_id).values(excerpt=ex, event=ev)
+                )
+                changed += 1
+        if changed:  # every replica reloads the graph
+            db.bump_version(c, GV, {"user_key": k})
+        return n + changed
+
+
+# --- upkeep ------------------------------------------------------
 
 if TYPE_CHECKING:
     from .lifecycle import Lifecycle
@@ -61,32 +220,32 @@ class Upkeep:
             purge()
         db.purge_deleted(self.store.engine)
 
-    # --- damaged stored values (sessions/quarantine.py) -------------------------------------------
+    # --- damaged stored values (sessions/damage.py) -------------------------------------------
     def damage(self, user_id: str) -> list[dict]:
         """The user's damaged stored values found so far: {"item", "kind", "session_id", "message"}."""
         user_id = self.user(user_id)
-        nums = repair.session_numbers(self.store.engine, user_id)
+        nums = damage.session_numbers(self.store.engine, user_id)
         return [
             {
                 "item": d.item,
                 "kind": d.table,
                 "session_id": d.session_id,
-                "message": repair.describe(d, nums.get(d.session_id)),
+                "message": damage.describe(d, nums.get(d.session_id)),
             }
-            for d in quarantine.items(self.store.engine, user_key(user_id))
+            for d in damage.items(self.store.engine, user_key(user_id))
         ]
 
     def repair(self, user_id: str, item: str, action: str, progress: Progress | None = None, build: bool = True) -> str:
         """Rebuild or drop one damaged value (`item` as listed by `damage`); a rebuilt session's memory
         is built at once (build=False: left to `build_pending`). Returns what was done, for people."""
         user_id = self.user(user_id)
-        if action not in repair.ACTIONS:
+        if action not in damage.ACTIONS:
             raise UserError("Choose rebuild or drop.")
-        d = repair.find(self.store.engine, user_key(user_id), str(item or ""))
+        d = damage.find(self.store.engine, user_key(user_id), str(item or ""))
         if d is None:
             raise UserError("Nothing damaged by that name (already repaired?).")
         with self.work.hold(user_id, "close"), self.store.close_claim(user_id):
-            done = repair.repair(self.store.engine, user_id, user_key(user_id), d, action)
+            done = damage.repair(self.store.engine, user_id, user_key(user_id), d, action)
             theanine = getattr(self.agent, "theanine", None)
             if d.table == "graph_memories" and action == "drop" and theanine is not None:
                 theanine.store.delete(user_id, THEANINE_KIND, ids=[d.row_key])  # its vector, too

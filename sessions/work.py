@@ -1,4 +1,33 @@
-"""The one registry of a user's running work, and the one order of the per-user locks.
+"""Per-user work and the order of its locks: the lanes of running work, the cross-process close claim, and
+fair sharing of memory builds between users.
+
+Fair sharing. Fair sharing between users: a bounded pool for memory builds, and per-user limits.
+(Which work each user runs, one piece per lane, is sessions/work.py.)
+
+* `BuildPool`: memory builds (session closes, imports) run on their own few worker
+  threads, at a lower CPU priority, so replies of other users never queue behind
+  them. A build waiting for a worker reports its place in line through the
+  progress callback.
+* `ImportRate`: the per-user bound on imports per hour (the bounds themselves are
+  memory.settings.Limits, read with the other settings).
+
+
+The close claim. The cross-process claim on a user's session closes: one process builds them, the others wait.
+
+PostgreSQL: a session-level advisory lock held on a connection of its own for the whole
+build. It needs no row, no lease and no clean-up: if the holder dies (even kill -9) the
+server drops its connection and with it the lock, and the next replica proceeds.
+
+SQLite: the database is a file on one machine, so the processes sharing it share that
+machine's file locks: an exclusive flock on a per-user lock file (released by the kernel when
+the holder dies). A write transaction held for the whole build would do the same but block
+every other user's messages for its duration (the build waits on the LLM for seconds).
+
+Whoever gets the claim re-reads the pending sessions, so a session the previous holder built
+is skipped; the graph commit also refuses to build a session twice (graph_store.py).
+
+
+Lanes and the lock order. The one registry of a user's running work, and the one order of the per-user locks.
 
 A user's work runs in lanes, one piece of work per lane (LANES): the chat (a reply or a compare),
 the memory (a build, an import, deleting a memory, Forget me) and evaluations. So the chat stays usable while the
@@ -13,32 +42,231 @@ earlier one:
 
 1. The user's lanes, here (`UserWork.hold`, `stream`, `start`): in this process; never waits
    (a busy lane raises `Busy`).
-2. The close claim (`Store.close_claim`, sessions/claims.py): across processes (replicas); waits.
+2. The close claim (`Store.close_claim`, sessions/work.py): across processes (replicas); waits.
    Held while the user's memory is built (`Lifecycle.close_pending`), deleted (Forget me) or a
    memory is deleted.
 3. The memory library's writer lock of the user (`MemoryAgent`): one build or deletion of the
    user's memory at a time, also where the library runs without this registry (the benchmarks).
 4. Short data locks, never held across an LLM call: THEANINE's graph lock of the user
    (`TheanineMemory.lock`, reentrant), SeCom's BM25 cache lock, this registry's table lock.
+
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import sqlalchemy as sa
+
 from memory.userspace import user_key
 
-from .errors import UserError
+from . import db
+from .db import UserError
+
+# --- jobs --------------------------------------------------------
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Progress = Callable[[float, str], None]
+
+
+class LimitReached(UserError):
+    """A per-user bound (imports per hour, stored sessions or memories) would be exceeded."""
+
+
+def _lower_priority(nice: int) -> None:
+    # Linux schedules threads one by one: renicing this worker thread leaves the reply threads alone.
+    # Relative to the process's own priority: an app started under `nice` still puts builds below replies.
+    if nice > 0 and hasattr(os, "setpriority"):
+        tid = threading.get_native_id()
+        with suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+
+
+def _builds_compute_on_their_own_thread() -> None:
+    """Torch's intra-op workers (and tokenizers' pool) are shared by the process and keep the priority
+    of the thread that made them, so a build fanning out onto them would compete with replies at full
+    priority. With one intra-op thread a build computes on its own reniced thread; replies embed one
+    short query, which one thread does as fast."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)
+
+
+class BuildPool:
+    """A few worker threads for memory builds; callers wait for the result and see their place in line."""
+
+    def __init__(self, workers: int = 1, nice: int = 10, poll: float = 0.25):
+        self.workers = max(1, workers)
+        if nice > 0:
+            _builds_compute_on_their_own_thread()
+        self._executor = ThreadPoolExecutor(
+            self.workers, thread_name_prefix="memory-build", initializer=_lower_priority, initargs=(nice,)
+        )
+        self._waiting: deque = deque()
+        self._lock = threading.Lock()
+        self._poll = poll
+        self._durations: deque = deque(maxlen=20)
+
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def ahead_of(self, ticket) -> int | None:
+        with self._lock:
+            try:
+                return list(self._waiting).index(ticket)
+            except ValueError:
+                return None  # started
+
+    def _wait_text(self, ahead: int) -> str:
+        typical = sorted(self._durations)[len(self._durations) // 2] if self._durations else None
+        est = f", about {max(1, round(typical * (ahead + 1) / self.workers))} s" if typical else ""
+        if ahead == 0:
+            return f"Waiting for a memory-build slot: yours is next{est}."
+        return f"Waiting for a memory-build slot: {ahead} build(s) of other users ahead of yours{est}."
+
+    def run(self, fn: Callable[[Progress], T], progress: Progress | None = None) -> T:
+        """Run fn(progress) on a build worker; block until it is done. Progress calls are relayed to
+        the caller's own thread (Gradio's progress belongs to the event's thread)."""
+        step = progress or (lambda f, s: None)
+        ticket = object()
+        latest: list = []
+
+        def relay(f: float, text: str) -> None:
+            latest.append((f, text))
+
+        def task() -> T:
+            with self._lock:
+                self._waiting.remove(ticket)
+            t0 = time.monotonic()
+            try:
+                return fn(relay)
+            finally:
+                self._durations.append(time.monotonic() - t0)
+
+        with self._lock:
+            self._waiting.append(ticket)
+        fut: Future = self._executor.submit(task)
+        shown = None
+        while True:
+            try:
+                result = fut.result(timeout=self._poll)
+            except FutureTimeout:
+                result = ticket
+            ahead = self.ahead_of(ticket)
+            if ahead is not None and ahead != shown:
+                step(0.0, self._wait_text(ahead))
+                shown = ahead
+            while latest:
+                step(*latest.pop(0))
+            if result is not ticket:
+                return result
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class ImportRate:
+    """Imports started per user in the last hour (kept in memory: a restart forgets them)."""
+
+    WINDOW = 3600.0
+
+    def __init__(self, per_hour: int, clock: Callable[[], float] = time.monotonic):
+        self.per_hour, self.clock = per_hour, clock
+        self._starts: dict[str, deque] = {}
+        self._lock = threading.Lock()
+
+    def take(self, user_id: str) -> None:
+        """Count one import, or LimitReached (with when the next one is possible)."""
+        if not self.per_hour:
+            return
+        now = self.clock()
+        with self._lock:
+            q = self._starts.setdefault(user_id, deque())
+            while q and now - q[0] >= self.WINDOW:
+                q.popleft()
+            if len(q) >= self.per_hour:
+                wait = int(self.WINDOW - (now - q[0])) // 60 + 1
+                raise LimitReached(
+                    f"You can import at most {self.per_hour} histories per hour; "
+                    f"the next import is possible in about {wait} minutes."
+                )
+            q.append(now)
+
+    def give_back(self, user_id: str) -> None:
+        """An import refused before it stored anything (bad file, over a bound) does not count."""
+        with self._lock:
+            q = self._starts.get(user_id)
+            if q:
+                q.pop()
+
+
+# --- claims ------------------------------------------------------
+
+CLOSE_LOCK = 7302  # advisory lock namespace of session closes
+
+
+@contextmanager
+def close_claim(store, user_id: str):
+    if store.postgres:
+        with _advisory(store.engine, user_id):
+            yield
+    elif store.lock_dir is not None:
+        with _flock(store.lock_dir / f"{user_key(user_id)}.lock"):
+            yield
+    else:
+        yield
+
+
+@contextmanager
+def _advisory(engine, user_id: str):
+    a, b = db.lock_key(CLOSE_LOCK, user_key(user_id))  # by key, as the lock file: ids and keys meet
+    conn = engine.connect()
+    try:
+        conn.execute(sa.text("SELECT pg_advisory_lock(:a, :b)"), {"a": a, "b": b})
+        conn.commit()  # the lock is the session's, not the transaction's: no idle transaction
+        try:
+            yield
+        finally:
+            try:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:a, :b)"), {"a": a, "b": b})
+                conn.commit()
+            except Exception:
+                conn.invalidate()
+                raise
+    finally:
+        conn.close()
+
+
+@contextmanager
+def _flock(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+# --- work --------------------------------------------------------
+
 
 # What each kind of work is, for people ("Busy with ...").
 WORK_NAMES = {

@@ -1,4 +1,4 @@
-"""A deterministic sign that someone waits for a user's close claim (sessions/claims.py), for tests that
+"""A deterministic sign that someone waits for a user's close claim (sessions/work.py), for tests that
 check that the waiter has not got in: on PostgreSQL its advisory lock request shows in pg_locks as not
 granted; on SQLite its flock on the user's lock file shows in /proc/locks as blocked ("->")."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from memory.userspace import user_key
-from sessions.claims import CLOSE_LOCK
 from sessions.db import lock_key
+from sessions.work import CLOSE_LOCK
 
 PG_WAITERS = sa.text(
     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "

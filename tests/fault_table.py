@@ -2,7 +2,7 @@
 
     python -m tests.fault_table
 
-For each JSON column (sessions/stored_json.py), a fresh data dir gets a user with two sessions
+For each JSON column (sessions/db.py), a fresh data dir gets a user with two sessions
 (replies with traces, a compare run, a built memory), one row of that column is overwritten
 with broken JSON, and a restarted service (real MiniLM, embedded Chroma, SQLite, the scripted
 LLM server) is asked for everything a user does: load the page, history, export, send, end the

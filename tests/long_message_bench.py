@@ -16,7 +16,7 @@ from pathlib import Path
 
 import memory.agent as agent_module
 from memory.tokens import count_tokens
-from sessions.ids import new_user_id
+from sessions.users import new_user_id
 from tests.llm_server import LLMServer
 from tests.reliability_app import make_service
 

@@ -1,4 +1,4 @@
-"""Sign in with Hugging Face as the identity (MEMORY_HF_LOGIN=1; sessions/accounts.py).
+"""Sign in with Hugging Face as the identity (MEMORY_HF_LOGIN=1; sessions/users.py).
 
 Hugging Face cannot be reached here, so the profile is constructed: a gr.OAuthProfile made from the
 OpenID userinfo that Gradio's OAuth callback stores. The mapping is checked (stable, keyed, never the
@@ -13,9 +13,7 @@ import pytest
 
 from memory.settings import Settings
 from sessions import SessionService
-from sessions.accounts import ACCOUNT_PREFIX, Accounts, is_account_id
-from sessions.identity import IdentityConfig
-from sessions.ids import USER_ID_RE, new_user_id
+from sessions.users import ACCOUNT_PREFIX, USER_ID_RE, Accounts, IdentityConfig, is_account_id, new_user_id
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import handlers
 

@@ -12,7 +12,7 @@ from memory import dates
 from memory.settings import Settings
 from sessions import SessionService, UserError, new_user_id
 from sessions.graph_store import SqlGraphStore
-from sessions.importer import ImportFormatError
+from sessions.transfer import ImportFormatError
 from tests.fakes import ScriptedAgent
 
 INVALID = ["9999-12-31", "2023-02-30", "not a date", "-5", "1e308", "", "1066-10-14", "x" * 70]

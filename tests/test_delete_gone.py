@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sessions import new_user_id
-from sessions.exports import ExportFiles
+from sessions.transfer import ExportFiles
 from tests.reliability_app import handlers, make_service
 
 
@@ -152,9 +152,9 @@ def test_an_export_is_deleted_after_its_download_and_after_its_time(tmp_path):
 
 
 def test_scrub_takes_a_memory_out_of_a_trace_a_compare_run_and_an_excerpt():
-    from sessions import scrub
+    from sessions import upkeep
 
-    f = scrub.Forgotten.of("s1:m0", "John started surfing five years ago.", {"s1:3": ("John", "I started  surfing!")})
+    f = upkeep.Forgotten.of("s1:m0", "John started surfing five years ago.", {"s1:3": ("John", "I started  surfing!")})
     trace = {
         "memories": [{"id": "s1:m0", "event": "John started surfing five years ago."}, {"id": "s1:m1", "event": "x"}],
         "timelines_raw": [
@@ -164,14 +164,14 @@ def test_scrub_takes_a_memory_out_of_a_trace_a_compare_run_and_an_excerpt():
         "timelines_refined": ["John has surfed for years", "other"],
         "segments": [{"text": "John: I started surfing!", "covers": ["s1:3"]}, {"text": "kept", "covers": ["s1:4"]}],
     }
-    out = scrub.trace(trace, f)
+    out = upkeep.trace(trace, f)
     assert [m["id"] for m in out["memories"]] == ["s1:m1"]
     assert [t["anchor"] for t in out["timelines_raw"]] == ["s2:m0"] and out["timelines_refined"] == ["other"]
-    assert out["timelines_raw"][0]["text"] == f"[{scrub.REMOVED} too]"
+    assert out["timelines_raw"][0]["text"] == f"[{upkeep.REMOVED} too]"
     assert [s["text"] for s in out["segments"]] == ["kept"]
     report = {"new_memories": ["s1:m0", "s1:m1"], "trace": trace}
-    assert scrub.value(report, f)["new_memories"] == ["s1:m1"]
+    assert upkeep.value(report, f)["new_memories"] == ["s1:m1"]
     compare = {"theanine": {"text": "reply", "trace": trace}}
-    assert "surfing five" not in str(scrub.value(compare, f))
+    assert "surfing five" not in str(upkeep.value(compare, f))
     ex = "Mary: hi / John: I started surfing! / Mary: wow"
-    assert scrub.excerpt(ex, f) == f"Mary: hi / John: {scrub.REMOVED} / Mary: wow"
+    assert upkeep.excerpt(ex, f) == f"Mary: hi / John: {upkeep.REMOVED} / Mary: wow"

@@ -10,9 +10,8 @@ import pytest
 
 from memory.settings import Limits, Settings
 from sessions import SessionService, UserError
-from sessions.identity import IdentityConfig
-from sessions.ids import InvalidUserId
-from sessions.jobs import LimitReached
+from sessions.users import IdentityConfig, InvalidUserId
+from sessions.work import LimitReached
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import handlers
 
@@ -95,7 +94,7 @@ def test_the_page_gets_an_issued_id_and_private_events_refuse_plainly(tmp_path):
     assert uid != "a" * 20 and svc.is_known(uid)
     assert h.load(uid)[h.c.uid] == uid  # and kept afterwards
     llm = svc.llm_public(uid)
-    options = [0.5, 3, 3, 1, 2, "tuned", 0.5, "bm25", 256]  # sessions.prefs.OPTION_FIELDS, in order
+    options = [0.5, 3, 3, 1, 2, "tuned", 0.5, "bm25", 256]  # sessions.users.OPTION_FIELDS, in order
     fields = [llm["backend"], llm["model"], llm["base_url"], *options]
     res = h.save_settings("a" * 20, *fields)  # a private event called with a chosen id
     assert "Unknown user id" in res[h.c.settings_status] and "Settings saved" not in res[h.c.settings_status]

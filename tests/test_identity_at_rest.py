@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory.userspace import user_key
-from sessions.ids import InvalidUserId, UserKey
+from sessions.users import InvalidUserId, UserKey
 from tests.reliability_app import make_service
 from tests.test_delete_gone import files_with
 

@@ -1,4 +1,4 @@
-"""The settings form's option fields come from one list, sessions.prefs.OPTION_FIELDS."""
+"""The settings form's option fields come from one list, sessions.users.OPTION_FIELDS."""
 
 from dataclasses import fields
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from typing import Any
 
 from memory.settings import Options, Settings
 from sessions import SessionService, new_user_id
-from sessions.prefs import INT_FIELDS, OPTION_FIELDS
+from sessions.users import INT_FIELDS, OPTION_FIELDS
 from tests.fakes import ScriptedAgent
 from ui import build_demo
 from ui.handlers import FIELD_LABELS, Handlers

@@ -1,4 +1,4 @@
-"""python -m sessions.idle: reports idle users; deletes them only with --delete, and says so."""
+"""python -m sessions idle: reports idle users; deletes them only with --delete, and says so."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import time
 from memory.settings import Settings
 from memory.userspace import user_key
 from sessions import SessionService, new_user_id
-from sessions.idle import fingerprint, main
+from sessions.__main__ import main
+from sessions.users import fingerprint
 from tests.fakes import ScriptedAgent
 
 DAY = 86400
@@ -32,7 +33,7 @@ def test_idle_users_reported_then_deleted_on_request_only(tmp_path):
         db.execute(messages.update().where(messages.c.user_id == user_key(recent)).values(created_at=now))
 
     out = io.StringIO()
-    assert main(["--days", "30"], service=svc, out=out, now=now) == 0
+    assert main(["idle", "--days", "30"], service=svc, out=out, now=now) == 0
     report = out.getvalue()
     assert "1 idle" in report and fingerprint(old) in report and fingerprint(recent) not in report
     assert old not in report  # ids are credentials: never printed
@@ -40,7 +41,7 @@ def test_idle_users_reported_then_deleted_on_request_only(tmp_path):
     assert svc.store.user_exists(old) and svc.sessions(old)  # a report changes nothing
 
     out = io.StringIO()
-    main(["--days", "30", "--delete"], service=svc, out=out, now=now)
+    main(["idle", "--days", "30", "--delete"], service=svc, out=out, now=now)
     assert f"deleted user {fingerprint(old)}" in out.getvalue() and "Deleted 1 idle users." in out.getvalue()
     assert not svc.store.user_exists(old) and svc.sessions(old) == []
     assert ("forget", user_key(old)) in agent.calls

@@ -11,8 +11,7 @@ import pytest
 
 from memory.settings import Limits, Settings
 from sessions import SessionService, new_user_id
-from sessions.jobs import BuildPool, ImportRate, LimitReached
-from sessions.work import Busy, UserWork
+from sessions.work import BuildPool, Busy, ImportRate, LimitReached, UserWork
 from tests.fakes import WAIT, GatedAgent
 
 

@@ -1,5 +1,5 @@
 """Damage stays local: one corrupt stored JSON value costs that item only, is quarantined (kept,
-flagged, left out), named to its owner, and can be rebuilt or dropped; `python -m sessions.check`
+flagged, left out), named to its owner, and can be rebuilt or dropped; `python -m sessions check`
 finds and repairs it. Store-level tests run on SQLite and on a real PostgreSQL server; the fault
 table runs the real service stack (MiniLM, embedded Chroma, SQLite, the scripted LLM server).
 """
@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from memory.userspace import user_key
-from sessions import check, quarantine, stored_json
+from sessions import damage, db
+from sessions.__main__ import main as cli
 from sessions.graph_store import SqlGraphStore
 from sessions.store import Store
 from tests.fault_table import CORRUPTIONS, run_case
@@ -49,15 +50,15 @@ def corrupt(store: Store, sql: str, **params) -> None:
     ],
 )
 def test_the_checked_reader_calls_bad_values_damaged(table, column, text):
-    value, bad = stored_json.read(table, column, text)
-    assert bad and value == stored_json.COLUMNS[(table, column)].empty
+    value, bad = db.read_json(table, column, text)
+    assert bad and value == db.COLUMNS[(table, column)].empty
 
 
 def test_the_checked_reader_passes_good_values():
-    assert stored_json.read("messages", "trace", None) == (None, False)  # no trace: not damage
-    assert stored_json.read("messages", "trace", '{"a": 1}') == ({"a": 1}, False)
-    assert stored_json.read("graph_memories", "turns", '["s1:1"]') == (["s1:1"], False)
-    assert stored_json.read("users", "prefs", "{}") == ({}, False)
+    assert db.read_json("messages", "trace", None) == (None, False)  # no trace: not damage
+    assert db.read_json("messages", "trace", '{"a": 1}') == ({"a": 1}, False)
+    assert db.read_json("graph_memories", "turns", '["s1:1"]') == (["s1:1"], False)
+    assert db.read_json("users", "prefs", "{}") == ({}, False)
 
 
 def _chat(store: Store, uid: str) -> list[int]:
@@ -80,11 +81,11 @@ def test_a_corrupt_trace_costs_that_trace_only_and_is_quarantined(store):
     assert bad.trace is None and bad.damaged == "trace"
     assert [m.trace for m in rows if m.role == "assistant" and m.id != ids[1]] == [{"n": 0}, {"n": 2}]
     assert store.last_reply(UID).trace == {"n": 2}
-    [d] = quarantine.items(store.engine, user_key(UID))
+    [d] = damage.items(store.engine, user_key(UID))
     assert (d.table, d.row_key, d.column, d.session_id, d.raw) == ("messages", str(ids[1]), "trace", "s1", "{broken")
-    assert quarantine.items(store.engine, user_key(OTHER)) == []  # another user sees nothing of it
+    assert damage.items(store.engine, user_key(OTHER)) == []  # another user sees nothing of it
     store.delete_user(UID)  # Forget me takes the quarantine rows too
-    assert quarantine.items(store.engine, user_key(UID)) == []
+    assert damage.items(store.engine, user_key(UID)) == []
 
 
 def test_corrupt_settings_report_and_compare_are_left_out(store):
@@ -98,10 +99,10 @@ def test_corrupt_settings_report_and_compare_are_left_out(store):
     assert store.get_prefs(UID) == {}
     assert store.session(UID, "s1").damaged == "report" and store.session(UID, "s1").report is None
     assert [c["message"] for c in store.compares(UID)] == ["q2"]
-    kinds = {d.table for d in quarantine.items(store.engine, user_key(UID))}
+    kinds = {d.table for d in damage.items(store.engine, user_key(UID))}
     assert kinds == {"users", "sessions", "compares"}
     store.set_prefs(UID, {"strategy": "none"})  # saving settings again replaces the damaged ones
-    assert {d.table for d in quarantine.items(store.engine, user_key(UID))} == {"sessions", "compares"}
+    assert {d.table for d in damage.items(store.engine, user_key(UID))} == {"sessions", "compares"}
 
 
 def _graph(graphs: SqlGraphStore, uid: str) -> None:
@@ -129,7 +130,7 @@ def test_a_corrupt_memory_is_left_out_with_its_edges_and_survives_a_rewrite_of_i
     by = {p["session_id"]: p for p in parts}
     assert [m["id"] for m in by["s1"]["memories"]] == ["s1:m1"]
     assert by["s2"]["edges"] == [["s1:m1", "s2:m2", "React"]]
-    [d] = quarantine.items(store.engine, user_key(UID))
+    [d] = damage.items(store.engine, user_key(UID))
     assert (d.table, d.row_key, d.session_id) == ("graph_memories", "s1:m0", "s1")
     # A later save of the session (e.g. another of its memories deleted) keeps the damaged row.
     graphs.save(UID, [{"session_id": "s1", "memories": [], "edges": []}])
@@ -146,16 +147,16 @@ def test_check_reports_then_repairs_on_both_databases(store):
         c.execute(sa.text("UPDATE sessions SET status='closed' WHERE session_id='s1'"))
     corrupt(store, "UPDATE messages SET trace='{broken' WHERE id=:i", i=ids[0])
     corrupt(store, "UPDATE graph_memories SET turns='{not json' WHERE memory_id='s1:m0'")
-    rep = check.scan(store.engine)
+    rep = damage.scan(store.engine)
     assert {(f.damage.table, f.damage.row_key) for f in rep.findings} == {
         ("messages", str(ids[0])),
         ("graph_memories", "s1:m0"),
     }
     assert rep.scanned["messages.trace"] == 6 and rep.scanned["graph_memories.turns"] == 3
-    assert "DAMAGED graph_memories.turns row s1:m0 (session s1)" in check.render(rep)
-    check.repair_all(store.engine, rep)
-    assert check.scan(store.engine).findings == []
-    assert quarantine.items(store.engine, user_key(UID)) == []
+    assert "DAMAGED graph_memories.turns row s1:m0 (session s1)" in damage.render(rep)
+    damage.repair_all(store.engine, rep)
+    assert damage.scan(store.engine).findings == []
+    assert damage.items(store.engine, user_key(UID)) == []
     assert store.message(UID, ids[0]).trace is None and store.message(UID, ids[0]).text == "reply 0"
     # The memory's session is unbuilt and waits for its build (the app's start or next End session).
     assert store.session(UID, "s1").status == "closing" and user_key(UID) in store.users_with_pending_closes()
@@ -166,15 +167,15 @@ def test_check_command_exit_status(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     store = Store(tmp_path / "sessions.sqlite3")
     ids = _chat(store, UID)
-    assert check.main(["--data-dir", str(tmp_path)]) == 0
+    assert cli(["check", "--data-dir", str(tmp_path)]) == 0
     assert "No damaged stored values." in capsys.readouterr().out
     corrupt(store, "UPDATE messages SET trace='{broken' WHERE id=:i", i=ids[2])
-    assert check.main(["--data-dir", str(tmp_path)]) == 1
+    assert cli(["check", "--data-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "integrity_check: ok" in out and f"DAMAGED messages.trace row {ids[2]}" in out and "{broken" not in out
-    assert check.main(["--data-dir", str(tmp_path), "--repair"]) == 0
+    assert cli(["check", "--data-dir", str(tmp_path), "--repair"]) == 0
     assert "trace dropped" in capsys.readouterr().out
-    assert check.main(["--data-dir", str(tmp_path)]) == 0
+    assert cli(["check", "--data-dir", str(tmp_path)]) == 0
 
 
 # --- the real stack: the fault table's cases -------------------------------------------------------

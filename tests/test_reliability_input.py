@@ -12,8 +12,8 @@ import pytest
 
 from memory.settings import Settings
 from sessions import SessionService, UserError, new_user_id
-from sessions.importer import MAX_FILE_BYTES
-from sessions.prefs import OPTION_FIELDS
+from sessions.transfer import MAX_FILE_BYTES
+from sessions.users import OPTION_FIELDS
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import TRACEBACK, handlers, last_done
 

@@ -194,7 +194,7 @@ def test_the_page_keeps_the_typed_message_when_the_database_is_down(llm_server, 
     """The page's send (ui/handlers.py) with the database failing as a stopped server fails: the text
     stays in the box, the status says it was not saved, the log has no stack trace."""
     from sessions import new_user_id
-    from sessions.errors import NOT_STORED
+    from sessions.db import NOT_STORED
     from tests.reliability_app import handlers, make_service
 
     svc = make_service(tmp_path / "data", llm_server)

@@ -19,7 +19,7 @@ from memory.secom.strategy import SecomMemory
 from memory.settings import Options, Settings
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
-from sessions.chat import _in_parallel
+from sessions.lifecycle import _in_parallel
 from tests.fakes import WAIT, MemoryStore, ScriptedLLM
 from tests.test_secom_strategy import S1, S2
 

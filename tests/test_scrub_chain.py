@@ -1,11 +1,11 @@
 """Delete means gone, in the whole timeline See why draws: a forgotten memory that did not reach the
 reply is taken out of the kept timeline's chain."""
 
-from sessions import scrub
+from sessions import upkeep
 
 
 def test_a_forgotten_memory_leaves_the_chain_of_a_timeline_it_did_not_reach():
-    f = scrub.Forgotten.of("s1:m0", "user: I adopted a cat named Tom.", {})
+    f = upkeep.Forgotten.of("s1:m0", "user: I adopted a cat named Tom.", {})
     chain = [
         {"id": "s1:m0", "event": "user: I adopted a cat named Tom.", "relation": "", "used": False},
         {"id": "s2:m0", "event": "user: Tom chewed my shoes.", "relation": "Cause", "used": True},
@@ -16,7 +16,7 @@ def test_a_forgotten_memory_leaves_the_chain_of_a_timeline_it_did_not_reach():
         ],
         "timelines_refined": [""],
     }
-    out = scrub.trace(t, f)
+    out = upkeep.trace(t, f)
     assert [m["id"] for m in out["timelines_raw"][0]["chain"]] == ["s2:m0"]
     assert "adopted" not in str(out)
     assert len(t["timelines_raw"][0]["chain"]) == 2  # the input is not changed

@@ -19,7 +19,7 @@ import pytest
 from memory.theanine.graph import RELATIONS
 from memory.userspace import user_dir
 from sessions import new_user_id
-from sessions.ids import USER_ID_RE
+from sessions.users import USER_ID_RE
 from tests.llm_server import SECRET_KEY, app_llm_env
 from tests.reliability_app import handlers, last_done
 

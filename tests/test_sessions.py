@@ -6,15 +6,14 @@ import json
 
 import pytest
 
+from memory.dates import today
 from memory.errors import InvalidOptions
 from memory.settings import LLMConfig, Options, Settings
 from memory.userspace import user_key
 from sessions import SessionService, UserError, new_user_id
-from sessions.ids import InvalidUserId, check_user_id
-from sessions.importer import ImportFormatError
-from sessions.lifecycle import today
-from sessions.prefs import llm_for
 from sessions.service import forgotten
+from sessions.transfer import ImportFormatError
+from sessions.users import InvalidUserId, check_user_id, llm_for
 from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedAgent
 
@@ -118,7 +117,7 @@ def test_interrupted_stream_keeps_the_message_and_records_the_interruption(tmp_p
 def test_empty_or_huge_messages_are_refused_before_storing(tmp_path):
     svc, _ = make(tmp_path)
     uid = new_user_id()
-    from sessions.chat import MAX_MESSAGE_CHARS  # 200,000: longer ones are stored whole, cut for the LLM
+    from sessions.lifecycle import MAX_MESSAGE_CHARS  # 200,000: longer ones are stored whole, cut for the LLM
 
     for bad in ["", "   ", "x" * (MAX_MESSAGE_CHARS + 1)]:
         with pytest.raises(UserError):
@@ -414,7 +413,7 @@ def test_build_workers_run_below_the_process_priority_even_under_nice():
     import os
     import threading
 
-    from sessions.jobs import BuildPool
+    from sessions.work import BuildPool
 
     def own_nice(_progress):
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())

@@ -8,7 +8,7 @@ import re
 
 from memory.settings import Settings
 from sessions import SessionService
-from sessions.ids import new_user_id
+from sessions.users import new_user_id
 from tests import locomo_synth
 from tests.fakes import ScriptedAgent
 from ui import panels

@@ -22,7 +22,7 @@ from memory.settings import Settings
 from memory.userspace import user_key
 from sessions import SessionService, UserError, new_user_id
 from sessions.lifecycle import parse_date
-from sessions.timetravel import memory_history
+from sessions.recall import memory_history
 from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedAgent
 from tests.ui_fixtures import RunningApp, chromium_browser, upload

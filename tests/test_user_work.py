@@ -10,7 +10,7 @@ import pytest
 
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
-from sessions.chat import INTERRUPTED
+from sessions.lifecycle import INTERRUPTED
 from sessions.work import Busy, UserWork
 from tests.fakes import WAIT, GatedAgent, ScriptedAgent
 

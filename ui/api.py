@@ -33,11 +33,11 @@ import gradio as gr
 
 from memory.errors import InvalidOptions
 from sessions import SessionService, UserError
-from sessions.errors import database_down
-from sessions.identity import client_of
+from sessions.db import database_down
 from sessions.lifecycle import EndResult
 from sessions.recall import recall as recall_memory
 from sessions.service import user_message
+from sessions.users import client_of
 
 from . import fairness
 

@@ -1,6 +1,6 @@
 """Handlers for damaged data, corrected dates and downloaded exports (a part of ui.handlers.Handlers).
 
-Damaged stored values (sessions/quarantine.py) appear in Memory → Delete as "rebuild" and "drop"
+Damaged stored values (sessions/damage.py) appear in Memory → Delete as "rebuild" and "drop"
 choices; a rebuild runs in the background like any memory build.
 """
 
@@ -17,7 +17,7 @@ class DataActions:
     """Mixed into Handlers: uses its svc, c, exports, building, _view, _fail and _start_build."""
 
     def _repair_choices(self, uid: str) -> list[tuple[str, str]]:
-        """Damaged stored values (sessions/repair.py) as Delete choices: rebuild or drop each."""
+        """Damaged stored values (sessions/damage.py) as Delete choices: rebuild or drop each."""
         try:
             damaged = self.svc.damage(uid)
         except Exception:
@@ -70,7 +70,7 @@ class DataActions:
         return out
 
     def export_downloaded(self, uid):
-        """The export was downloaded: its file is deleted a minute later (sessions.exports)."""
+        """The export was downloaded: its file is deleted a minute later (sessions.transfer)."""
         try:
             self.exports.downloaded(check_user_id(uid))
         except UserError as e:

@@ -13,9 +13,9 @@ from pathlib import Path
 import gradio as gr
 
 from sessions import UserError, check_user_id
-from sessions.identity import client_of
-from sessions.importer import MAX_FILE_BYTES
 from sessions.service import forgotten
+from sessions.transfer import MAX_FILE_BYTES
+from sessions.users import client_of
 
 from . import panels
 from .data_actions import REPAIR
@@ -49,7 +49,7 @@ class DataHandlers:
         try:
             uid = check_user_id(uid)
             data = self.svc.export(uid)
-            # One private copy (sessions.exports): inside Gradio's cache, so Gradio serves it without copying.
+            # One private copy (sessions.transfer): inside Gradio's cache, so Gradio serves it without copying.
             path = self.exports.write(uid, json.dumps(data, ensure_ascii=False, indent=2))
             return {
                 c.export_file: gr.update(value=str(path), visible=True),

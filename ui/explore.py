@@ -8,9 +8,10 @@ import logging
 
 import gradio as gr
 
+from memory.dates import human_date
 from memory.settings import COMPARE_COLUMNS
+from memory.text import plural
 from sessions import check_user_id
-from sessions.lifecycle import human_date, plural
 
 from . import panels
 from .graph_view import find_memories, short_text

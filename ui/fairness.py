@@ -3,7 +3,7 @@
 Replies (send, retry, compare) of all users share one pool of `settings.concurrency`
 (MEMORY_CONCURRENCY) workers. Memory builds (end/new session, import) run as the page's background work
 (sessions/work.py) or, through the API, in their own events pool, and then wait in the
-service's BuildPool (sessions.jobs), which shows their place in line. So a long
+service's BuildPool (sessions.work), which shows their place in line. So a long
 import never takes a worker that another user's reply needs. Gradio shows a queued
 event's position in the browser by itself.
 """

@@ -23,7 +23,7 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-from sessions.lifecycle import human_date
+from memory.dates import human_date
 
 
 def _env_int(name: str, default: int) -> int:

@@ -20,14 +20,13 @@ from types import SimpleNamespace
 import gradio as gr
 from gradio.utils import get_upload_folder
 
+from memory.dates import date_positions, human_date
 from memory.errors import InvalidOptions
 from sessions import SessionService, UserError, check_user_id
-from sessions.accounts import Accounts, is_account_id
-from sessions.errors import NOT_STORED, DatabaseUnavailable, database_down
-from sessions.exports import ExportFiles
-from sessions.identity import client_of
-from sessions.lifecycle import date_positions, human_date
+from sessions.db import NOT_STORED, DatabaseUnavailable, database_down
 from sessions.service import user_message
+from sessions.transfer import ExportFiles
+from sessions.users import Accounts, client_of, is_account_id
 from sessions.work import Busy, Work
 
 from . import panels
@@ -72,7 +71,7 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
         accounts: Accounts | None = None,
     ):
         self.svc, self.c, self.allow_llm_change = service, c, allow_llm_change
-        self.accounts = accounts  # sign-in as the identity (sessions/accounts.py), when the deployer enables it
+        self.accounts = accounts  # sign-in as the identity (sessions/users.py), when the deployer enables it
         self.has_api_key = has_api_key
         self.exports = exports or ExportFiles(Path(get_upload_folder()) / "memory-chat-exports")
 

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import gradio as gr
 
+from memory.dates import today
 from memory.settings import BACKENDS, RETRIEVERS, STRATEGIES, Options, Settings
 from sessions import SessionService
-from sessions.accounts import Accounts
-from sessions.chat import MAX_MESSAGE_CHARS
-from sessions.lifecycle import today
+from sessions.lifecycle import MAX_MESSAGE_CHARS
+from sessions.users import Accounts
 
 from . import evaluation, fairness, panels, timetravel
 from .api import register_api

@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable, Mapping
 from html import escape
 
+from memory.dates import human_date
 from memory.dates import parse as parse_date
-from sessions.lifecycle import human_date, plural
+from memory.text import plural
 
 from .graph_view import RELATIONS, date_text
 
@@ -684,7 +685,7 @@ def compare_html(
 ) -> str:
     """The whole comparison, one card per strategy stacked at the page's width (one column on a phone).
 
-    `results` as sessions.chat.Chat.compare yields it; `when`/`where`: when it ran and in which session,
+    `results` as sessions.lifecycle.Chat.compare yields it; `when`/`where`: when it ran and in which session,
     for a comparison shown again after a reload; `sessions` as `trace_html` takes it.
     """
     if not results:

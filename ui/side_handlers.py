@@ -8,8 +8,8 @@ import re
 import gradio as gr
 
 from sessions import UserError, check_user_id
-from sessions.prefs import OPTION_FIELDS
 from sessions.service import user_message
+from sessions.users import OPTION_FIELDS
 
 from . import panels
 from .chat_view import chat_messages

@@ -19,11 +19,10 @@ from types import SimpleNamespace
 import gradio as gr
 
 from memory.errors import InvalidOptions
+from memory.text import plural
 from sessions import SessionService, UserError, check_user_id
-from sessions.lifecycle import plural
-from sessions.recall import recall
+from sessions.recall import MemoryHistory, Step, memory_history, recall
 from sessions.service import user_message
-from sessions.timetravel import MemoryHistory, Step, memory_history
 
 from . import panels
 from .graph_view import fragment, graph_data, page_url, short_text
