@@ -1,8 +1,10 @@
 """The schema, defined once: the tables as the code queries them, the numbered migrations that create and
 change them, and the move of a single-process data dir onto a shared database.
 
-Tables. The tables as the code queries them (the current schema). They are created and changed only by
-sessions/schema.py; a change here needs a new migration there.
+Tables. `metadata` is the one definition of the current schema: the code queries these tables, and
+they are created and changed only by the migrations below, so a change here needs a new migration.
+tests/test_schema_agrees.py migrates an empty SQLite and an empty PostgreSQL database and compares
+what they hold with `metadata`, column by column.
 
 Migrations. Numbered schema migrations with a version table (`schema_version`, one row per applied step).
 
