@@ -1,11 +1,11 @@
 """Run the memory chat app: `python app.py`, then open http://127.0.0.1:7860.
 
-Configured by environment variables (or .env), all read by memory.settings.Settings.from_env
-and listed in docs/settings.md: the LLM (OPENAI_API_KEY, OPENAI_BASE_URL, LLM_MODEL, ...),
-where data lives (MEMORY_DATA_DIR, DATABASE_URL, CHROMA_HOST), how users share the server
-(MEMORY_CONCURRENCY, the per-user bounds MEMORY_MAX_*), where it listens (GRADIO_SERVER_NAME /
-GRADIO_SERVER_PORT, read by Gradio's launch()) and whether it serves the memory to MCP clients
-(MEMORY_MCP; docs/mcp.md).
+Configured by environment variables (or .env), read once, at start, by `AppSettings.from_env` and
+listed in docs/settings.md. The memory's own settings (memory.settings.Settings: the LLM, where
+memory lives, the strategies' options) are passed to the memory library; the app's (how users
+share the server, the per-user bounds, which ids are served, the database, the browser secret,
+sign-in, MCP) are passed to the session service and the page. Where it listens (GRADIO_SERVER_NAME /
+GRADIO_SERVER_PORT) is read by Gradio's launch().
 """
 
 from __future__ import annotations
@@ -15,12 +15,100 @@ import logging
 import os
 import secrets
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from memory.errors import InvalidSetting
-from memory.settings import Settings
+from memory.settings import Settings, env, env_names, read_env
+from sessions.users import IdentityConfig
+from sessions.work import Limits
+from ui.fairness import Serving
 
 log = logging.getLogger("app")
+
+
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def listens_publicly(server_name: str) -> bool:
+    """Whether the app's listen address (GRADIO_SERVER_NAME) is reachable from other machines."""
+    import ipaddress
+
+    name = (server_name or "127.0.0.1").strip().lower()
+    if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return True  # a host name other than localhost (or 0.0.0.0 / ::): other machines can reach it
+
+
+def llm_change_allowed(env: Mapping[str, str]) -> bool:
+    """May visitors choose the LLM backend, model and URL? Locked on public deployments by default.
+
+    MEMORY_LOCK_LLM=1 always locks; MEMORY_ALLOW_LLM_CHANGE=1 opts in; otherwise a Space
+    (SPACE_ID) or a non-loopback listen address (GRADIO_SERVER_NAME) locks it.
+    """
+    if env.get("MEMORY_LOCK_LLM", "0") == "1":
+        return False
+    if env.get("MEMORY_ALLOW_LLM_CHANGE", "0") == "1":
+        return True
+    return not (env.get("SPACE_ID") or listens_publicly(env.get("GRADIO_SERVER_NAME", "")))
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """Everything the app reads from the environment, once: the memory's settings and the app's own."""
+
+    memory: Settings = field(default_factory=Settings)
+    limits: Limits = field(default_factory=Limits)
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
+    serving: Serving = field(default_factory=Serving)
+    allow_llm_change: bool = True  # visitors may pick backend/model/URL (llm_change_allowed)
+    database_url: str = env("DATABASE_URL", "", secret=True)  # "" = MEMORY_DATA_DIR/sessions.sqlite3
+    # The key of the browser-stored user id; "" = a random one kept in the data dir (browser_secret).
+    browser_secret: str = env("MEMORY_BROWSER_SECRET", "", secret=True)
+    # "Sign in with Hugging Face" as the identity (sessions/users.py), and the key of its ids.
+    hf_login: bool = env("MEMORY_HF_LOGIN", False)
+    hf_id_secret: str = env("MEMORY_HF_ID_SECRET", "", secret=True)
+    # Gradio's MCP server (/gradio_api/mcp/) with the memory endpoints as tools (docs/mcp.md). When unset:
+    # on where the app listens on loopback only, off on a Space or a public address.
+    mcp: bool = env("MEMORY_MCP", True)
+
+    # Read by from_env's rules (the deployment's reach, the LLM lock) or before it, not declared on a field.
+    DERIVED: ClassVar[tuple[str, ...]] = (
+        "MEMORY_DOTENV",
+        "GRADIO_SERVER_NAME",
+        "GRADIO_SERVER_PORT",
+        "MEMORY_LOCK_LLM",
+        "MEMORY_ALLOW_LLM_CHANGE",
+    )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AppSettings:
+        """InvalidSetting (which variable, its value, what is allowed) for a value the app cannot use."""
+        e = dict(os.environ if env is None else env)
+        public = bool(e.get("SPACE_ID")) or listens_publicly(e.get("GRADIO_SERVER_NAME", ""))
+        identity = read_env(IdentityConfig, e)
+        identity.setdefault("issued_only", True)
+        identity.setdefault("new_users_per_hour", 10 if public else 0)
+        own = read_env(cls, e)
+        own.setdefault("mcp", not public)
+        return cls(
+            memory=Settings.from_env(e),
+            limits=Limits(**read_env(Limits, e)),
+            identity=IdentityConfig(**identity, behind_proxy=bool(e.get("SPACE_ID"))),
+            serving=Serving(**read_env(Serving, e)),
+            allow_llm_change=llm_change_allowed(e),
+            **own,
+        )
+
+    @classmethod
+    def variables(cls) -> list[str]:
+        """Every environment variable the app reads (docs/settings.md documents each one)."""
+        return sorted({*env_names(cls), *cls.DERIVED, *Settings.variables()})
 
 
 def load_env() -> None:
@@ -31,6 +119,9 @@ def load_env() -> None:
         load_dotenv()
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    # Memory builds compute on their own low-priority thread (sessions.work.BuildPool): no tokenizers pool
+    # that would run them at full priority.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def kept_secret(path: Path) -> str:
@@ -43,12 +134,12 @@ def kept_secret(path: Path) -> str:
     return path.read_text().strip()
 
 
-def browser_secret(settings: Settings) -> str:
+def browser_secret(settings: AppSettings) -> str:
     """The key that encrypts each browser's user id; stable, so a restart keeps every user's history."""
-    return settings.browser_secret or kept_secret(Path(settings.data_dir) / "browser_state.secret")
+    return settings.browser_secret or kept_secret(Path(settings.memory.data_dir) / "browser_state.secret")
 
 
-def accounts(settings: Settings):
+def accounts(settings: AppSettings):
     """With MEMORY_HF_LOGIN=1: the signed-in accounts' ids, keyed by MEMORY_HF_ID_SECRET (or, when unset,
     a secret kept in the data dir: losing the data dir then changes every account's id)."""
     if not settings.hf_login:
@@ -64,21 +155,27 @@ def accounts(settings: Settings):
 
     if not settings.hf_id_secret:
         log.warning("MEMORY_HF_LOGIN=1 without MEMORY_HF_ID_SECRET: account ids are keyed by a secret in the data dir")
-    return Accounts(settings.hf_id_secret or kept_secret(Path(settings.data_dir) / "hf_login.secret"))
+    return Accounts(settings.hf_id_secret or kept_secret(Path(settings.memory.data_dir) / "hf_login.secret"))
 
 
-def build(settings: Settings | None = None):
+def build(settings: AppSettings | None = None):
     from memory.agent import MemoryAgent
     from sessions import SessionService
-    from sessions.users import IdentityConfig
     from ui import build_demo
 
-    settings = settings or Settings.from_env()
-    log.info("data dir %s; %s", settings.data_dir, settings.llm.describe())
-    agent = MemoryAgent.from_settings(settings)
-    # per-user bounds: settings.limits; which user ids are served: MEMORY_ISSUED_IDS_ONLY, MEMORY_NEW_USERS_PER_HOUR
-    service = SessionService(settings, agent, identity=IdentityConfig.from_env())
-    if service.store.postgres and not settings.chroma_host:
+    settings = settings or AppSettings.from_env()
+    memory = settings.memory
+    log.info("data dir %s; %s", memory.data_dir, memory.llm.describe())
+    agent = MemoryAgent.from_settings(memory)
+    service = SessionService(
+        memory,
+        agent,
+        limits=settings.limits,
+        identity=settings.identity,
+        allow_llm_change=settings.allow_llm_change,
+        database_url=settings.database_url,
+    )
+    if service.store.postgres and not memory.chroma_host:
         log.warning(
             "DATABASE_URL is set but CHROMA_HOST is not: vectors stay in this process's data dir, "
             "so other replicas will not find this replica's memories (README: Scale out)"
@@ -89,13 +186,14 @@ def build(settings: Settings | None = None):
         log.info("LLM choice locked for visitors (public deployment; MEMORY_ALLOW_LLM_CHANGE=1 unlocks it)")
     demo = build_demo(
         service,
-        settings,
+        memory,
         browser_secret(settings),
         allow_llm_change=settings.allow_llm_change,
         accounts=accounts(settings),
+        serving=settings.serving,
     )
     # Replies share one pool (ui.fairness); memory builds wait in the service's own build pool.
-    demo.queue(default_concurrency_limit=settings.concurrency)
+    demo.queue(default_concurrency_limit=settings.serving.concurrency)
     return demo
 
 
@@ -116,7 +214,7 @@ class RedactSecrets(logging.Filter):
         return True
 
 
-def mcp_server(settings: Settings) -> bool:
+def mcp_server(settings: AppSettings) -> bool:
     """Whether to serve Gradio's MCP server (MEMORY_MCP; by default only where the app listens on loopback)."""
     if not settings.mcp:
         log.info("MCP server off (MEMORY_MCP=1 turns it on; docs/mcp.md)")
@@ -137,7 +235,7 @@ def main() -> None:
     from ui.api import mcp_lifespan
 
     try:
-        settings = Settings.from_env()
+        settings = AppSettings.from_env()
         demo = build(settings)
     except InvalidSetting as e:  # a bad environment variable: say which, without a traceback
         raise SystemExit(f"Cannot start: {e} (docs/settings.md lists every setting).") from None

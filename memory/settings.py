@@ -50,11 +50,9 @@ LLM_STEPS = ("auto", "on", "off")
 SEGMENTERS = ("embedding", "llm")
 EMBEDDERS = ("minilm", "openai")
 
-# Read elsewhere, before the settings exist or by the libraries themselves; listed for docs/settings.md.
+# Read by the libraries themselves (or the benchmarks); listed for docs/settings.md. The app's own variables
+# (deployment, identity, limits) are app.AppSettings'.
 OTHER_VARIABLES = (
-    "MEMORY_DOTENV",  # app.py, sessions/users.py: whether .env is loaded (read before anything else)
-    "DATABASE_URL",  # sessions/store.py: open_store
-    "GRADIO_SERVER_PORT",  # Gradio's launch()
     "JUDGE_API_KEY",  # memory/bench/llm_eval.py: the benchmark judge's key
     "JUDGE_MODEL",  # memory/bench/llm_eval.py: the benchmark generator and judge model (--judge-model)
     "JUDGE_BASE_URL",  # memory/bench/llm_eval.py: their endpoint (--judge-base-url)
@@ -62,8 +60,6 @@ OTHER_VARIABLES = (
     "TIKTOKEN_CACHE_DIR",  # memory/tokens.py
     "MEMORY_MODEL_CACHE",  # memory/llm/bundled.py: where the bundled GGUF parts are assembled
     "XDG_CACHE_HOME",  # memory/llm/bundled.py: the cache's default parent
-    "MEMORY_ISSUED_IDS_ONLY",  # sessions/users.py: IdentityConfig.from_env
-    "MEMORY_NEW_USERS_PER_HOUR",  # sessions/users.py: IdentityConfig.from_env
 )
 
 
@@ -163,35 +159,6 @@ def _half_the_cores() -> int:
     # llama.cpp threads. Half the cores: its threads spin while waiting, and on a
     # busy 2-core machine 2 threads measured 3 tok/s against 17 tok/s for 1.
     return max(1, (os.cpu_count() or 2) // 2)
-
-
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
-
-
-def listens_publicly(server_name: str) -> bool:
-    """Whether the app's listen address (GRADIO_SERVER_NAME) is reachable from other machines."""
-    import ipaddress
-
-    name = (server_name or "127.0.0.1").strip().lower()
-    if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
-        return False
-    try:
-        return not ipaddress.ip_address(name.strip("[]")).is_loopback
-    except ValueError:
-        return True  # a host name other than localhost (or 0.0.0.0 / ::): other machines can reach it
-
-
-def llm_change_allowed(env: Mapping[str, str]) -> bool:
-    """May visitors choose the LLM backend, model and URL? Locked on public deployments by default.
-
-    MEMORY_LOCK_LLM=1 always locks; MEMORY_ALLOW_LLM_CHANGE=1 opts in; otherwise a Space
-    (SPACE_ID) or a non-loopback listen address (GRADIO_SERVER_NAME) locks it.
-    """
-    if env.get("MEMORY_LOCK_LLM", "0") == "1":
-        return False
-    if env.get("MEMORY_ALLOW_LLM_CHANGE", "0") == "1":
-        return True
-    return not (env.get("SPACE_ID") or listens_publicly(env.get("GRADIO_SERVER_NAME", "")))
 
 
 @dataclass(frozen=True)
@@ -339,17 +306,6 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Limits:
-    """Per-user bounds of the session service (sessions.work); 0 turns a bound off."""
-
-    imports_per_hour: int = env("MEMORY_MAX_IMPORTS_PER_HOUR", 5, lo=0)
-    sessions: int = env("MEMORY_MAX_SESSIONS", 500, lo=0)
-    memories: int = env("MEMORY_MAX_MEMORIES", 20000, lo=0)
-    build_workers: int = env("MEMORY_BUILD_WORKERS", 1, lo=1, hi=64)  # threads that build memory
-    build_nice: int = env("MEMORY_BUILD_NICE", 10, lo=0, hi=19)  # their CPU priority (Unix nice)
-
-
-@dataclass(frozen=True)
 class Settings:
     data_dir: Path = env("MEMORY_DATA_DIR", factory=_default_data_dir)
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -369,28 +325,9 @@ class Settings:
     # refinement, segmentation). auto: yes, except on the bundled tiny model, which cannot do them.
     llm_steps: str = env("MEMORY_LLM_STEPS", "auto", choices=LLM_STEPS)
     options: Options = field(default_factory=Options)
-    limits: Limits = field(default_factory=Limits)
-    allow_llm_change: bool = True  # visitors may pick backend/model/URL (see llm_change_allowed)
-    concurrency: int = env("MEMORY_CONCURRENCY", 4, lo=1, hi=256)  # replies running at once (ui.fairness)
-    build_waiting: int = env("MEMORY_BUILD_WAITING", 8, lo=1, hi=1024)  # build events waiting at once
-    # The key of the browser-stored user id; "" = a random one kept in the data dir (app.browser_secret).
-    browser_secret: str = env("MEMORY_BROWSER_SECRET", "", secret=True)
-    # "Sign in with Hugging Face" as the identity (sessions/users.py), and the key of its ids.
-    hf_login: bool = env("MEMORY_HF_LOGIN", False)
-    hf_id_secret: str = env("MEMORY_HF_ID_SECRET", "", secret=True)
-    # Gradio's MCP server (/gradio_api/mcp/) with the memory endpoints as tools (docs/mcp.md). When unset:
-    # on where the app listens on loopback only, off on a Space or a public address (Settings.from_env).
-    mcp: bool = env("MEMORY_MCP", True)
 
     # Read by llm_change_allowed and the API key rule, not declared on a field.
-    DERIVED: ClassVar[tuple[str, ...]] = (
-        "OPENAI_API_KEY",
-        "HF_TOKEN",
-        "SPACE_ID",
-        "GRADIO_SERVER_NAME",
-        "MEMORY_LOCK_LLM",
-        "MEMORY_ALLOW_LLM_CHANGE",
-    )
+    DERIVED: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY", "HF_TOKEN", "SPACE_ID")
 
     def llm_steps_for(self, cfg: LLMConfig | None = None) -> bool:
         cfg = cfg or self.llm
@@ -412,14 +349,7 @@ class Settings:
         steps = own.get("llm_steps", cls.llm_steps)
         own.setdefault("segmenter", "llm" if steps == "on" or (steps == "auto" and not llm.is_bundled) else "embedding")
         own.setdefault("embedder", "openai" if e.get("OPENAI_API_KEY") and not llm.base_url else "minilm")
-        own.setdefault("mcp", not (e.get("SPACE_ID") or listens_publicly(e.get("GRADIO_SERVER_NAME", ""))))
-        return cls(
-            llm=llm,
-            options=_checked(Options, e),
-            limits=_checked(Limits, e),
-            allow_llm_change=llm_change_allowed(e),
-            **own,
-        )
+        return cls(llm=llm, options=_checked(Options, e), **own)
 
     @classmethod
     def variables(cls) -> list[str]:
@@ -432,11 +362,10 @@ class Settings:
 
     def public(self) -> dict:
         """Everything safe to show or log (no keys, no browser secret)."""
-        d = {k: v for k, v in asdict(self).items() if k not in ("llm", "options", "browser_secret", "hf_id_secret")}
+        d = {k: v for k, v in asdict(self).items() if k not in ("llm", "options")}
         d["data_dir"] = str(self.data_dir)
         d["llm"] = self.llm.public()
         d["options"] = self.options.to_dict()
-        d["browser_secret_set"] = bool(self.browser_secret)
         return d
 
 

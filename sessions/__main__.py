@@ -1,5 +1,5 @@
 """The app's maintenance commands, run with the same environment as the app (MEMORY_DATA_DIR,
-DATABASE_URL, CHROMA_HOST, ...):
+DATABASE_URL, CHROMA_HOST, ...; like app.py, this entry point reads it, and passes it on):
 
     python -m sessions check [--repair | --drop] [--data-dir DIR]
         read every stored JSON value of every user; a damaged one is quarantined and reported
@@ -70,7 +70,7 @@ def migrate(args: argparse.Namespace) -> int:
     print(f"data dir {data}: {len(before)} files (Chroma not counted)")
     for p in before:
         print("  ", p)
-    store = open_store(data)
+    store = open_store(data, os.environ.get("DATABASE_URL", ""))
     print(
         f"database: {store.engine.url.render_as_string(hide_password=True)}, "
         f"schema version {schema.version(store.engine)}"
@@ -96,7 +96,8 @@ def _service():
 
         load_dotenv()
     settings = Settings.from_env()
-    return SessionService(settings, MemoryAgent.from_settings(settings))
+    url = os.environ.get("DATABASE_URL", "")
+    return SessionService(settings, MemoryAgent.from_settings(settings), database_url=url)
 
 
 def idle(args: argparse.Namespace, service=None, out=sys.stdout, now: float | None = None) -> int:
@@ -151,5 +152,4 @@ def main(argv: list[str] | None = None, service=None, out=sys.stdout, now: float
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("MEMORY_DOTENV", "0")
     sys.exit(main())

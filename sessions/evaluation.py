@@ -31,12 +31,12 @@ from memory.evaluation.conversations import Conversation, load_samples
 from memory.evaluation.scoring import CATEGORY_NAMES as SCORED_NAMES
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_RETRIEVERS, MIN_BUDGET, SUMMARISERS, RunSpec
 from memory.files import atomic_write_json
-from memory.settings import Limits, Settings
+from memory.settings import Settings
 
 from .db import UserError
 from .transfer import MAX_FILE_BYTES
 from .users import check_user_id
-from .work import BuildPool, Progress, Progressing
+from .work import BuildPool, Limits, Progress, Progressing
 
 log = logging.getLogger(__name__)
 

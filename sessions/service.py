@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from memory.dates import iso_date
 from memory.errors import InvalidOptions, MemoryLibError
 from memory.protocols import Agent
-from memory.settings import Limits, LLMConfig, Options, Settings
+from memory.settings import LLMConfig, Options, Settings
 from memory.text import clean_text, plural, register_secret
 from memory.url_guard import check_url
 
@@ -25,7 +25,7 @@ from .store import MessageRow, SessionRow, Store, open_store
 from .transfer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .upkeep import Upkeep
 from .users import Identity, IdentityConfig, UserKey
-from .work import BuildPool, Busy, ImportRate, LimitReached, UserWork, Work
+from .work import BuildPool, Busy, ImportRate, LimitReached, Limits, UserWork, Work
 
 EXPORT_FORMAT = "memory-chat-export/1"
 REDACTED = "(removed at the user's request)"
@@ -44,16 +44,21 @@ class SessionService(Upkeep):
         limits: Limits | None = None,
         url_check=check_url,
         identity: IdentityConfig | None = None,
+        allow_llm_change: bool = True,
+        database_url: str = "",
     ):
+        """`settings` are the memory's; the app's own (limits, identity, whether visitors may choose the
+        LLM, the database) come from app.AppSettings as the arguments after them."""
         self.settings, self.agent = settings, agent
         register_secret(settings.llm.api_key)  # never stored or shown (memory.text)
-        self.store = store or open_store(settings.data_dir)
+        self.store = store or open_store(settings.data_dir, database_url)
         # The graph lives next to the sessions, shared by replicas.
         graphs = SqlGraphStore(self.store.engine)
         graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
         agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
         self.identity = Identity(self.store, identity)  # which ids are served (sessions/users.py)
-        self.limits = limits or settings.limits
+        self.limits = limits or Limits()
+        self._allow_llm_change = allow_llm_change
         self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)
         self.work = UserWork()  # what each user runs: one piece of work per lane (sessions.work)
         self.builds = BuildPool(self.limits.build_workers, self.limits.build_nice)
@@ -67,8 +72,10 @@ class SessionService(Upkeep):
         may not be used. Every method passes its user on as this key, never as the id."""
         return self.identity.check(user_id)
 
-    def new_user(self, client: str = "") -> str:
-        """Issue a new user id (a secret: whoever holds it reads that user's memory), rate-limited per client."""
+    def new_user(self, request=None) -> str:
+        """Issue a new user id (a secret: whoever holds it reads that user's memory), rate-limited per client
+        address (that of the Gradio `request`, or a plain address string)."""
+        client = request if isinstance(request, str) else self.identity.client_of(request)
         uid = self.identity.issue(client)
         self.current_session(uid)
         return uid
@@ -92,7 +99,8 @@ class SessionService(Upkeep):
 
     @property
     def allow_llm_change(self) -> bool:
-        return self.settings.allow_llm_change
+        """May visitors choose the LLM backend, model and URL (app.llm_change_allowed)?"""
+        return self._allow_llm_change
 
     def llm(self, user_id: str) -> LLMConfig | None:
         return _prefs.llm_for(self.settings.llm, self.prefs(user_id), self.allow_llm_change)

@@ -14,7 +14,6 @@ Session status: "open" (the user is chatting in it; at most one per user),
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -460,9 +459,10 @@ class Store:
         return sorted(out, key=lambda x: (x[1], x[0]))
 
 
-def open_store(data_dir: Path | str, env: dict | None = None) -> Store:
-    """The app's store: DATABASE_URL (e.g. postgresql://user:pw@host/db) when set, else the data dir's SQLite."""
-    url = (os.environ if env is None else env).get("DATABASE_URL", "").strip()
+def open_store(data_dir: Path | str, database_url: str = "") -> Store:
+    """The app's store: the database at `database_url` (DATABASE_URL, e.g. postgresql://user:pw@host/db) when
+    set, else the data dir's SQLite."""
+    url = database_url.strip()
     if url:
         register_secret(sa.engine.make_url(db.normalise_url(url)).password or "")  # never in logs or pages
     store = Store.for_data_dir(data_dir, url)

@@ -65,7 +65,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 import re
 import secrets
 import threading
@@ -76,7 +75,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlparse
 
 from memory.errors import InvalidOptions, InvalidSetting
-from memory.settings import BACKENDS, LLMConfig, Options
+from memory.settings import BACKENDS, LLMConfig, Options, env
 from memory.text import clean_text
 from memory.url_guard import UnsafeURL, check_url
 from memory.userspace import is_user_key, user_key
@@ -130,22 +129,12 @@ UNKNOWN = "Unknown user id: ids are given by this server. Reload the page (or ca
 
 @dataclass(frozen=True)
 class IdentityConfig:
-    issued_only: bool = False  # the library default; the app turns it on (from_env)
-    new_users_per_hour: int = 0  # per client address; 0: no bound
+    """Which user ids are served; read by app.AppSettings (MEMORY_NEW_USERS_PER_HOUR defaults to 10 where the
+    app is public: a Space or a non-loopback listen address)."""
 
-    @classmethod
-    def from_env(cls, env: dict | None = None) -> IdentityConfig:
-        """MEMORY_ISSUED_IDS_ONLY (default 1) and MEMORY_NEW_USERS_PER_HOUR (default 10 on a public
-        deployment: a Space or a non-loopback listen address; 0 = no bound elsewhere)."""
-        from memory.settings import listens_publicly
-
-        e = os.environ if env is None else env
-        public = bool(e.get("SPACE_ID")) or listens_publicly(e.get("GRADIO_SERVER_NAME", ""))
-        try:
-            per_hour = max(0, int(e.get("MEMORY_NEW_USERS_PER_HOUR", 10 if public else 0)))
-        except ValueError:
-            raise ValueError("MEMORY_NEW_USERS_PER_HOUR must be a whole number") from None
-        return cls(issued_only=e.get("MEMORY_ISSUED_IDS_ONLY", "1") != "0", new_users_per_hour=per_hour)
+    issued_only: bool = env("MEMORY_ISSUED_IDS_ONLY", False)  # the library default; the app's default is on
+    new_users_per_hour: int = env("MEMORY_NEW_USERS_PER_HOUR", 0, lo=0)  # per client address; 0: no bound
+    behind_proxy: bool = False  # on a Space: the client address is the first X-Forwarded-For hop
 
 
 class Identity:
@@ -155,6 +144,17 @@ class Identity:
         self.store, self.config, self.clock = store, config or IdentityConfig(), clock
         self._issued: dict[str, deque] = {}
         self._lock = threading.Lock()
+
+    def client_of(self, request) -> str:
+        """The client's address of a Gradio request (behind a Space's proxy: the first X-Forwarded-For hop)."""
+        if request is None:
+            return ""
+        headers = getattr(request, "headers", None) or {}
+        forwarded = headers.get("x-forwarded-for", "") if self.config.behind_proxy else ""
+        if forwarded:
+            return forwarded.split(",")[0].strip()
+        client = getattr(request, "client", None)
+        return str(getattr(client, "host", "") or "")
 
     def issue(self, client: str = "") -> str:
         """A new user id, registered; LimitReached when `client` asked for too many this hour."""
@@ -208,18 +208,6 @@ class Identity:
             if len(self._issued) > 100_000:  # bounded memory: forget the quietest clients
                 for k in [k for k, v in self._issued.items() if not v or now - v[-1] >= self.WINDOW]:
                     del self._issued[k]
-
-
-def client_of(request) -> str:
-    """The client's address of a Gradio request (on a Space: the first X-Forwarded-For hop)."""
-    if request is None:
-        return ""
-    headers = getattr(request, "headers", None) or {}
-    forwarded = headers.get("x-forwarded-for", "") if os.environ.get("SPACE_ID") else ""
-    if forwarded:
-        return forwarded.split(",")[0].strip()
-    client = getattr(request, "client", None)
-    return str(getattr(client, "host", "") or "")
 
 
 # --- accounts ----------------------------------------------------

@@ -9,7 +9,7 @@ Fair sharing. Fair sharing between users: a bounded pool for memory builds, and 
   them. A build waiting for a worker reports its place in line through the
   progress callback.
 * `ImportRate`: the per-user bound on imports per hour (the bounds themselves are
-  memory.settings.Limits, read with the other settings).
+  `Limits`, read by app.AppSettings with the other settings of the app).
 
 
 The close claim. The cross-process claim on a user's session closes: one process builds them, the others wait.
@@ -69,10 +69,24 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from memory.settings import env
 from memory.userspace import user_key
 
 from . import db
 from .db import UserError
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-user bounds of the session service (the build pool and import rate here, the stored sessions and
+    memories in the service); 0 turns a bound off. Read by app.AppSettings."""
+
+    imports_per_hour: int = env("MEMORY_MAX_IMPORTS_PER_HOUR", 5, lo=0)
+    sessions: int = env("MEMORY_MAX_SESSIONS", 500, lo=0)
+    memories: int = env("MEMORY_MAX_MEMORIES", 20000, lo=0)
+    build_workers: int = env("MEMORY_BUILD_WORKERS", 1, lo=1, hi=64)  # threads that build memory
+    build_nice: int = env("MEMORY_BUILD_NICE", 10, lo=0, hi=19)  # their CPU priority (Unix nice)
+
 
 # --- jobs --------------------------------------------------------
 
@@ -99,8 +113,7 @@ def _builds_compute_on_their_own_thread() -> None:
     """Torch's intra-op workers (and tokenizers' pool) are shared by the process and keep the priority
     of the thread that made them, so a build fanning out onto them would compete with replies at full
     priority. With one intra-op thread a build computes on its own reniced thread; replies embed one
-    short query, which one thread does as fast."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    short query, which one thread does as fast. (The tokenizers' pool is turned off by app.load_env.)"""
     try:
         import torch
     except ImportError:

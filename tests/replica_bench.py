@@ -80,7 +80,7 @@ class Replica:
         from tests.llm_server import app_llm_env
 
         settings = Settings.from_env({"MEMORY_DATA_DIR": str(data), **app_llm_env(server, LLM_TIMEOUT=60)})
-        self.store = open_store(data, env={"DATABASE_URL": url} if url else {})
+        self.store = open_store(data, url or "")
         self.agent = MemoryAgent.from_settings(settings)
         self.svc = SessionService(settings, self.agent, self.store)
         self.uid, self.clock = f"bench_{backend}_" + "u" * 16, clock

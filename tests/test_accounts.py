@@ -109,10 +109,16 @@ def on_a_space(monkeypatch):
         monkeypatch.setattr(oauth, name, value)
 
 
+def signed_in_env(data_dir) -> dict:
+    return {"MEMORY_DATA_DIR": str(data_dir), "MEMORY_HF_LOGIN": "1", "MEMORY_HF_ID_SECRET": SECRET}
+
+
 def test_sign_in_is_off_where_gradio_oauth_cannot_work(tmp_path):
     import app
 
-    on = Settings.from_env({"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_HF_LOGIN": "1", "MEMORY_HF_ID_SECRET": SECRET})
+    on = app.AppSettings.from_env(
+        {"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_HF_LOGIN": "1", "MEMORY_HF_ID_SECRET": SECRET}
+    )
     assert app.accounts(on) is None  # not a Space: the app starts as without the setting
 
 
@@ -120,19 +126,23 @@ def test_without_the_setting_nothing_changes(tmp_path, on_a_space):
     import app
     from ui import build_demo
 
-    settings = Settings.from_env({"MEMORY_DATA_DIR": str(tmp_path)})
+    settings = app.AppSettings.from_env({"MEMORY_DATA_DIR": str(tmp_path)})
     assert settings.hf_login is False and app.accounts(settings) is None
-    svc = SessionService(settings, ScriptedAgent())
-    plain = build_demo(svc, settings, "test-secret-0123456789", accounts=app.accounts(settings))
+    svc = SessionService(settings.memory, ScriptedAgent())
+    plain = build_demo(svc, settings.memory, "test-secret-0123456789", accounts=app.accounts(settings))
     assert not plain.expects_oauth
     assert not any(isinstance(b, gr.LoginButton) for b in plain.blocks.values())
     assert "load_signed_in" not in {getattr(f.fn, "__name__", "") for f in plain.fns.values()}
 
-    on = Settings.from_env({"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_HF_LOGIN": "1", "MEMORY_HF_ID_SECRET": SECRET})
+    on = app.AppSettings.from_env(
+        {"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_HF_LOGIN": "1", "MEMORY_HF_ID_SECRET": SECRET}
+    )
     accounts = app.accounts(on)
     assert accounts is not None and accounts.user_id(profile()) == Accounts(SECRET).user_id(profile())
-    assert "hf_id_secret" not in on.public() and SECRET not in repr(on)
-    signed = build_demo(SessionService(on, ScriptedAgent()), on, "test-secret-0123456789", accounts=accounts)
+    assert SECRET not in repr(on) and SECRET not in str(on.memory.public())
+    signed = build_demo(
+        SessionService(on.memory, ScriptedAgent()), on.memory, "test-secret-0123456789", accounts=accounts
+    )
     assert signed.expects_oauth and any(isinstance(b, gr.LoginButton) for b in signed.blocks.values())
     assert "load_signed_in" in {getattr(f.fn, "__name__", "") for f in signed.fns.values()}
 
@@ -140,7 +150,7 @@ def test_without_the_setting_nothing_changes(tmp_path, on_a_space):
 def test_without_a_secret_a_kept_one_is_used(tmp_path, on_a_space):
     import app
 
-    on = Settings.from_env({"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_HF_LOGIN": "1"})
+    on = app.AppSettings.from_env({"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_HF_LOGIN": "1"})
     a, b = app.accounts(on), app.accounts(on)
     assert a is not None and b is not None and a.user_id(profile()) == b.user_id(profile())  # kept across restarts
     assert (tmp_path / "hf_login.secret").stat().st_mode & 0o077 == 0

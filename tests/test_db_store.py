@@ -245,7 +245,7 @@ def test_existing_data_dir_is_migrated_on_first_start_nothing_lost(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     before = legacy_data_dir(data)
-    store = open_store(data, env={})
+    store = open_store(data)
     moved = SqlGraphStore(store.engine).import_json_folders(data)
     assert moved == {user_key(UID): 1}
     assert schema.version(store.engine) == schema.LATEST
@@ -263,7 +263,7 @@ def test_existing_data_dir_is_copied_into_postgres(tmp_path, pg_url):
     data.mkdir()
     before = legacy_data_dir(data)
     url = fresh_pg_db(pg_url)
-    store = open_store(data, env={"DATABASE_URL": url})
+    store = open_store(data, url)
     SqlGraphStore(store.engine).import_json_folders(data)
     assert store.postgres and next(m.text for m in store.messages(UID, "s1")) == "I adopted a puppy named Rex."
     assert (data / "sessions.sqlite3.migrated").exists() and not (data / "sessions.sqlite3").exists()

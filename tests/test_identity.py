@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from memory.settings import Limits, Settings
+from memory.settings import Settings
 from sessions import SessionService, UserError
 from sessions.users import IdentityConfig, InvalidUserId
-from sessions.work import LimitReached
+from sessions.work import LimitReached, Limits
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import handlers
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from app import AppSettings
 from memory.errors import InvalidSetting
-from memory.settings import Settings
 from ui.api import MCP_TOOLS
 
 HISTORY = {
@@ -51,7 +51,7 @@ HISTORY = {
 def test_mcp_is_on_by_default_on_loopback_and_on_a_public_deployment_only_when_asked(env, on, tmp_path):
     import app
 
-    s = Settings.from_env({"MEMORY_DATA_DIR": str(tmp_path), **env})
+    s = app.AppSettings.from_env({"MEMORY_DATA_DIR": str(tmp_path), **env})
     assert s.mcp is on
     assert app.mcp_server(s) is on  # the mcp package is installed (requirements.txt: gradio[mcp])
 
@@ -79,7 +79,7 @@ def test_app_py_launches_gradio_with_the_mcp_server_as_the_settings_say(server_n
 
 def test_a_bad_memory_mcp_value_is_refused_by_name():
     with pytest.raises(InvalidSetting, match="MEMORY_MCP"):
-        Settings.from_env({"MEMORY_MCP": "maybe"})
+        AppSettings.from_env({"MEMORY_MCP": "maybe"})
 
 
 # --- through the real MCP client -----------------------------------------------------------------

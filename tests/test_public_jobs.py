@@ -9,9 +9,10 @@ from typing import cast
 
 import pytest
 
-from memory.settings import Limits, Settings
+from app import AppSettings
+from memory.settings import Settings
 from sessions import SessionService, new_user_id
-from sessions.work import BuildPool, Busy, ImportRate, LimitReached, UserWork
+from sessions.work import BuildPool, Busy, ImportRate, LimitReached, Limits, UserWork
 from tests.fakes import WAIT, GatedAgent
 
 
@@ -195,7 +196,7 @@ def test_stored_sessions_and_memories_are_bounded(tmp_path):
 
 
 def test_limits_from_env():
-    lim = Settings.from_env(
+    lim = AppSettings.from_env(
         {
             "MEMORY_MAX_IMPORTS_PER_HOUR": "0",
             "MEMORY_MAX_SESSIONS": "7",
@@ -204,7 +205,7 @@ def test_limits_from_env():
         }
     ).limits
     assert (lim.imports_per_hour, lim.sessions, lim.memories, lim.build_workers) == (0, 7, 9, 2)
-    assert Settings.from_env({}).limits == Limits()
+    assert AppSettings.from_env({}).limits == Limits()
 
 
 def test_gate_frees_the_slot_when_a_stream_is_abandoned():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from app import AppSettings, listens_publicly, llm_change_allowed
 from memory.errors import InvalidOptions
-from memory.settings import Settings, listens_publicly, llm_change_allowed
 from sessions import SessionService, new_user_id
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import components
@@ -31,7 +31,7 @@ from tests.reliability_app import components
 )
 def test_llm_choice_locked_on_public_deployments(env, allowed):
     assert llm_change_allowed(env) is allowed
-    assert Settings.from_env({**env, "MEMORY_DATA_DIR": "/tmp/x"}).allow_llm_change is allowed
+    assert AppSettings.from_env({**env, "MEMORY_DATA_DIR": "/tmp/x"}).allow_llm_change is allowed
 
 
 def test_listen_addresses():
@@ -40,8 +40,8 @@ def test_listen_addresses():
 
 
 def space_service(tmp_path, **env):
-    settings = Settings.from_env({"SPACE_ID": "someone/memory-chat", "MEMORY_DATA_DIR": str(tmp_path), **env})
-    return SessionService(settings, ScriptedAgent()), settings
+    a = AppSettings.from_env({"SPACE_ID": "someone/memory-chat", "MEMORY_DATA_DIR": str(tmp_path), **env})
+    return SessionService(a.memory, ScriptedAgent(), allow_llm_change=a.allow_llm_change), a.memory
 
 
 def test_space_refuses_a_changed_llm_through_the_service(tmp_path):

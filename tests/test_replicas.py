@@ -211,7 +211,7 @@ def test_locomo_conversation_imported_through_one_replica_is_retrieved_on_the_ot
     sample = locomo_slice()
     data = cluster["root"] / "data-importer"
     settings = Settings.from_env({**cluster["env"], "MEMORY_DATA_DIR": str(data)})
-    store = open_store(data, env={"DATABASE_URL": cluster["url"]})
+    store = open_store(data, cluster["url"])
     try:
         importer = SessionService(settings, MemoryAgent.from_settings(settings), store)
         uid = client(cluster["b"]).predict(api_name="/new_user")

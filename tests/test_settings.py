@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from app import AppSettings
 from memory.errors import InvalidSetting
-from memory.settings import Limits, Settings
+from memory.settings import Settings
 from sessions import SessionService
+from sessions.work import Limits
 from tests.fakes import ScriptedAgent
 from ui import fairness
 
@@ -40,8 +42,8 @@ def read_in_code() -> set[str]:
 
 
 def test_every_variable_read_is_documented_and_every_documented_one_is_read():
-    code, known, doc = read_in_code(), set(Settings.variables()), documented()
-    assert code - known == set(), "read in the code but not declared in memory.settings"
+    code, known, doc = read_in_code(), set(AppSettings.variables()), documented()
+    assert code - known == set(), "read in the code but not declared in memory.settings or app.AppSettings"
     assert known - doc == set(), "read by the app but missing from docs/settings.md"
     assert doc - known == set(), "documented in docs/settings.md but read nowhere"
 
@@ -67,39 +69,40 @@ def test_every_variable_read_is_documented_and_every_documented_one_is_read():
 )
 def test_a_bad_value_names_the_variable_the_value_and_what_is_allowed(env, words):
     with pytest.raises(InvalidSetting) as e:
-        Settings.from_env(env)
+        AppSettings.from_env(env)
     assert all(w in str(e.value) for w in words), str(e.value)
 
 
 def test_values_are_read_with_their_types_and_an_empty_number_means_unset(tmp_path):
-    s = Settings.from_env(
-        {
-            "MEMORY_DATA_DIR": str(tmp_path),
-            "LLM_TIMEOUT": " 2.5 ",
-            "LLM_EMBEDDED_GRAMMAR": "1",
-            "LLM_EMBEDDED_MODEL": "Gemma3",
-            "MEMORY_STRATEGY": "secom",
-            "MEMORY_CONCURRENCY": "2",
-            "MEMORY_BUILD_WAITING": "3",
-            "MEMORY_MAX_SESSIONS": "0",
-            "MEMORY_BROWSER_SECRET": "a-secret-of-this-deployment",
-            "LLM_MAX_RETRIES": "",  # empty: the default
-        }
-    )
+    env = {
+        "MEMORY_DATA_DIR": str(tmp_path),
+        "LLM_TIMEOUT": " 2.5 ",
+        "LLM_EMBEDDED_GRAMMAR": "1",
+        "LLM_EMBEDDED_MODEL": "Gemma3",
+        "MEMORY_STRATEGY": "secom",
+        "MEMORY_CONCURRENCY": "2",
+        "MEMORY_BUILD_WAITING": "3",
+        "MEMORY_MAX_SESSIONS": "0",
+        "MEMORY_BROWSER_SECRET": "a-secret-of-this-deployment",
+        "LLM_MAX_RETRIES": "",  # empty: the default
+    }
+    s, a = Settings.from_env(env), AppSettings.from_env(env)
+    assert s == a.memory  # the app's settings hold the memory's, read from the same variables
     assert s.data_dir == tmp_path and s.llm.timeout == 2.5 and s.llm.embedded_grammar is True
     assert s.llm.bundled_model == "gemma3" and s.options.strategy == "secom" and s.llm.max_retries == 3
-    assert s.limits == Limits(sessions=0) and (s.concurrency, s.build_waiting) == (2, 3)
-    assert "a-secret" not in repr(s) and "a-secret" not in str(s.public())  # a secret stays out of logs
+    assert a.limits == Limits(sessions=0) and (a.serving.concurrency, a.serving.build_waiting) == (2, 3)
+    assert "a-secret" not in repr(a) and "a-secret" not in str(s.public())  # a secret stays out of logs
     assert Settings.from_env({"LLM_THREADS": "0"}).llm.threads == Settings().llm.threads  # 0: the default
     assert Settings.from_env({"COMPRESSOR_MODEL": ""}).compressor_model == ""  # an empty text is kept: no model
-    assert Settings.from_env({}) == Settings(data_dir=Settings.from_env({}).data_dir, allow_llm_change=True)
+    assert Settings.from_env({}) == Settings(data_dir=Settings.from_env({}).data_dir)
+    assert AppSettings.from_env({}).allow_llm_change is True
 
 
 def test_the_server_and_the_service_take_their_numbers_from_the_settings(tmp_path):
-    s = Settings.from_env({"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_CONCURRENCY": "3", "MEMORY_MAX_MEMORIES": "7"})
-    assert fairness.reply_events(s)["concurrency_limit"] == 3
-    assert fairness.build_events(s)["concurrency_limit"] == s.build_waiting == 8
-    assert SessionService(s, ScriptedAgent()).limits.memories == 7
+    a = AppSettings.from_env({"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_CONCURRENCY": "3", "MEMORY_MAX_MEMORIES": "7"})
+    assert fairness.reply_events(a.serving)["concurrency_limit"] == 3
+    assert fairness.build_events(a.serving)["concurrency_limit"] == a.serving.build_waiting == 8
+    assert SessionService(a.memory, ScriptedAgent(), limits=a.limits).limits.memories == 7
 
 
 def test_the_app_refuses_to_start_on_a_bad_value_and_says_why(tmp_path):
@@ -110,3 +113,17 @@ def test_the_app_refuses_to_start_on_a_bad_value_and_says_why(tmp_path):
     )
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
     assert "LLM_TIMEOUT must be a number from 0.1 to 3600, not 'soon'" in run.stderr
+
+
+def test_the_libraries_never_write_the_environment():
+    """Configuration is read once, by app.py (and the maintenance command's entry): memory/, sessions/ and
+    ui/ take what they need as arguments and never set a variable for someone else to read."""
+    writes = re.compile(r"os\.environ\[[^]]+\]\s*=|os\.environ\.(setdefault|update|pop)\(|os\.putenv\(")
+    files = [p for d in ("memory", "sessions", "ui") for p in (ROOT / d).rglob("*.py") if p.name != "__main__.py"]
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in files
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if writes.search(line)
+    ]
+    assert found == []

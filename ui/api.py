@@ -37,7 +37,6 @@ from sessions.db import database_down
 from sessions.lifecycle import EndResult
 from sessions.recall import recall as recall_memory
 from sessions.service import user_message
-from sessions.users import client_of
 
 from . import fairness
 
@@ -168,15 +167,15 @@ def mcp_lifespan(demo: gr.Blocks):
     return lifespan
 
 
-def register_api(service: SessionService) -> None:
+def register_api(service: SessionService, serving: fairness.Serving) -> None:
     """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
-    reply, build = fairness.reply_events(service.settings), fairness.build_events(service.settings)  # ui.fairness
+    reply, build = fairness.reply_events(serving), fairness.build_events(serving)  # ui.fairness
 
     @refused_for_people
     def new_user(request: gr.Request) -> str:
         """Create a new user and return its id (a secret: whoever holds it reads that user's memory).
         Only ids made here are accepted; on a public deployment each address may make a few per hour."""
-        return service.new_user(client_of(request))
+        return service.new_user(request)
 
     @refused_for_people
     def send_message(user_id: str, message: str, strategy: str = "") -> tuple[str, dict]:

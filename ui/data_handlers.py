@@ -15,7 +15,6 @@ import gradio as gr
 from sessions import UserError, check_user_id
 from sessions.service import forgotten
 from sessions.transfer import MAX_FILE_BYTES
-from sessions.users import client_of
 
 from . import panels
 from .data_actions import REPAIR
@@ -122,7 +121,7 @@ class DataHandlers:
                 raise UserError("Memory is being built; forget me when the progress bar finishes.")
             gone = self.svc.forget(uid)
             self.exports.forget(uid)
-            fresh = self.svc.new_user(client_of(request))
+            fresh = self.svc.new_user(request)
             return {
                 c.uid: fresh,
                 **self._view(fresh),

@@ -1,6 +1,6 @@
 """How events share the server between users (Gradio concurrency), and the settings panel's lock.
 
-Replies (send, retry, compare) of all users share one pool of `settings.concurrency`
+Replies (send, retry, compare) of all users share one pool of `Serving.concurrency`
 (MEMORY_CONCURRENCY) workers. Memory builds (end/new session, import) run as the page's background work
 (sessions/work.py) or, through the API, in their own events pool, and then wait in the
 service's BuildPool (sessions.work), which shows their place in line. So a long
@@ -10,19 +10,29 @@ event's position in the browser by itself.
 
 from __future__ import annotations
 
-from memory.settings import Settings
+from dataclasses import dataclass
+
+from memory.settings import env
 
 
-def reply_events(settings: Settings) -> dict:
-    return {"concurrency_id": "reply", "concurrency_limit": settings.concurrency}
+@dataclass(frozen=True)
+class Serving:
+    """How many events of each pool run at once (read by app.AppSettings)."""
+
+    concurrency: int = env("MEMORY_CONCURRENCY", 4, lo=1, hi=256)  # replies running at once
+    # Waiting builds hold a Gradio worker thread each while they wait in BuildPool: bounded.
+    build_waiting: int = env("MEMORY_BUILD_WAITING", 8, lo=1, hi=1024)
 
 
-def build_events(settings: Settings) -> dict:
-    # Waiting builds hold a Gradio worker thread each while they wait in BuildPool: bounded (MEMORY_BUILD_WAITING).
-    return {"concurrency_id": "memory_build", "concurrency_limit": settings.build_waiting}
+def reply_events(serving: Serving) -> dict:
+    return {"concurrency_id": "reply", "concurrency_limit": serving.concurrency}
 
 
-def llm_choice_allowed(service, settings, requested: bool | None) -> bool:
+def build_events(serving: Serving) -> dict:
+    return {"concurrency_id": "memory_build", "concurrency_limit": serving.build_waiting}
+
+
+def llm_choice_allowed(service, requested: bool | None) -> bool:
     """The settings panel shows the backend/model/URL choice only where the service accepts one."""
-    allowed = bool(getattr(service, "allow_llm_change", True)) and settings.allow_llm_change
+    allowed = bool(getattr(service, "allow_llm_change", True))
     return allowed if requested is None else (allowed and requested)

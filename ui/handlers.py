@@ -26,7 +26,7 @@ from sessions import SessionService, UserError, check_user_id
 from sessions.db import NOT_STORED, DatabaseUnavailable, database_down
 from sessions.service import user_message
 from sessions.transfer import ExportFiles
-from sessions.users import Accounts, client_of, is_account_id
+from sessions.users import Accounts, is_account_id
 from sessions.work import Busy, Work
 
 from . import panels
@@ -211,7 +211,7 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
         c = self.c
         try:
             if not self.svc.is_known(uid):
-                uid = self.svc.new_user(client_of(request))
+                uid = self.svc.new_user(request)
             self.svc.current_session(uid)
             out = {c.uid: uid, **self._view(uid, use_last_trace=True), **self._settings_values(uid), c.status: ""}
             out.update(self._last_compare(uid))

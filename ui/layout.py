@@ -111,10 +111,12 @@ def build_demo(
     storage_secret: str,
     allow_llm_change: bool | None = None,
     accounts: Accounts | None = None,
+    serving: fairness.Serving | None = None,
 ) -> gr.Blocks:
     """The page: sessions sidebar, chat beside "See why", settings and data panels; then the events.
     With `accounts` (MEMORY_HF_LOGIN=1), a "Sign in with Hugging Face" button: a signed-in account is the user."""
-    allow_llm_change = fairness.llm_choice_allowed(service, settings, allow_llm_change)
+    allow_llm_change = fairness.llm_choice_allowed(service, allow_llm_change)
+    serving = serving or fairness.Serving()
     c = SimpleNamespace()  # every component the handlers read or update, by name
     gr.set_static_paths([static_dir()])  # the graph page and vis-network, fetched once per browser
     with gr.Blocks(title="Memory chat: THEANINE and SeCom") as demo:
@@ -135,8 +137,8 @@ def build_demo(
             _see_why_column(c, service)
         _settings_panel(c, settings, allow_llm_change)
         _data_panel(c)
-        register_api(service)  # first, so the documented endpoints get the plain names
-        _wire(demo, c, service, settings, allow_llm_change, accounts)
+        register_api(service, serving)  # first, so the documented endpoints get the plain names
+        _wire(demo, c, service, settings, allow_llm_change, accounts, serving)
     return demo
 
 
@@ -310,7 +312,8 @@ def _wire(
     service: SessionService,
     settings: Settings,
     allow_llm_change: bool,
-    accounts: Accounts | None = None,
+    accounts: Accounts | None,
+    serving: fairness.Serving,
 ):
     """Every event of the page (what each does is in handlers.py)."""
     h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key), accounts=accounts)
@@ -332,7 +335,7 @@ def _wire(
     )
     c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status, c.data_status], **fast)
     chat_out = [*view, c.msg, c.status, c.stop]
-    reply = {**quiet, **fairness.reply_events(settings)}  # one pool of reply workers shared by all users
+    reply = {**quiet, **fairness.reply_events(serving)}  # one pool of reply workers shared by all users
     replies = [
         c.msg.submit(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
         c.send.click(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
