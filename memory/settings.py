@@ -55,9 +55,9 @@ OTHER_VARIABLES = (
     "MEMORY_DOTENV",  # app.py, sessions/idle.py: whether .env is loaded (read before anything else)
     "DATABASE_URL",  # sessions/store.py: open_store
     "GRADIO_SERVER_PORT",  # Gradio's launch()
-    "JUDGE_API_KEY",  # memory/bench/llm_eval.py: the benchmark judge's key
-    "JUDGE_MODEL",  # memory/bench/llm_eval.py: the benchmark generator and judge model (--judge-model)
-    "JUDGE_BASE_URL",  # memory/bench/llm_eval.py: their endpoint (--judge-base-url)
+    "JUDGE_API_KEY",  # bench/llm_eval.py: the benchmark judge's key
+    "JUDGE_MODEL",  # bench/llm_eval.py: the benchmark generator and judge model (--judge-model)
+    "JUDGE_BASE_URL",  # bench/llm_eval.py: their endpoint (--judge-base-url)
     "HF_HUB_OFFLINE",  # memory/hub.py
     "TIKTOKEN_CACHE_DIR",  # memory/tokens.py
     "MEMORY_MODEL_CACHE",  # memory/llm/bundled.py: where the bundled GGUF parts are assembled
@@ -266,7 +266,7 @@ class Options:
     # or batched calls sized to the context window
     refine_each: bool = True
     # THEANINE: the relation step explains each pair before its label, as the official prompt does. On
-    # Qwen 1.5B without it every known pair was labelled None (`python -m memory.bench relations`,
+    # Qwen 1.5B without it every known pair was labelled None (`python -m bench relations`,
     # docs/models.md); with it related pairs are linked, at twice the seconds per pair.
     explain_relations: bool = env("THEANINE_EXPLAIN_RELATIONS", True)
     # LLMLingua-2 `rate`: fraction of tokens KEPT; 0.9 as SeCom's official code (docs/memory.md)
@@ -363,7 +363,7 @@ class Settings:
     # embedding | llm; when SECOM_SEGMENTER is unset, llm where the LLM steps run
     segmenter: str = env("SECOM_SEGMENTER", "embedding", choices=SEGMENTERS)
     rubric_path: str = env("SECOM_RUBRIC", "")  # SeCom: learned segmentation rubric (plain text)
-    # SeCom: embedding segmenter parameters fitted by memory.secom.learn
+    # SeCom: embedding segmenter parameters fitted by `python -m bench learn embedding`
     segmenter_params: str = env("SECOM_SEGMENTER_PARAMS", "")
     # Whether session close and reply run the papers' LLM memory steps (summary, relations,
     # refinement, segmentation). auto: yes, except on the bundled tiny model, which cannot do them.
