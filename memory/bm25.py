@@ -5,7 +5,7 @@ the store after a change) and the benchmarks (turn and session retrieval). The
 build is vectorised (the postings of every term sorted in one `np.unique`) and
 stores each posting's length-normalised term weight, so a query costs
 O(postings of its terms), not O(documents). A changed corpus is a new index: there
-is no incremental add (`python -m memory.bench bm25` measured why: docs/benchmarks.md, section 6).
+is no incremental add (`python -m bench bm25` measured why: docs/benchmarks.md, section 6).
 
     idx = BM25Index(["I adopted a cat", "We went hiking"])
     scores = idx.score("my cat")          # np.ndarray, one score per document

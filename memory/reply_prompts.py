@@ -18,7 +18,7 @@ A memory block in the first system message (the layout before) changed the promp
 every turn, so the model read the whole dialogue again each time. The memory goes in a system
 message of its own rather than before the message in the user's turn: there the bundled Qwen 0.5B
 repeated the user's message back far more often (docs/speed.md). The system prompt was chosen by
-`python -m memory.bench refusals` (docs/speed.md): the bundled Qwen2.5-*Coder* model turned
+`python -m bench refusals` (docs/speed.md): the bundled Qwen2.5-*Coder* model turned
 ordinary chat down ("I'm sorry, but I can't assist with that.") under an assistant's prompt.
 """
 
@@ -48,7 +48,7 @@ HISTORY_TURNS = 12
 HISTORY_STEP = 6
 
 
-# An assistant's stock refusals and disclaimers (`python -m memory.bench refusals` counts them in
+# An assistant's stock refusals and disclaimers (`python -m bench refusals` counts them in
 # replies). Apostrophes may be typographic; "can't" may be "cannot".
 _NOT = r"(?:can['’]?t|cannot|can not|am not able to|['’]m not able to|am unable to|['’]m unable to)"
 _HAVE_NOT = r"(?:don['’]?t|do not)"

@@ -53,10 +53,10 @@ EMBEDDERS = ("minilm", "openai")
 # Read by the libraries themselves (or the benchmarks); listed for docs/settings.md. The app's own variables
 # (deployment, identity, limits) are app.AppSettings'.
 OTHER_VARIABLES = (
-    "JUDGE_API_KEY",  # memory/bench/llm_eval.py: the benchmark judge's key
-    "JUDGE_MODEL",  # memory/bench/llm_eval.py: the benchmark generator and judge model (--judge-model)
-    "JUDGE_BASE_URL",  # memory/bench/llm_eval.py: their endpoint (--judge-base-url)
-    "HF_HUB_OFFLINE",  # memory/hub.py
+    "JUDGE_API_KEY",  # bench/llm_eval.py: the benchmark judge's key
+    "JUDGE_MODEL",  # bench/llm_eval.py: the benchmark generator and judge model (--judge-model)
+    "JUDGE_BASE_URL",  # bench/llm_eval.py: their endpoint (--judge-base-url)
+    "HF_HUB_OFFLINE",  # read by huggingface_hub; memory/hub.py turns its switch on when the hub is unreachable
     "TIKTOKEN_CACHE_DIR",  # memory/tokens.py
     "MEMORY_MODEL_CACHE",  # memory/llm/bundled.py: where the bundled GGUF parts are assembled
     "XDG_CACHE_HOME",  # memory/llm/bundled.py: the cache's default parent
@@ -233,7 +233,7 @@ class Options:
     # or batched calls sized to the context window
     refine_each: bool = True
     # THEANINE: the relation step explains each pair before its label, as the official prompt does. On
-    # Qwen 1.5B without it every known pair was labelled None (`python -m memory.bench relations`,
+    # Qwen 1.5B without it every known pair was labelled None (`python -m bench relations`,
     # docs/models.md); with it related pairs are linked, at twice the seconds per pair.
     explain_relations: bool = env("THEANINE_EXPLAIN_RELATIONS", True)
     # LLMLingua-2 `rate`: fraction of tokens KEPT; 0.9 as SeCom's official code (docs/memory.md)
@@ -319,7 +319,7 @@ class Settings:
     # embedding | llm; when SECOM_SEGMENTER is unset, llm where the LLM steps run
     segmenter: str = env("SECOM_SEGMENTER", "embedding", choices=SEGMENTERS)
     rubric_path: str = env("SECOM_RUBRIC", "")  # SeCom: learned segmentation rubric (plain text)
-    # SeCom: embedding segmenter parameters fitted by memory.secom.learn
+    # SeCom: embedding segmenter parameters fitted by `python -m bench learn embedding`
     segmenter_params: str = env("SECOM_SEGMENTER_PARAMS", "")
     # Whether session close and reply run the papers' LLM memory steps (summary, relations,
     # refinement, segmentation). auto: yes, except on the bundled tiny model, which cannot do them.

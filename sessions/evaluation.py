@@ -1,7 +1,7 @@
 """Evaluate memory designs on a LoCoMo-format file or on the user's own history and questions.
 
 A run is the evaluation API's run (`memory.evaluation.agent_run.run`, which
-`python -m memory.bench locomo --path agent` calls too), not a copy: every choice the page offers is a
+`python -m bench locomo --path agent` calls too), not a copy: every choice the page offers is a
 `RunSpec` field, and the result is the JSON the command writes (with `--contexts`).
 
 * Scratch data only: the benchmark closes the sessions into memory in a temporary folder of its

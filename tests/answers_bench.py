@@ -5,7 +5,7 @@
 
 One user per strategy (theanine, secom, none), each importing the same conversation, so no strategy
 sees another's questions. Each question is sent in the open session, which is then ended (its memory
-built, as a person's chat would be) before the next. Scores per strategy (memory.bench.answer_score):
+built, as a person's chat would be) before the next. Scores per strategy (bench.answer_score):
 the share of replies holding every content word of the gold answer, LoCoMo's token F1, and the reply
 latency p50/p95. Extra environment for the app (e.g. LLM_EMBEDDED_MODEL=...) comes from --env.
 """
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory.bench.answer_score import has_all_words, token_f1
+from bench.answer_score import has_all_words, token_f1
 from memory.locomo_format import clean_evidence
 from memory.settings import Settings
 from tests.ui_fixtures import RunningApp

@@ -78,8 +78,8 @@ def write_tiny(path: Path, n_samples: int = 1) -> Path:
 
 
 def run_recall_bench(tmp_path: Path, *args: str) -> dict:
-    """`python -m memory.bench locomo` over the tiny conversation, with these options; its results file."""
-    from memory.bench import locomo_recall
+    """`python -m bench locomo` over the tiny conversation, with these options; its results file."""
+    from bench import locomo_recall
 
     out = tmp_path / "res" / "locomo.json"
     assert locomo_recall.main(["--data", str(write_tiny(tmp_path / "tiny.json")), "--out", str(out), *args]) == 0

@@ -1,4 +1,4 @@
-"""`python -m memory.bench answers`: LoCoMo answers per strategy through the app's reply prompt.
+"""`python -m bench answers`: LoCoMo answers per strategy through the app's reply prompt.
 
 The fast test runs it against the scripted OpenAI-compatible server (known replies, every request
 recorded), so what each strategy put in the prompt is checked; the slow one runs the bundled model.
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from memory.bench import answers
-from memory.bench.answer_score import token_f1
+from bench import answers
+from bench.answer_score import token_f1
 from memory.reply_prompts import memory_of
 from tests.bench_fixtures import TURNS, write_tiny
 from tests.llm_server import ok

@@ -1,11 +1,11 @@
-"""`python -m memory.bench bm25` at tiny sizes: the corpus, the table and the JSON fields, and (when
+"""`python -m bench bm25` at tiny sizes: the corpus, the table and the JSON fields, and (when
 bm25s is installed) that both libraries rank alike."""
 
 import json
 
 import pytest
 
-from memory.bench import bm25 as bench
+from bench import bm25 as bench
 from tests.bench_fixtures import tiny_locomo, write_tiny
 
 

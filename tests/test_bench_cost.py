@@ -1,9 +1,9 @@
-"""`python -m memory.bench cost`: the calls counted from the agent's traces match the engine's design
+"""`python -m bench cost`: the calls counted from the agent's traces match the engine's design
 (THEANINE: refine + reply; SeCom: reply) and the official patterns are derived from the same run."""
 
 import json
 
-from memory.bench import cost
+from bench import cost
 from memory.settings import Options, Settings
 
 

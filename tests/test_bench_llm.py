@@ -1,4 +1,4 @@
-"""`python -m memory.bench qa` and `teafarm`: plumbing on a tiny LoCoMo file.
+"""`python -m bench qa` and `teafarm`: plumbing on a tiny LoCoMo file.
 
 The fast test runs them against the scripted OpenAI-compatible server on 127.0.0.1 (tests/llm_server.py;
 the real `openai` client, the app's whole agent: LLM segmenter, summaries, relations, refinement, judge).
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from memory.bench import qa, teafarm
+from bench import qa, teafarm
 from tests.bench_fixtures import run_recall_bench, write_tiny
 
 

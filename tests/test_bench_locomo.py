@@ -1,11 +1,11 @@
-"""`python -m memory.bench locomo`: packing, evidence recall on answers known by construction,
+"""`python -m bench locomo`: packing, evidence recall on answers known by construction,
 and the command's JSON and plot."""
 
 import json
 
 import pytest
 
-from memory.bench import locomo_recall, recall_units
+from bench import locomo_recall, recall_units
 from memory.evaluation.scoring import evidence_recall
 from memory.packing import Piece, Unit
 from memory.settings import Options
@@ -108,7 +108,7 @@ def test_agent_path_closes_sessions_through_the_agent_with_each_summariser(tmp_p
 
 
 def test_questions_are_asked_after_real_turns_of_a_session_without_their_evidence():
-    from memory.bench.locomo_recall import load
+    from bench.locomo_recall import load
     from memory.evaluation.agent_run import chat_before
     from tests.conftest import LOCOMO_SMALL
 

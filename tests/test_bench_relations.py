@@ -1,11 +1,11 @@
-"""`python -m memory.bench relations`: the relation step on pairs whose answer is known, with and
+"""`python -m bench relations`: the relation step on pairs whose answer is known, with and
 without the explanation before each label, against the scripted server (known answers, every request
 recorded)."""
 
 import json
 
-from memory.bench import relations
-from memory.bench.ku_histories import histories
+from bench import relations
+from bench.ku_histories import histories
 from tests.llm_server import ok
 
 

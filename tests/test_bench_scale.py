@@ -1,9 +1,9 @@
-"""`python -m memory.bench scale` on tiny synthetic users: the fields, the plot, and that the timed
+"""`python -m bench scale` on tiny synthetic users: the fields, the plot, and that the timed
 operations really retrieve something."""
 
 import json
 
-from memory.bench import scale
+from bench import scale
 
 
 def test_synthetic_user_is_structured():

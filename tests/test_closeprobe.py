@@ -1,4 +1,4 @@
-"""`python -m memory.bench closeprobe --dry-run`: a close with every LLM step and the questions after it,
+"""`python -m bench closeprobe --dry-run`: a close with every LLM step and the questions after it,
 every prompt built and sized with the bundled Qwen 0.5B's own tokenizer (no generation), on the small
 LoCoMo file. Checks that refinement is asked and sized too, and that no prompt meets the window."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from memory.bench import closeprobe
+from bench import closeprobe
 from memory.llm import bundled_gguf_path
 from tests.conftest import LOCOMO_SMALL
 

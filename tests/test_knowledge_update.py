@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from memory.bench import knowledge_update as ku
-from memory.bench.ku_histories import histories
+from bench import knowledge_update as ku
+from bench.ku_histories import histories
 from memory.errors import InvalidOptions
 from memory.records import SessionRecord, Turn
 from memory.settings import Options

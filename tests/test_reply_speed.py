@@ -1,6 +1,6 @@
 """Reply speed: the first token in the trace, the prompt laid out so the model keeps what it read, the
 reading status shown before the reply, Compare in parallel on an endpoint, and the refusal count of
-`memory.bench refusals`. A scripted LLM throughout (no assertion on a model's wording)."""
+`bench refusals`. A scripted LLM throughout (no assertion on a model's wording)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
+from bench.refusals import DATA, is_refusal, load
 from memory.agent import MemoryAgent
-from memory.bench.refusals import DATA, is_refusal, load
 from memory.llm import LLMSession
 from memory.llm.session import Reading, reading_rate
 from memory.records import Turn

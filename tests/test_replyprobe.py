@@ -1,7 +1,7 @@
-"""memory.bench.replyprobe: the LoCoMo probe's items and scores (a scripted model; the real models are
+"""bench.replyprobe: the LoCoMo probe's items and scores (a scripted model; the real models are
 measured by the command, docs/models.md)."""
 
-from memory.bench import replyprobe
+from bench import replyprobe
 from memory.reply_prompts import memory_of
 from tests.fakes import ScriptedLLM
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from memory.secom import seg_metrics as M
+from bench.secom import seg_metrics as M
 
 REF = [0, 0, 0, 1, 0, 0]  # 6 units, a new segment at 3; k = max(2, round(6 / 4)) = 2
 

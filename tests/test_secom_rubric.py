@@ -3,8 +3,8 @@
 import json
 import re
 
+from bench.secom import learn, seg_metrics
 from memory.llm import LLMSession
-from memory.secom import learn, seg_metrics
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.exchanges import utterance_exchanges
 from memory.secom.llm_segmenter import LLMSegmenter

@@ -4,6 +4,7 @@ from typing import cast
 
 import pytest
 
+from bench.secom.segmenter_fit import fit
 from memory.llm import LLMSession
 from memory.records import Turn
 from memory.secom.embedding_segmenter import FEATURES, EmbeddingSegmenter, SegParams
@@ -11,7 +12,6 @@ from memory.secom.exchanges import utterance_exchanges
 from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.prompts import SEGMENTATION_SCHEMA, segmentation_messages
 from memory.secom.segmentation import is_valid_cover, parse_and_repair
-from memory.secom.segmenter_fit import fit
 from memory.trace import Trace
 from tests.fakes import ScriptedLLM
 
@@ -329,7 +329,7 @@ def test_texttiling_method(minilm):
 
 
 def two_topic_dialogues():
-    from memory.secom.seg_metrics import LabelledDialogue
+    from bench.secom.seg_metrics import LabelledDialogue
 
     return [LabelledDialogue(str(i), PETS[i:] + TAXES[: 6 - i], [0] * (6 - i) + [1] + [0] * (5 - i)) for i in range(4)]
 

@@ -6,7 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from memory.bench import llm_eval, teafarm
+from bench import llm_eval, teafarm
+from memory.evaluation.teafarm import validity, validity_of
 from memory.settings import LLMConfig, Settings
 from tests.bench_fixtures import write_tiny
 from tests.fakes import ScriptedLLM
@@ -93,29 +94,29 @@ def test_a_long_last_session_is_cut_to_its_end():
 
 def test_a_run_judged_by_the_agents_own_or_a_bundled_model_is_not_valid():
     agent = LLMConfig(backend="openai", model="gpt-4o-mini", base_url="http://a")
-    own = teafarm.validity(agent, LLMConfig(backend="openai", model="GPT-4o-mini", base_url="http://b"))
+    own = validity(agent, LLMConfig(backend="openai", model="GPT-4o-mini", base_url="http://b"))
     assert own["valid"] is False and "agent's own model" in own["why"] and "not a valid TeaFarm score" in own["why"]
     assert own["perspective"] == "user asks about either speaker"
-    bundled = teafarm.validity(agent, LLMConfig(backend="embedded", bundled_model="qwen1.5b"))
+    bundled = validity(agent, LLMConfig(backend="embedded", bundled_model="qwen1.5b"))
     assert bundled["valid"] is False and "bundled" in bundled["why"]
     embedded = LLMConfig(backend="embedded", bundled_model="qwen0.5b")
-    both = teafarm.validity(embedded, embedded)
+    both = validity(embedded, embedded)
     assert both["valid"] is False and "agent's own model" in both["why"] and "bundled" in both["why"]
-    other = teafarm.validity(agent, LLMConfig(backend="openai", model="gpt-4o"))
+    other = validity(agent, LLMConfig(backend="openai", model="gpt-4o"))
     assert other["valid"] is True and "gpt-4o" in other["why"]
 
 
 def test_a_result_file_from_before_the_check_is_not_valid():
     old = {"config": {"llm": "embedded: Gemma", "generator_and_judge": "embedded: Gemma"}}
-    v = teafarm.validity_of(old)
+    v = validity_of(old)
     assert v["valid"] is False and "agent's own model" in v["why"]
-    assert teafarm.validity_of({"valid": True, "perspective": "p", "why": "w"}) == {
+    assert validity_of({"valid": True, "perspective": "p", "why": "w"}) == {
         "perspective": "p",
         "valid": True,
         "why": "w",
     }
     if COMMITTED.exists():  # the committed run: the bundled Gemma judged its own replies
-        assert teafarm.validity_of(json.loads(COMMITTED.read_text()))["valid"] is False
+        assert validity_of(json.loads(COMMITTED.read_text()))["valid"] is False
 
 
 def test_the_output_json_says_a_self_judged_run_is_not_valid(tmp_path, fake_endpoint):

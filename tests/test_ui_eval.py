@@ -2,7 +2,7 @@
 without LLM calls, so every figure is deterministic), against the CLI on the same file.
 
 A small LoCoMo-format file is cut from conv-30 (its first sessions and the questions whose evidence
-lies in them). `python -m memory.bench locomo` runs on it with the tab's settings; the tab then runs
+lies in them). `python -m bench locomo` runs on it with the tab's settings; the tab then runs
 on the same file and the test reads what the page shows: the plot, the recall table (every strategy
 at every budget), the per-question table (the evidence each strategy's context held), a question's
 contexts, and the downloaded JSON. All must equal the CLI's JSON. Refused input shows a message and
@@ -46,7 +46,7 @@ def small(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cli(small, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("eval-cli") / "cli.json"
-    cmd = [sys.executable, "-m", "memory.bench", "locomo", "--data", str(small), "--out", str(out)]
+    cmd = [sys.executable, "-m", "bench", "locomo", "--data", str(small), "--out", str(out)]
     cmd += ["--budgets", BUDGETS, "--retrievers", ",".join(RETRIEVERS), "--summariser", "offline", "--contexts"]
     env = app_env(out.parent / "data", free_port())
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, timeout=900, capture_output=True)
@@ -158,7 +158,7 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
     page.wait_for_selector("#eval-recall", timeout=RUN_TIMEOUT)
     assert "Evaluated" in _status(page), _status(page)
 
-    # The plot (the figure of memory.bench's plots) and the recall table: the CLI's figures.
+    # The plot (the figure of bench's plots) and the recall table: the CLI's figures.
     assert page.locator("#eval-plot img").first.is_visible()
     assert page.locator("#eval-bars img").first.is_visible()
     shown = _recall_table(page)
@@ -195,7 +195,7 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
 
 
 def test_the_tab_shows_the_measured_answer_quality(browser, app):
-    """The answer-quality figures `python -m memory.bench answers` wrote (docs/results/answers.json):
+    """The answer-quality figures `python -m bench answers` wrote (docs/results/answers.json):
     the same F1 per strategy in the tab's table, and their plot."""
     from ui.evaluation import ANSWERS_TITLE, MEASURED_ANSWERS
 

@@ -3,7 +3,7 @@ or on the user's own history and questions, with its progress, results and JSON.
 
 What runs is sessions.evaluation (the benchmark's own code, in the background on scratch data);
 this module only lays out the tab, wires its events and renders the benchmark's JSON: recall vs
-token budget (the figure `memory.bench locomo` draws), the same figures as a table, recall per
+token budget (the figure `bench locomo` draws), the same figures as a table, recall per
 LoCoMo category, and a per-question table whose rows open each strategy's packed context.
 `build_tab` is the one call the page makes (inside its gr.Tabs).
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from memory.bench.teafarm import validity_of
 from memory.evaluation.figures import answers_figure, bars_figure, strategy_figure
 from memory.evaluation.scoring import CATEGORY_NAMES as SCORED_NAMES
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, SUMMARISERS, llm_configured
+from memory.evaluation.teafarm import validity_of
 from sessions import UserError, check_user_id
 from sessions.evaluation import CATEGORY_NAMES, EvalRun, Evaluations, my_turn_rows
 from sessions.service import user_message
@@ -45,16 +45,16 @@ SUMMARISER_NAMES = {
     "llm": "llm (the configured endpoint)",
 }
 QUESTION_HEADERS = ["question", "turn ids that answer it (e.g. D1:3, D2:5)", "category (1-4)"]
-# What `python -m memory.bench answers` measured (committed with the docs; shown read-only below the runner)
+# What `python -m bench answers` measured (committed with the docs; shown read-only below the runner)
 ANSWERS_TITLE = "Answer quality per strategy, as measured (LoCoMo answers through the reply path)"
 MEASURED_ANSWERS = Path(__file__).resolve().parents[1] / "docs" / "results" / "answers.json"
-# What `python -m memory.bench teafarm` measured, with whether it is a valid TeaFarm score
+# What `python -m bench teafarm` measured, with whether it is a valid TeaFarm score
 TEAFARM_TITLE = "TeaFarm: false premises resisted, as measured"
 MEASURED_TEAFARM = MEASURED_ANSWERS.with_name("teafarm.json")
 INTRO = (
     "Measure how much of each question's evidence every memory design puts into the reply's context, "
     "at each token budget: the app's own path (sessions closed into memory, then the memory text a reply "
-    "would read), the same code as <code>python -m memory.bench locomo</code>. It runs in the background "
+    "would read), the same code as <code>python -m bench locomo</code>. It runs in the background "
     "on a scratch copy: your memory is never changed, and the chat stays usable."
 )
 
@@ -348,9 +348,9 @@ def measured_answers(path: Path = MEASURED_ANSWERS) -> dict | None:
 
 
 def answers_html(res: dict | None) -> str:
-    """The answer-quality table (`memory.bench answers`): token F1 overall and per category, every answer
+    """The answer-quality table (`bench answers`): token F1 overall and per category, every answer
     word, memory tokens and reply latency per strategy, with what was measured and how to measure it again."""
-    how = "<code>python -m memory.bench answers --data ../shared/data/locomo/locomo_dev.json</code>"
+    how = "<code>python -m bench answers --data ../shared/data/locomo/locomo_dev.json</code>"
     if not res:
         return f'<div class="mc-muted">Not measured on this install yet: run {how}.</div>'
     cfg = res.get("config", {})
@@ -390,9 +390,9 @@ def measured_teafarm(path: Path = MEASURED_TEAFARM) -> dict | None:
 
 
 def teafarm_html(res: dict | None) -> str:
-    """The TeaFarm table (`memory.bench teafarm`), first saying whether it is a valid TeaFarm score: not
+    """The TeaFarm table (`bench teafarm`), first saying whether it is a valid TeaFarm score: not
     when the generator and judge is the agent's own model or a bundled one (`teafarm.validity`)."""
-    how = "<code>python -m memory.bench teafarm --data FILE --judge-model M --judge-base-url URL</code>"
+    how = "<code>python -m bench teafarm --data FILE --judge-model M --judge-base-url URL</code>"
     if not res:
         return f'<div class="mc-muted">Not measured on this install yet: run {how}.</div>'
     v = validity_of(res)

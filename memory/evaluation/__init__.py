@@ -1,6 +1,6 @@
 """Evidence-recall evaluation on LoCoMo-format conversations, through the app's own path.
 
-The one API that the CLI (`python -m memory.bench locomo`), the service (sessions/evaluation.py)
+The one API that the CLI (`python -m bench locomo`), the service (sessions/evaluation.py)
 and the evaluation tab (ui/evaluation.py) call. The benchmark package imports it; it never imports
 the benchmark package.
 
@@ -11,4 +11,5 @@ the benchmark package.
 * scoring: evidence recall and the results rows.
 * reference_llm: the scripted summariser that answers with LoCoMo's observation facts.
 * figures: the recall figures the tab shows and the CLI saves. machine: the facts a run ran on.
+* teafarm: whether a TeaFarm result is a valid TeaFarm score (the tab shows the committed one).
 """

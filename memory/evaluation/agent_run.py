@@ -1,4 +1,4 @@
-"""LoCoMo evidence recall through the app's own path (`memory.bench locomo --path agent`).
+"""LoCoMo evidence recall through the app's own path (`bench locomo --path agent`).
 
 Each conversation's sessions are closed into memory by `MemoryAgent.close_session`
 (the LLM injected through `llm_factory`, never a subclass), and for every
@@ -124,7 +124,7 @@ def build(
     return Built(agent, user, summariser, llm, close)
 
 
-# --- one run: the CLI (`memory.bench locomo --path agent`) and the app's evaluation tab call `run` ---
+# --- one run: the CLI (`bench locomo --path agent`) and the app's evaluation tab call `run` ---
 
 
 def strategy_label(summariser: str, method: str, retriever: str) -> str:
@@ -367,7 +367,7 @@ def run(
     report: Progress | None = None,
     log: Log | None = None,
 ) -> dict:
-    """The agent-path evaluation on loaded conversations: the JSON `memory.bench locomo` writes.
+    """The agent-path evaluation on loaded conversations: the JSON `bench locomo` writes.
 
     `report(fraction, text)` follows the run (the app's progress bar); `log(line)` takes its progress
     lines (the CLI prints them).

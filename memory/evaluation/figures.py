@@ -44,7 +44,7 @@ def bars_figure(labels: list[str], series: dict[str, list[float]], ylabel: str, 
 
 
 def answers_figure(summary: list[dict], figsize=(9.0, 4.4)):
-    """Token F1 of each strategy's answers, overall and per LoCoMo category (`memory.bench answers`'s
+    """Token F1 of each strategy's answers, overall and per LoCoMo category (`bench answers`'s
     summary rows); unsaved."""
     from .scoring import CATEGORY_NAMES
 

@@ -1,7 +1,7 @@
 """The offline segmenter (the default, and the LLM segmenter's fallback).
 
 TextTiling on sentence embeddings (MiniLM), mixed with lexical overlap, or a logistic model over gap
-features ("learned", the default, fitted by `segmenter_fit.fit`); boundaries are the best-scoring
+features ("learned", the default, fitted by `bench.secom.segmenter_fit.fit`); boundaries are the best-scoring
 gaps above a threshold, with a minimum segment length.
 """
 
@@ -48,7 +48,7 @@ FEATURES = (
 )
 
 # Fitted on TIAGE train only (300 dialogues, utterances as units, all-MiniLM-L6-v2):
-#   python -m memory.bench segmentation --fit --data tiage_train.json --format tiage --out fit.json
+#   python -m bench learn embedding --data tiage_train.json --format tiage --out fit.json
 # L2 strength, probability threshold and minimum segment length chosen by 5-fold cross-validated
 # Score (0.5285), then the logistic weights (raw feature scale) refitted on all 300 dialogues.
 DEFAULT_WEIGHTS: tuple[float, ...] = (

@@ -2,7 +2,7 @@
 
 Implementations: `EmbeddingSegmenter` (offline default and fallback, `embedding_segmenter.py`) and
 `LLMSegmenter` (SeCom's zero-shot LLM segmentation, `llm_segmenter.py`); answers are read and repaired
-in `segment_answers.py`, the embedding segmenter is fitted in `segmenter_fit.py`.
+in `segment_answers.py`, the embedding segmenter is fitted by bench/secom/segmenter_fit.py.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from .extract import extract_memories, is_assistant, is_promise
 from .graph import Memory, MemoryGraph
 
 # Offline rule: SameTopic when the cosine similarity (MiniLM) is at least this. Chosen on LoCoMo conv-26
-# (`python -m memory.bench locomo`): at 0.5 nearly every memory falls into one giant component (182 of 184),
+# (`python -m bench locomo`): at 0.5 nearly every memory falls into one giant component (182 of 184),
 # so timelines wander across topics; at 0.7 the graph splits into ~50 topical components and timelines
 # stay on one subject (evidence recall of timelines vs top-k: docs/benchmarks.md).
 OFFLINE_SAMETOPIC_THRESHOLD = 0.7

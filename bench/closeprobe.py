@@ -1,7 +1,7 @@
 """Long sessions closed with every LLM step on a bundled model: seconds per close, first-try valid
 answers per step, and whether any prompt met the context window.
 
-    MEMORY_LLM_STEPS=on python -m memory.bench closeprobe --model qwen1.5b \\
+    MEMORY_LLM_STEPS=on python -m bench closeprobe --model qwen1.5b \\
         --data ../shared/data/locomo/locomo_dev.json --sessions 3 --min-turns 35 --out bench_out/closeprobe.json
 
 Takes the first `--sessions` LoCoMo sessions of at least `--min-turns` turns (after `--skip` of
@@ -31,10 +31,11 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from .. import locomo_format as lc
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
-from ..trace import LLMCall
+from memory import locomo_format as lc
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+from memory.trace import LLMCall
+
 from .common import parser, progress
 
 
@@ -62,7 +63,7 @@ class SizingLLM:
         return n
 
     def chat(self, messages, *, temperature, max_tokens, json_schema=None, purpose=""):
-        from ..llm import Completion
+        from memory.llm import Completion
 
         return Completion("{}", self._record(messages, max_tokens, purpose), 1)
 
@@ -73,14 +74,14 @@ class SizingLLM:
 
 def cut(session, turns: int):
     """The session's first `turns` turns (0: all of them): a chat-sized session cut from a long one."""
-    from ..records import SessionRecord
+    from memory.records import SessionRecord
 
     return SessionRecord(session.session_id, session.date, list(session.turns[:turns])) if turns else session
 
 
 def step_plan(steps: str, relations: str):
     """`--steps` / `--relations` as a StepPlan (memory.steps_policy)."""
-    from ..steps_policy import StepPlan
+    from memory.steps_policy import StepPlan
 
     names = {x for x in steps.split(",") if x}
     if names - STEPS:
@@ -186,7 +187,7 @@ def step_table(calls: list[LLMCall]) -> dict[str, dict]:
 
 def ask(agent, user: str, question: str, date: str) -> tuple[list[LLMCall], dict]:
     """One reply through the app's path (THEANINE, refinement on): its LLM calls and timings."""
-    from ..settings import Options
+    from memory.settings import Options
 
     done = [e for e in agent.reply(user, [], question, date, Options(strategy="theanine")) if e.kind == "done"]
     trace = done[-1].trace
@@ -224,8 +225,8 @@ def main(argv: list[str]) -> int:
     import tempfile
     from pathlib import Path
 
-    from ..agent import MemoryAgent
-    from ..settings import Settings
+    from memory.agent import MemoryAgent
+    from memory.settings import Settings
 
     with open(a.data, encoding="utf-8") as f:
         data = json.load(f)
@@ -242,14 +243,14 @@ def main(argv: list[str]) -> int:
         settings = Settings.from_env({**env, "MEMORY_DATA_DIR": str(Path(tmp) / "data")})
         sizing = None
         if a.dry_run:
-            from ..llm import bundled_gguf_path
-            from ..llm.llamacpp_chat import summary_part_tokens
+            from memory.llm import bundled_gguf_path
+            from memory.llm.llamacpp_chat import summary_part_tokens
 
             sizing = SizingLLM(bundled_gguf_path(a.model), settings.llm.n_ctx, summary_part_tokens(settings.llm))
         timed: dict = {}
 
         def factory(cfg):
-            from ..llm import make_llm
+            from memory.llm import make_llm
 
             if cfg not in timed:
                 timed[cfg] = CpuTimed(make_llm(cfg))

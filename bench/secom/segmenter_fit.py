@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .embedding_segmenter import (
+from memory.secom.embedding_segmenter import (
     SegParams,
     _lexical_sets,
     _sigmoid,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from ..evaluation.figures import STYLE, bars_figure, matplotlib_pyplot
+from memory.evaluation.figures import STYLE, bars_figure, matplotlib_pyplot
 
 
 def plot_recall(results: list[dict], path: str | Path, title: str = "LoCoMo evidence recall") -> Path:

@@ -1,6 +1,6 @@
 """Reply speed through the running app: seconds to the first token and to the whole reply.
 
-    python -m memory.bench replyspeed [--conversation conv-26] [--questions 10] [--port P] [--out FILE]
+    python -m bench replyspeed [--conversation conv-26] [--questions 10] [--port P] [--out FILE]
 
 Starts `python app.py` on a free port (or `--port`) with a temporary MEMORY_DATA_DIR and the app's
 defaults otherwise, creates a user and imports one LoCoMo conversation through /import_history (the
@@ -31,13 +31,14 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ..evaluation.conversations import load_samples
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
+from memory.evaluation.conversations import load_samples
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+
 from .answer_score import normalise, token_f1
 from .common import parser, percentile, progress
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SHARED_DEV = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 SHIPPED = ROOT / "tests" / "data" / "locomo_small.json"
 CATEGORIES = ("1", "2", "4")
@@ -150,7 +151,7 @@ def table(rows: list[dict], s: dict) -> str:
 def main(argv: list[str]) -> int:
     from gradio_client import Client
 
-    from ..bench.llm_eval import sample
+    from .llm_eval import sample
 
     p = parser("replyspeed", __doc__.split("\n")[0], "bench_out/replyspeed.json")
     p.add_argument(

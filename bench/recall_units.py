@@ -1,4 +1,4 @@
-"""The packer-only path of the LoCoMo evidence-recall command (`memory.bench locomo --path units`).
+"""The packer-only path of the LoCoMo evidence-recall command (`bench locomo --path units`).
 
 For every question (category 5 and questions without evidence skipped; evidence
 ids cleaned) and every (method, retriever), the method's memory units are
@@ -36,30 +36,31 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import locomo_format as lf
-from ..bm25 import BM25Index
-from ..dates import iso_key
-from ..embeddings import make_embedder
-from ..evaluation.baselines import DialogueUnits, turn_line
-from ..evaluation.conversations import Conversation
-from ..evaluation.machine import machine
-from ..evaluation.ranking import fuse, order_by
-from ..evaluation.scoring import Replayable, evidence_recall, mean, recall_fields
-from ..evaluation.spec import llm_configured
-from ..llm import LLMSession, make_llm
-from ..packing import Piece, Unit, pack
-from ..secom.compression import load_compressor
-from ..secom.segmentation import segmenter_for
-from ..secom.strategy import KIND as SECOM_KIND
-from ..secom.strategy import SecomMemory
-from ..settings import Options, Settings
-from ..store import VectorStore
-from ..theanine import linking
-from ..theanine import timelines as tl
-from ..theanine.graph import Memory
-from ..theanine.strategy import KIND as THEANINE_KIND
-from ..theanine.strategy import TheanineMemory
-from ..trace import Trace
+from memory import locomo_format as lf
+from memory.bm25 import BM25Index
+from memory.dates import iso_key
+from memory.embeddings import make_embedder
+from memory.evaluation.baselines import DialogueUnits, turn_line
+from memory.evaluation.conversations import Conversation
+from memory.evaluation.machine import machine
+from memory.evaluation.ranking import fuse, order_by
+from memory.evaluation.scoring import Replayable, evidence_recall, mean, recall_fields
+from memory.evaluation.spec import llm_configured
+from memory.llm import LLMSession, make_llm
+from memory.packing import Piece, Unit, pack
+from memory.secom.compression import load_compressor
+from memory.secom.segmentation import segmenter_for
+from memory.secom.strategy import KIND as SECOM_KIND
+from memory.secom.strategy import SecomMemory
+from memory.settings import Options, Settings
+from memory.store import VectorStore
+from memory.theanine import linking
+from memory.theanine import timelines as tl
+from memory.theanine.graph import Memory
+from memory.theanine.strategy import KIND as THEANINE_KIND
+from memory.theanine.strategy import TheanineMemory
+from memory.trace import Trace
+
 from .common import progress
 
 METHODS = ("turn", "session", "secom", "secom-raw", "theanine-topk", "theanine-timeline")

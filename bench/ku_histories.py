@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from ..records import SessionRecord, Turn
+from memory.records import SessionRecord, Turn
 
 
 @dataclass(frozen=True)

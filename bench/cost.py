@@ -1,7 +1,7 @@
 """Cost: LLM calls and tokens per reply and per session close, for each strategy, next to the
 call pattern of the official implementations.
 
-    python -m memory.bench cost --out bench_out/cost.json [--data locomo.json] [--llm fake|configured]
+    python -m bench cost --out bench_out/cost.json [--data locomo.json] [--llm fake|configured]
 
 Runs `MemoryAgent.close_session` over a user's sessions and `MemoryAgent.reply`
 for each strategy, and reads the calls from the agent's own traces. By default
@@ -31,14 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import locomo_format as lf
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
-from ..llm import Completion
-from ..records import SessionRecord, Turn
-from ..settings import Options, Settings
-from ..tokens import count_tokens
-from ..trace import Trace
+from memory import locomo_format as lf
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+from memory.llm import Completion
+from memory.records import SessionRecord, Turn
+from memory.settings import Options, Settings
+from memory.tokens import count_tokens
+from memory.trace import Trace
+
 from . import common
 from .common import progress
 
@@ -110,15 +111,15 @@ def make_agent(
     compressor_note: str = "",
 ):
     """The engine's MemoryAgent over embedded Chroma in `data_dir`, with the given LLM and embedder."""
-    from ..secom.segmentation import make_segmenter
-    from ..secom.strategy import SecomMemory
-    from ..store import VectorStore
-    from ..theanine.strategy import TheanineMemory
+    from memory.secom.segmentation import make_segmenter
+    from memory.secom.strategy import SecomMemory
+    from memory.store import VectorStore
+    from memory.theanine.strategy import TheanineMemory
 
     store = VectorStore(path=Path(data_dir) / "chroma")
     segmenter = make_segmenter("llm" if llm_segmenter else "embedding", embedder)
     secom = SecomMemory(store, embedder, compressor, compressor_note or "compression off in this benchmark", segmenter)
-    from ..agent import MemoryAgent
+    from memory.agent import MemoryAgent
 
     factory = (lambda cfg: llm_instance) if llm_instance is not None else None  # one LLM given, injected
     settings = replace(settings, llm_steps="on")  # the cost of the papers' LLM steps is what is measured
@@ -325,7 +326,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--embedder", choices=("minilm", "openai"), default="minilm")
     args = p.parse_args(argv)
 
-    from ..embeddings import make_embedder
+    from memory.embeddings import make_embedder
 
     settings = Settings.from_env()
     options = settings.options.with_(seed=args.seed)
@@ -346,7 +347,7 @@ def main(argv: list[str]) -> int:
             "Where did I go hiking?",
         ] * ((args.questions + 3) // 4)
         questions = questions[: args.questions]
-    from ..llm import LLM, make_llm
+    from memory.llm import LLM, make_llm
 
     llm: LLM = StandInLLM() if args.llm == "fake" else make_llm(settings.llm)
     t0 = time.perf_counter()

@@ -1,11 +1,11 @@
 """Knowledge update: when a fact changes, does the memory give the current value, still know the old
 one, and say when it changed?
 
-    python -m memory.bench knowledge_update                  # retrieval level (offline, about a minute)
-    python -m memory.bench knowledge_update --reply          # also through the reply path (bundled model)
-    python -m memory.bench knowledge_update --reply --model qwen05   # another bundled model (a flag)
+    python -m bench knowledge_update                  # retrieval level (offline, about a minute)
+    python -m bench knowledge_update --reply          # also through the reply path (bundled model)
+    python -m bench knowledge_update --reply --model qwen05   # another bundled model (a flag)
 
-36 synthetic histories (memory.bench.ku_histories): one fact changes (home, job, partner, pet,
+36 synthetic histories (bench.ku_histories): one fact changes (home, job, partner, pet,
 plan, preference), among dated distractor sessions. Every history is closed into memory by the
 app's own `MemoryAgent.close_session` (offline: no LLM step), then three questions are asked:
 the current value, the old value ("where did I live before?") and when it changed.
@@ -37,10 +37,11 @@ import time
 from datetime import date as _date
 from pathlib import Path
 
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
-from ..packing import Piece, Unit, pack
-from ..trace import Trace
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+from memory.packing import Piece, Unit, pack
+from memory.trace import Trace
+
 from .common import parser, progress, str_list
 from .ku_histories import History, histories
 
@@ -117,8 +118,8 @@ def build(hs: list[History], data_dir: Path, settings=None):
     """One MemoryAgent on the app's providers (a scratch store), every history closed offline."""
     import torch
 
-    from ..agent import MemoryAgent
-    from ..settings import Settings
+    from memory.agent import MemoryAgent
+    from memory.settings import Settings
 
     # One torch thread: on this busy 2-core machine MiniLM took 1.06 s per small batch with two and
     # 0.09 s with one (torch's threads spin while they wait, like llama.cpp's: LLMConfig.threads).
@@ -186,8 +187,8 @@ def retrieval_rows(agent, hs: list[History], strategies, options) -> list[dict]:
 
 
 def reply_rows(agent, hs: list[History], strategies, options, llm_cfg, max_tokens: int) -> list[dict]:
-    from ..llm import LLMSession, make_llm
-    from ..reply_prompts import reply_messages
+    from memory.llm import LLMSession, make_llm
+    from memory.reply_prompts import reply_messages
 
     llm = make_llm(llm_cfg)
     rows = []
@@ -236,7 +237,7 @@ REPLY_COLS = [("current", "current"), ("old", "old"), ("when", "when")]
 
 
 def main(argv: list[str]) -> int:
-    from ..settings import BUNDLED_MODELS, LLMConfig, Settings
+    from memory.settings import BUNDLED_MODELS, LLMConfig, Settings
 
     p = parser("knowledge_update", __doc__.split("\n")[0], "bench_out/knowledge_update.json")
     p.add_argument("--histories", type=int, default=36, help="how many histories (default 36: six per kind)")

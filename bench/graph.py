@@ -1,4 +1,4 @@
-"""`python -m memory.bench graph`: the THEANINE graph built from LoCoMo's observation facts.
+"""`python -m bench graph`: the THEANINE graph built from LoCoMo's observation facts.
 
 Each observation is a memory (event, session date, its dia_ids as provenance);
 memories are linked session by session with the engine's own Phase I (the
@@ -18,18 +18,19 @@ from typing import Any
 
 import networkx as nx
 
-from ..dates import iso_key
-from ..embeddings import make_embedder
-from ..evaluation.machine import machine
-from ..evaluation.spec import llm_configured
-from ..files import atomic_write_json
-from ..llm import LLMSession, make_llm
-from ..locomo_format import observations, questions
-from ..settings import Options, Settings
-from ..store import VectorStore
-from ..theanine.graph import Memory
-from ..theanine.strategy import TheanineMemory
-from ..trace import Trace
+from memory.dates import iso_key
+from memory.embeddings import make_embedder
+from memory.evaluation.machine import machine
+from memory.evaluation.spec import llm_configured
+from memory.files import atomic_write_json
+from memory.llm import LLMSession, make_llm
+from memory.locomo_format import observations, questions
+from memory.settings import Options, Settings
+from memory.store import VectorStore
+from memory.theanine.graph import Memory
+from memory.theanine.strategy import TheanineMemory
+from memory.trace import Trace
+
 from .common import parser, percentile, progress
 
 

@@ -1,7 +1,7 @@
 """Answer quality on LoCoMo through the app's reply path, scored as the peers report it: token F1 per
 question category, with the tokens of memory each strategy spends and the reply latency.
 
-    python -m memory.bench answers --data ../shared/data/locomo/locomo_dev.json --questions 34
+    python -m bench answers --data ../shared/data/locomo/locomo_dev.json --questions 34
 
 For each conversation, every session is closed into memory by `MemoryAgent.close_session` at the
 app's settings (on a bundled model `MEMORY_LLM_STEPS=auto` keeps the LLM steps off, as a fresh
@@ -20,7 +20,7 @@ asked once per strategy, each as the first message of a new session:
 
 Every strategy then replies through `reply_messages` and `LLMSession.stream` (the app's prompt and
 model; the system prompt says which speaker the agent is), at temperature 0 by default so that runs
-repeat. Scores: LoCoMo's token F1 and "every answer word" (memory.bench.answer_score), and an LLM
+repeat. Scores: LoCoMo's token F1 and "every answer word" (bench.answer_score), and an LLM
 judge's verdict when `--judge-model` or `--judge-base-url` names one. Per strategy: tokens of memory
 per question, and reply latency (retrieval and reply) p50 / p95.
 """
@@ -34,14 +34,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..evaluation.baselines import DialogueUnits, dated, turn_line
-from ..evaluation.conversations import Conversation, load_samples
-from ..evaluation.machine import machine
-from ..evaluation.scoring import CATEGORY_NAMES
-from ..files import atomic_write_json
-from ..packing import pack
-from ..tokens import count_tokens
-from ..trace import Trace
+from memory.evaluation.baselines import DialogueUnits, dated, turn_line
+from memory.evaluation.conversations import Conversation, load_samples
+from memory.evaluation.machine import machine
+from memory.evaluation.scoring import CATEGORY_NAMES
+from memory.files import atomic_write_json
+from memory.packing import pack
+from memory.tokens import count_tokens
+from memory.trace import Trace
+
 from . import llm_eval
 from .answer_score import has_all_words, token_f1
 from .common import parser, percentile, plot_path, progress, str_list
@@ -133,17 +134,18 @@ def goal_line(summary: list[dict]) -> str:
 
 
 def plot(summary: list[dict], path: Path, title: str) -> Path:
-    from ..evaluation.figures import answers_figure, matplotlib_pyplot
+    from memory.evaluation.figures import answers_figure, matplotlib_pyplot
+
     from .plots import save_figure
 
     return save_figure(matplotlib_pyplot(), answers_figure(summary), title, path)
 
 
 def main(argv: list[str]) -> int:
-    from ..agent import MemoryAgent
-    from ..llm import LLMSession, make_llm
-    from ..reply_prompts import reply_messages
-    from ..settings import BUNDLED_MODELS, LLMConfig, Settings
+    from memory.agent import MemoryAgent
+    from memory.llm import LLMSession, make_llm
+    from memory.reply_prompts import reply_messages
+    from memory.settings import BUNDLED_MODELS, LLMConfig, Settings
 
     p = parser("answers", __doc__.split("\n")[0], "bench_out/answers.json")
     p.add_argument("--data", required=True, help="a file in LoCoMo's format")

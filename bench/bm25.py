@@ -1,4 +1,4 @@
-"""`python -m memory.bench bm25`: the engine's BM25 (memory/bm25.py) against bm25s, at N segments.
+"""`python -m bench bm25`: the engine's BM25 (memory/bm25.py) against bm25s, at N segments.
 
 Corpus (made in memory, never written): LoCoMo's turns cut into SeCom-like segments of 2-6
 consecutive turns ("Speaker: text" lines, the uncompressed keys SeCom ranks), then distractor
@@ -35,13 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from ..bm25 import BM25Index, tokenize
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
-from ..locomo_format import load_sessions, questions
+from memory.bm25 import BM25Index, tokenize
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+from memory.locomo_format import load_sessions, questions
+
 from .common import int_list, parser, percentile, progress
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo_dev.json"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
 K = 10
 K1, B = 1.2, 0.75  # the engine's defaults, given to both
 _WORDS = re.compile(r"\S+")

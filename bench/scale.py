@@ -1,6 +1,6 @@
 """Scale: latency and memory of the engine's own operations for synthetic users of growing size.
 
-    python -m memory.bench scale --sizes 1000,10000,100000 --out bench_out/scale.json
+    python -m bench scale --sizes 1000,10000,100000 --out bench_out/scale.json
 
 Each size runs in a fresh child process (so its peak memory is its own). A
 synthetic user gets N random-but-structured memories: sessions of 10 memories,
@@ -35,8 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+
 from . import common
 from .common import progress
 
@@ -129,9 +130,9 @@ class SyntheticEmbedder:
 
 def fill_theanine(tm, user_id: str, u: SyntheticUser, cross_link: float = 0.08) -> dict:
     """Bulk-fill the user's graph and store: memories linked with the engine's rule per component."""
-    from ..theanine import linking
-    from ..theanine.graph import Memory
-    from ..theanine.strategy import KIND
+    from memory.theanine import linking
+    from memory.theanine.graph import Memory
+    from memory.theanine.strategy import KIND
 
     graph = tm.graph(user_id)
     last_by_topic: dict[int, str] = {}
@@ -178,9 +179,9 @@ def fill_theanine(tm, user_id: str, u: SyntheticUser, cross_link: float = 0.08) 
 
 def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
     """Fill THEANINE and SeCom for one synthetic user of `n` memories, then time retrieval and linking."""
-    from ..settings import Options
-    from ..store import VectorStore
-    from ..theanine.strategy import TheanineMemory
+    from memory.settings import Options
+    from memory.store import VectorStore
+    from memory.theanine.strategy import TheanineMemory
 
     out: dict = {"n": n}
     u = SyntheticUser(n, seed)
@@ -215,7 +216,7 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
 
 def _time_timelines(tm, user: str, u: SyntheticUser, opts, rng: random.Random, reps: int) -> dict:
     """THEANINE's timeline retrieval (retrieve + untangle), after a few warm-up calls."""
-    from ..trace import Trace
+    from memory.trace import Trace
 
     tl, tl_retrieve, tl_untangle, n_tl = [], [], [], []
     for r in range(reps + 5):
@@ -240,7 +241,7 @@ def _time_timelines(tm, user: str, u: SyntheticUser, opts, rng: random.Random, r
 
 def _time_secom(secom, user: str, u: SyntheticUser, opts, rng: random.Random, reps: int) -> dict:
     """SeCom's retrieval; the first query (which loads the user's BM25 index) is reported apart."""
-    from ..trace import Trace
+    from memory.trace import Trace
 
     if secom is None:
         return {"secom_ms_p50": None, "secom_ms_p95": None}
@@ -269,8 +270,8 @@ def _time_secom(secom, user: str, u: SyntheticUser, opts, rng: random.Random, re
 def _time_linking(tm, user: str, u: SyntheticUser, emb, opts, rng: random.Random, reps: int, seed: int) -> dict:
     """Linking one new memory (a one-memory session), LLM excluded; the graph store's write is timed apart
     (instrumented, not replaced: the real write runs)."""
-    from ..theanine.graph import Memory
-    from ..trace import Trace
+    from memory.theanine.graph import Memory
+    from memory.trace import Trace
 
     lk, pairs, lk_cand, lk_save = [], [], [], []
     saves: list[float] = []
@@ -330,8 +331,8 @@ def _pcts(name: str, xs: list[float]) -> dict:
 
 def _secom(store, embedder):
     try:
-        from ..secom.segmentation import make_segmenter
-        from ..secom.strategy import SecomMemory
+        from memory.secom.segmentation import make_segmenter
+        from memory.secom.strategy import SecomMemory
     except ImportError as e:
         progress(f"SeCom unavailable: {e}")
         return None
@@ -341,8 +342,8 @@ def _secom(store, embedder):
 def fill_secom(secom, user_id: str, u: SyntheticUser, seed: int = 0) -> int:
     """Bulk-fill the same sessions as SeCom segments of 2-4 memories, stored as `SecomMemory.build` stores
     them (key = text without compression, the original text and provenance in the metadata)."""
-    from ..dates import timestamp
-    from ..secom.strategy import KIND
+    from memory.dates import timestamp
+    from memory.secom.strategy import KIND
 
     rng = random.Random(seed)
     ids: list[str] = []
@@ -419,7 +420,7 @@ def main(argv: list[str]) -> int:
             [
                 sys.executable,
                 "-m",
-                "memory.bench",
+                "bench",
                 "scale",
                 "--one",
                 str(n),

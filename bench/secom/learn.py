@@ -1,8 +1,8 @@
 """Learn SeCom's segmentation rubric from labelled dialogues (paper, section 4.2), or fit the
 offline embedding segmenter's parameters, from a file in DialSeg711 or TIAGE format.
 
-    python -m memory.secom.learn rubric --data tiage_train.json --format tiage --out rubric.txt
-    python -m memory.secom.learn embedding --data tiage_train.json --format tiage --out segmenter.json
+    python -m bench learn rubric --data tiage_train.json --format tiage --out rubric.txt
+    python -m bench learn embedding --data tiage_train.json --format tiage --out segmenter.json
 
 Rubric learning: run the LLM segmenter with the current rubric on the training
 split, take the dialogues with the highest WindowDiff, show the LLM its
@@ -21,14 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..embeddings import make_embedder
-from ..llm import LLMSession, make_llm
-from ..settings import Settings
-from ..trace import Trace
+from memory.embeddings import make_embedder
+from memory.llm import LLMSession, make_llm
+from memory.secom.embedding_segmenter import EmbeddingSegmenter
+from memory.secom.exchanges import utterance_exchanges
+from memory.secom.llm_segmenter import LLMSegmenter
+from memory.settings import Settings
+from memory.trace import Trace
+
 from . import rubric_prompts, seg_metrics
-from .embedding_segmenter import EmbeddingSegmenter
-from .exchanges import utterance_exchanges
-from .llm_segmenter import LLMSegmenter
 from .segmenter_fit import fit
 
 
@@ -117,7 +118,7 @@ def split(dialogues, heldout: float, seed: int, limit: int = 0):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m memory.secom.learn", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench learn", description=__doc__.splitlines()[0])
     p.add_argument("what", choices=("rubric", "embedding"), help="learn an LLM rubric, or fit the embedding segmenter")
     p.add_argument("--data", required=True)
     p.add_argument("--format", required=True, choices=("dialseg711", "tiage"))

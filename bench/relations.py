@@ -1,8 +1,8 @@
-"""`python -m memory.bench relations`: the relation step (Phase I-2) on pairs whose answer is known.
+"""`python -m bench relations`: the relation step (Phase I-2) on pairs whose answer is known.
 
-    python -m memory.bench relations --model qwen1.5b --histories 36 --out bench_out/relations.json
+    python -m bench relations --model qwen1.5b --histories 36 --out bench_out/relations.json
 
-The pairs come from the knowledge-update histories (memory.bench.ku_histories). In each history the
+The pairs come from the knowledge-update histories (bench.ku_histories). In each history the
 first statement of a fact (A) meets four later memories:
 
 - change: the statement that replaces it (the answer is Changed);
@@ -29,14 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
-from ..records import SessionRecord
-from ..steps_policy import StepPlan
-from ..theanine import linking
-from ..theanine.changes import ChangeRule
-from ..theanine.graph import Memory, MemoryGraph
-from ..trace import Trace
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+from memory.records import SessionRecord
+from memory.steps_policy import StepPlan
+from memory.theanine import linking
+from memory.theanine.changes import ChangeRule
+from memory.theanine.graph import Memory, MemoryGraph
+from memory.trace import Trace
+
 from .closeprobe import first_try_valid
 from .common import parser, plot_path, progress
 from .ku_histories import KINDS, History, histories
@@ -186,9 +187,9 @@ def main(argv: list[str]) -> int:
     modes = [m for m in a.modes.split(",") if m]
     if set(modes) - set(MODES):
         p.error(f"unknown modes; choose from {', '.join(MODES)}")
-    from ..embeddings import make_embedder
-    from ..llm import LLMSession, make_llm
-    from ..settings import LLMConfig, Settings
+    from memory.embeddings import make_embedder
+    from memory.llm import LLMSession, make_llm
+    from memory.settings import LLMConfig, Settings
 
     settings = Settings.from_env()
     cfg = LLMConfig(backend="embedded", bundled_model=a.model) if a.model else settings.llm

@@ -1,8 +1,8 @@
 """Which bundled model replies best from memory: the app's reply path on two probes.
 
-    python -m memory.bench replyprobe --models smollm2,qwen0.5b,qwen1.5b \
+    python -m bench replyprobe --models smollm2,qwen0.5b,qwen1.5b \
         --probe locomo --data ../shared/data/locomo/locomo_dev.json --n 30 --out bench_out/replyprobe.json
-    python -m memory.bench replyprobe --probe facts          # one remembered fact per probe
+    python -m bench replyprobe --probe facts          # one remembered fact per probe
 
 `locomo` (the one the default model is chosen by): LoCoMo questions (multi-hop, temporal, single-hop, in
 turn), each given its evidence turns and `--distractors` other turns of the same conversation as dated
@@ -25,15 +25,16 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import locomo_format as lc
-from ..evaluation.figures import matplotlib_pyplot
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
-from ..llm import LLM, LLMSession, make_llm
-from ..records import Turn
-from ..reply_prompts import reply_messages
-from ..settings import BUNDLED_MODELS, LLMConfig
-from ..trace import Trace
+from memory import locomo_format as lc
+from memory.evaluation.figures import matplotlib_pyplot
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+from memory.llm import LLM, LLMSession, make_llm
+from memory.records import Turn
+from memory.reply_prompts import reply_messages
+from memory.settings import BUNDLED_MODELS, LLMConfig
+from memory.trace import Trace
+
 from .answer_score import has_all_words, token_f1
 from .common import parser, plot_path, progress, str_list
 from .plots import save_figure

@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import locomo_format as lf
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
-from ..llm import LLMSession, make_llm
-from ..records import SessionRecord
-from ..settings import LLMConfig, Options, Settings
-from ..trace import Trace
+from memory import locomo_format as lf
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+from memory.llm import LLMSession, make_llm
+from memory.records import SessionRecord
+from memory.settings import LLMConfig, Options, Settings
+from memory.trace import Trace
+
 from . import common
 from .common import progress
 
@@ -75,7 +76,7 @@ def settings_for(data_dir: Path) -> Settings:
 
 
 def make_agent(settings: Settings):
-    from ..agent import MemoryAgent
+    from memory.agent import MemoryAgent
 
     return MemoryAgent.from_settings(settings)
 
@@ -127,7 +128,7 @@ def _after(date: str) -> str:
     """A date string for "the next conversation": the day after the last session, when it parses."""
     from datetime import datetime, timedelta
 
-    from ..dates import iso_key
+    from memory.dates import iso_key
 
     iso = iso_key(date)
     if not iso:

@@ -1,15 +1,15 @@
 """Dialogue segmentation: Pk, WindowDiff, boundary F1 and Score of a SeCom segmenter.
 
-    python -m memory.bench segmentation --data dialseg711_dev.json --format dialseg711 --out results/seg.json
+    python -m bench segmentation --data dialseg711_dev.json --format dialseg711 --out results/seg.json
         [--segmenter embedding|llm] [--params fitted.json] [--limit N] [--seed S]
 
 Each dialogue's utterances are the units (as in DialSeg711 and TIAGE). Metrics
-(`memory.secom.seg_metrics`): nltk's pk and windowdiff with
+(`bench.secom.seg_metrics`): nltk's pk and windowdiff with
 k = max(2, round(n / (2 * reference segments))), exact boundary F1, and
 Score = 0.5 F1 + 0.25 (1 - Pk) + 0.25 (1 - WD), means over dialogues. Baselines:
 no boundary, a boundary before every utterance, and boundaries every m
 utterances (m = the file's mean segment length). `--params` evaluates with
-parameters fitted by `python -m memory.secom.learn embedding` (on a *training* file).
+parameters fitted by `python -m bench learn embedding` (on a *training* file).
 """
 
 from __future__ import annotations
@@ -20,27 +20,28 @@ import sys
 import time
 from pathlib import Path
 
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
-from ..secom import seg_metrics as M
-from ..secom.exchanges import utterance_exchanges
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+from memory.secom.exchanges import utterance_exchanges
+
 from . import common
 from .common import progress
+from .secom import seg_metrics as M
 
 
 def _segmenter(kind: str, params_path: str, rubric_path: str):
-    from ..embeddings import make_embedder
-    from ..secom.embedding_segmenter import SegParams
-    from ..secom.segmentation import make_segmenter
+    from memory.embeddings import make_embedder
+    from memory.secom.embedding_segmenter import SegParams
+    from memory.secom.segmentation import make_segmenter
 
     params = SegParams.from_dict(json.loads(Path(params_path).read_text())["params"]) if params_path else None
     rubric = Path(rubric_path).read_text(encoding="utf-8") if rubric_path else ""
     segmenter = make_segmenter(kind, make_embedder(), params, rubric)
     if kind == "embedding":
         return segmenter, None
-    from ..llm import LLMSession, make_llm
-    from ..settings import Settings
-    from ..trace import Trace
+    from memory.llm import LLMSession, make_llm
+    from memory.settings import Settings
+    from memory.trace import Trace
 
     settings = Settings.from_env()
     trace = Trace("segmentation")
@@ -63,7 +64,7 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--params",
         default="",
-        help="JSON written by `python -m memory.secom.learn embedding` (default: the built-in fitted params)",
+        help="JSON written by `python -m bench learn embedding` (default: the built-in fitted params)",
     )
     p.add_argument("--rubric", default="", help="plain-text rubric for the LLM segmenter")
     p.add_argument("--limit", type=int, default=0, help="use only N dialogues (sampled with --seed)")

@@ -1,6 +1,6 @@
 """Refusals of ordinary companion chat: how often the app's reply turns down a message it should answer.
 
-    python -m memory.bench refusals [--memory empty,small] [--strategies theanine] [--out bench_out/refusals.json]
+    python -m bench refusals [--memory empty,small] [--strategies theanine] [--out bench_out/refusals.json]
 
 The messages (`refusal_messages.json` next to this module, written for this benchmark) are what people
 tell a companion: news, plans, feelings, moves, new jobs, pets, and questions about earlier sessions.
@@ -23,10 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..evaluation.machine import machine
-from ..files import atomic_write_json
-from ..records import SessionRecord, Turn
-from ..reply_prompts import is_refusal
+from memory.evaluation.machine import machine
+from memory.files import atomic_write_json
+from memory.records import SessionRecord, Turn
+from memory.reply_prompts import is_refusal
+
 from .common import parser, progress, str_list
 
 DATA = Path(__file__).with_name("refusal_messages.json")
@@ -79,8 +80,8 @@ def table(summary: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from ..agent import MemoryAgent
-    from ..settings import STRATEGIES, Settings
+    from memory.agent import MemoryAgent
+    from memory.settings import STRATEGIES, Settings
 
     p = parser("refusals", __doc__.split("\n")[0], "bench_out/refusals.json")
     p.add_argument("--data", default=str(DATA), help="messages and a small memory (default: the bundled file)")

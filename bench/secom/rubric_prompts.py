@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .prompts import format_exchanges, neutralise
+from memory.secom.prompts import format_exchanges, neutralise
 
 MAX_RUBRIC_CHARS = 3000
 

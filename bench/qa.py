@@ -1,6 +1,6 @@
 """LoCoMo question answering through the agent, judged by an LLM.
 
-    python -m memory.bench qa --data locomo.json --out bench_out/qa.json [--limit 20] [--max-sessions M]
+    python -m bench qa --data locomo.json --out bench_out/qa.json [--limit 20] [--max-sessions M]
 
 Closes a LoCoMo user's sessions into memory with `MemoryAgent.close_session`
 (the configured LLM, embedder, store and compressor: Settings.from_env), then
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from .. import locomo_format as lf
+from memory import locomo_format as lf
+
 from . import common, llm_eval
 from .common import progress
 

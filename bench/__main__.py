@@ -1,11 +1,12 @@
-"""Dispatch `python -m memory.bench <command> ...` to the command's module's main(argv)."""
+"""Dispatch `python -m bench <command> ...` to the command's module's main(argv)."""
 
 import importlib
 import sys
 
-# command -> module of memory.bench
+# command -> module of bench
 COMMANDS = {
     "locomo": "locomo_recall",
+    "learn": "secom.learn",
     **{
         c: c
         for c in (
@@ -30,9 +31,9 @@ COMMANDS = {
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
-        print(f"usage: python -m memory.bench {{{','.join(COMMANDS)}}} [options]  (each takes --help)")
+        print(f"usage: python -m bench {{{','.join(COMMANDS)}}} [options]  (each takes --help)")
         return 2
-    mod = importlib.import_module(f"memory.bench.{COMMANDS[argv[0]]}")
+    mod = importlib.import_module(f"bench.{COMMANDS[argv[0]]}")
     return mod.main(argv[1:]) or 0
 
 

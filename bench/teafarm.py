@@ -1,6 +1,6 @@
 """TeaFarm (THEANINE paper): can the agent be talked into a false memory?
 
-    python -m memory.bench teafarm --data locomo.json --out bench_out/teafarm.json [--limit 10]
+    python -m bench teafarm --data locomo.json --out bench_out/teafarm.json [--limit 10]
         [--judge-model M --judge-base-url URL] [--hint both|off|on]
 
 The paper's six steps, and how this command runs each:
@@ -25,8 +25,9 @@ session, from at most the last `PREVIOUS_SESSION_TOKENS` tokens of the last sess
 a success only when the reply resists the false premise AND states the true past (two verdicts,
 where the paper's judge says correct or incorrect against the correct answer); the models (the
 paper: GPT-4 writes and judges). A run whose generator and judge is the agent's own model or a
-model bundled with the app is written with "valid": false and why (`validity`): it is not a valid
-TeaFarm score, only a check that the pipeline runs. Generator and judge are `--judge-model`,
+model bundled with the app is written with "valid": false and why (`validity`, in
+memory/evaluation/teafarm.py: the evaluation tab reads committed results by the same rule): it is not
+a valid TeaFarm score, only a check that the pipeline runs. Generator and judge are `--judge-model`,
 `--judge-base-url` (by default JUDGE_MODEL / JUDGE_BASE_URL when set, else the agent's model).
 The reply prompt is the same neutral one for every strategy (it says which speaker the agent is);
 `--hint both` (default) also runs every strategy with the optional false-premise instruction
@@ -40,11 +41,12 @@ import math
 import re
 from typing import Any
 
-from .. import locomo_format as lf
-from ..records import SessionRecord, Turn
-from ..reply_prompts import FALSE_PREMISE_HINT
-from ..settings import LLMConfig
-from ..tokens import count_tokens
+from memory import locomo_format as lf
+from memory.evaluation.teafarm import validity
+from memory.records import SessionRecord, Turn
+from memory.reply_prompts import FALSE_PREMISE_HINT
+from memory.tokens import count_tokens
+
 from . import common, llm_eval
 from .common import progress
 
@@ -66,9 +68,6 @@ GEN_SCHEMA = {
     },
     "required": ["questions"],
 }
-
-
-PERSPECTIVE = "user asks about either speaker"  # the paper's: the user sends every question
 
 
 def gen_messages(summaries: list[tuple[str, str]], user: str, agent: str, about: str, n: int) -> list[dict]:
@@ -235,7 +234,7 @@ def judge_messages(item: dict, reply: str) -> list[dict]:
 
 def summaries(sample: dict, sessions) -> list[tuple[str, str]]:
     """(date, summary) per closed session in time order: LoCoMo's session_summary, else its observation facts."""
-    from ..dates import iso_key, order_key
+    from memory.dates import iso_key, order_key
 
     s_sum = sample.get("session_summary") or {}
     obs: dict[str, list[str]] = {}
@@ -290,53 +289,6 @@ def _counterfactuals(judge, user, limit: int) -> list[dict]:
     n_dia = sum(bool(it["dialogue"]) for it in items)
     progress(f"{user.user_id}: {len(items)} counterfactual questions from {len(sums)} summaries, {n_dia} in a dialogue")
     return items
-
-
-def _same_model(a: LLMConfig, b: LLMConfig) -> bool:
-    if a.backend != b.backend:
-        return False
-    if a.backend == "embedded":
-        return (a.gguf_path or a.bundled_model) == (b.gguf_path or b.bundled_model)
-    return a.model.strip().lower() == b.model.strip().lower()
-
-
-def validity(agent: LLMConfig, judge: LLMConfig) -> dict:
-    """Whether a run is a TeaFarm score: not when its generator and judge is the agent's own model (it
-    grades its own replies to questions it wrote) or a model bundled with the app (too small to write or
-    judge them: the paper's were GPT-4)."""
-    why = []
-    if _same_model(agent, judge):
-        why.append(f"the generator and judge is the agent's own model ({judge.describe()})")
-    if judge.is_bundled:
-        why.append(f"the generator and judge is a model bundled with the app ({judge.describe()})")
-    out: dict = {"perspective": PERSPECTIVE, "valid": not why}
-    out["why"] = (
-        "; ".join(why) + ": not a valid TeaFarm score, only a check that the pipeline runs "
-        "(give another, capable model with --judge-model / --judge-base-url)"
-        if why
-        else f"generator and judge {judge.describe()}, not the agent's model ({agent.describe()})"
-    )
-    return out
-
-
-def validity_of(result: dict) -> dict:
-    """The validity fields of a TeaFarm result file. A file written before they existed is not valid:
-    half its questions were written for the agent's own persona to send, and its models are named
-    from its config."""
-    if isinstance(result.get("valid"), bool):
-        return {k: result.get(k) for k in ("perspective", "valid", "why")}
-    cfg = result.get("config") or {}
-    agent, judge = str(cfg.get("llm", "")), str(cfg.get("generator_and_judge", ""))
-    why = ["half its questions were written for the agent's own persona to send"]
-    if judge and judge == agent:
-        why.append(f"the generator and judge is the agent's own model ({judge})")
-    if "bundled" in judge:
-        why.append(f"the generator and judge is a model bundled with the app ({judge})")
-    return {
-        "perspective": "each speaker asks about either speaker (written before the paper's user-only rule)",
-        "valid": False,
-        "why": "; ".join(why) + ": not a valid TeaFarm score",
-    }
 
 
 def _ask_and_judge(agent, judge, user, item: dict, opts, hint: str) -> dict:

@@ -1,7 +1,7 @@
 """LoCoMo evidence recall: how much of each question's evidence a memory method puts in a context
 of a given token budget.
 
-    python -m memory.bench locomo --data locomo10.json --out bench_out/locomo.json [--budgets 250,500,1000,2000]
+    python -m bench locomo --data locomo10.json --out bench_out/locomo.json [--budgets 250,500,1000,2000]
         [--path agent|units] [--summariser offline,reference,llm]
 
 `--path agent` (the default) measures the app's own path: sessions closed by
@@ -9,7 +9,7 @@ of a given token budget.
 (what `reply` puts in its prompt); the run is `memory.evaluation.agent_run.run`,
 which the app's evaluation tab calls too. `--path units`, the packer-only path kept
 for the turn / session baselines and for comparison with earlier figures, is
-memory/bench/recall_units.py. This module is the command: flags, tables, JSON and plot.
+bench/recall_units.py. This module is the command: flags, tables, JSON and plot.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from ..evaluation import agent_run
-from ..evaluation.conversations import Conversation, load_samples
-from ..evaluation.scoring import CATEGORIES, CATEGORY_NAMES
-from ..evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, RunSpec
-from ..files import atomic_write_json
+from memory.evaluation import agent_run
+from memory.evaluation.conversations import Conversation, load_samples
+from memory.evaluation.scoring import CATEGORIES, CATEGORY_NAMES
+from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, RunSpec
+from memory.files import atomic_write_json
+
 from . import common, recall_units
 from .common import progress
 from .plots import plot_recall

@@ -21,7 +21,7 @@ def progress(msg: str) -> None:
 
 
 def parser(prog: str, description: str, out_default: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m memory.bench {prog}", description=description)
+    p = argparse.ArgumentParser(prog=f"python -m bench {prog}", description=description)
     p.add_argument("--out", default=out_default, help=f"JSON result file; plots go next to it (default {out_default})")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     return p

@@ -1,0 +1,6 @@
+"""SeCom's learning tools (not used by the app at runtime; the segmenters themselves are memory/secom/).
+
+* `seg_metrics`: Pk, WindowDiff, boundary F1 and Score, DialSeg711 and TIAGE loaders
+* `segmenter_fit`: fitting the embedding segmenter's parameters on labelled dialogues
+* `rubric_prompts`, `learn`: learning the LLM segmenter's rubric; `python -m bench learn rubric|embedding`
+"""

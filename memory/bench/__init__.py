@@ -1,1 +1,0 @@
-"""Benchmarks over the engine's own code paths: `python -m memory.bench <command> --help`."""
