@@ -5,6 +5,7 @@ with the app.)"""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -57,3 +58,13 @@ def peak_rss_mb() -> float:
 
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(r / 1024 if sys.platform != "darwin" else r / 2**20, 1)
+
+
+def llm_configured(env: dict | None = None) -> bool:
+    """True when the environment names an LLM endpoint (or explicitly asks for a backend).
+
+    Without it, what only *can* use an LLM (the benchmark's linking, the tab's llm summariser) uses
+    the offline rules, rather than the tiny embedded base model.
+    """
+    e = os.environ if env is None else env
+    return bool(e.get("OPENAI_BASE_URL") or e.get("OPENAI_API_KEY") or e.get("LLM_BACKEND") or e.get("LLM_GGUF_PATH"))

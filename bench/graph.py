@@ -21,7 +21,6 @@ import networkx as nx
 from memory.dates import iso_key
 from memory.embeddings import make_embedder
 from memory.evaluation.machine import machine
-from memory.evaluation.spec import llm_configured
 from memory.files import atomic_write_json
 from memory.llm import LLMSession, make_llm
 from memory.locomo_format import observations, questions
@@ -31,7 +30,7 @@ from memory.theanine.graph import Memory
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
 
-from .common import parser, percentile, progress
+from .common import llm_configured, parser, percentile, progress
 
 
 def build_from_observations(tm: TheanineMemory, user: str, sample: dict, opts: Options, use_llm: bool) -> Trace:

@@ -23,9 +23,10 @@ from memory.evaluation.conversations import Conversation, load_samples
 from memory.evaluation.scoring import CATEGORIES, CATEGORY_NAMES
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, RunSpec
 from memory.files import atomic_write_json
+from memory.settings import Settings
 
 from . import common, recall_units
-from .common import progress
+from .common import llm_configured, progress
 from .plots import plot_recall
 from .recall_units import DEFAULT_TIMELINE_LEN, METHODS
 
@@ -228,11 +229,11 @@ def agent_spec(args) -> RunSpec:
 
 def _main_agent(p, args) -> int:
     spec = agent_spec(args)
-    problems = spec.problems()
+    problems = spec.problems(llm_configured())
     if problems:
         p.error("; ".join(problems))
     convs = load(args.data, args.conversations)
-    out = agent_run.run(convs, spec, data=str(args.data), log=progress)
+    out = agent_run.run(convs, spec, settings=Settings.from_env(), data=str(args.data), log=progress)
     rows = [{**r, "method": agent_run.method_label(r)} for r in out["results"]]
     title = f"LoCoMo evidence recall, agent path ({', '.join(out['config']['conversations'])})"
     return _report(args, out, title, rows)

@@ -45,7 +45,6 @@ from memory.evaluation.conversations import Conversation
 from memory.evaluation.machine import machine
 from memory.evaluation.ranking import fuse, order_by
 from memory.evaluation.scoring import Replayable, evidence_recall, mean, recall_fields
-from memory.evaluation.spec import llm_configured
 from memory.llm import LLMSession, make_llm
 from memory.packing import Piece, Unit, pack
 from memory.secom.compression import load_compressor
@@ -61,7 +60,7 @@ from memory.theanine.strategy import KIND as THEANINE_KIND
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
 
-from .common import progress
+from .common import llm_configured, progress
 
 METHODS = ("turn", "session", "secom", "secom-raw", "theanine-topk", "theanine-timeline")
 DEFAULT_TIMELINE_LEN = 3  # tuned on conv-26 (2, 3, 5, 12 tried; see docs/benchmarks.md)

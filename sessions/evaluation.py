@@ -97,7 +97,7 @@ def parse_budgets(text) -> list[int]:
     return budgets
 
 
-def make_spec(methods, retrievers, budgets_text, summarisers, llm_configured: bool | None = None) -> RunSpec:
+def make_spec(methods, retrievers, budgets_text, summarisers, llm_configured: bool) -> RunSpec:
     """The run the page asks for, as the benchmark's RunSpec (with contexts: the page shows them)."""
     spec = RunSpec(
         methods=[m for m in AGENT_METHODS if m in (methods or [])],
@@ -262,12 +262,17 @@ class Evaluations:
         self._lock = threading.Lock()
         self._dir = Path(tempfile.mkdtemp(prefix="memory-eval-"))
 
+    @property
+    def llm_available(self) -> bool:
+        """Whether the llm summariser can run: an endpoint or a model file is configured, not the bundled model."""
+        return not self.settings.llm.is_bundled
+
     def request_file(self, data: bytes | str, only: str, methods, retrievers, budgets, summarisers, name: str):
-        spec = make_spec(methods, retrievers, budgets, summarisers)
+        spec = make_spec(methods, retrievers, budgets, summarisers, self.llm_available)
         return EvalRequest(conversations_from_file(data, only), spec, name or "uploaded file")
 
     def request_history(self, user_id: str, rows, methods, retrievers, budgets, summarisers) -> EvalRequest:
-        spec = make_spec(methods, retrievers, budgets, summarisers)
+        spec = make_spec(methods, retrievers, budgets, summarisers, self.llm_available)
         if "reference" in spec.summarisers:
             raise UserError("The reference summariser needs LoCoMo's observation facts; use offline (or llm).")
         sample = my_history_sample(self.svc, user_id, rows)

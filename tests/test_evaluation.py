@@ -78,7 +78,7 @@ def test_budgets_are_read_sorted_and_deduplicated():
 
 
 def test_a_run_needs_a_strategy_a_retriever_and_a_summariser():
-    assert make_spec(ALL, ["bm25"], "250", ["offline"]).contexts is True
+    assert make_spec(ALL, ["bm25"], "250", ["offline"], llm_configured=False).contexts is True
     for args, words in (
         (([], ["bm25"], "250", ["offline"]), "strategy"),
         ((ALL, [], "250", ["offline"]), "retriever"),
@@ -146,7 +146,9 @@ def rows_text(svc):
 
 
 def test_refused_requests_start_nothing(svc, tmp_path):
-    ev = Evaluations(svc, settings=SimpleNamespace())  # type: ignore[arg-type]  # a refused request reads none
+    # A refused request reads no setting but whether an LLM is configured.
+    bundled_only = SimpleNamespace(llm=SimpleNamespace(is_bundled=True))
+    ev = Evaluations(svc, settings=bundled_only)  # type: ignore[arg-type]
     uid = new_user_id()
     with pytest.raises(UserError):
         ev.request_file(b"[]", "", ALL, ["bm25"], "250", ["offline"], "x.json")

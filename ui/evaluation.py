@@ -19,7 +19,7 @@ import gradio as gr
 
 from memory.evaluation.figures import answers_figure, bars_figure, strategy_figure
 from memory.evaluation.scoring import CATEGORY_NAMES as SCORED_NAMES
-from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, SUMMARISERS, llm_configured
+from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, SUMMARISERS
 from memory.evaluation.teafarm import validity_of
 from sessions import UserError, check_user_id
 from sessions.evaluation import CATEGORY_NAMES, EvalRun, Evaluations, my_turn_rows
@@ -519,7 +519,8 @@ def context_html(res: dict, i: int, budget: int, turns: dict) -> str:
 
 def build_tab(service, evaluations: Evaluations | None = None) -> EvalTab:
     """The "Evaluate memory designs" tab (call inside the page's gr.Tabs); `wire` adds its events."""
-    tab = EvalTab(evaluations or Evaluations(service), llm_available=llm_configured())
+    evaluations = evaluations or Evaluations(service)
+    tab = EvalTab(evaluations, llm_available=evaluations.llm_available)
     with gr.Tab("Evaluate memory designs", elem_id="eval-tab"):
         tab.layout()
     return tab

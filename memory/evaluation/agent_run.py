@@ -359,23 +359,16 @@ def evaluate(
 
 
 def run(
-    convs,
-    spec: RunSpec,
-    *,
-    settings: Settings | None = None,
-    data: str = "",
-    report: Progress | None = None,
-    log: Log | None = None,
+    convs, spec: RunSpec, *, settings: Settings, data: str = "", report: Progress | None = None, log: Log | None = None
 ) -> dict:
     """The agent-path evaluation on loaded conversations: the JSON `bench locomo` writes.
 
     `report(fraction, text)` follows the run (the app's progress bar); `log(line)` takes its progress
     lines (the CLI prints them).
     """
-    problems = spec.problems()
+    problems = spec.problems(has_llm=not settings.llm.is_bundled)
     if problems:
         raise ValueError("; ".join(problems))
-    settings = settings or Settings.from_env()
     if spec.embedder:
         settings = dataclasses.replace(settings, embedder=spec.embedder)
     options = settings.options.with_(seed=spec.seed)

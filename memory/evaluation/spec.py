@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 
 SUMMARISERS = ("offline", "reference", "llm")
 AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline", "theanine-paper", "app-defaults")
@@ -13,16 +12,6 @@ AGENT_METHODS = ("turn", "session", "secom", "theanine-topk", "theanine-timeline
 DEFAULT_RETRIEVERS = ("bm25", "dense", "hybrid")
 DEFAULT_BUDGETS = (250, 500, 1000, 2000)
 MIN_BUDGET = 50  # the app's lowest setting
-
-
-def llm_configured(env: dict | None = None) -> bool:
-    """True when the environment names an LLM endpoint (or explicitly asks for a backend).
-
-    Without it, what only *can* use an LLM (the benchmark's linking, the tab's llm summariser) uses
-    the offline rules, rather than the tiny embedded base model.
-    """
-    e = os.environ if env is None else env
-    return bool(e.get("OPENAI_BASE_URL") or e.get("OPENAI_API_KEY") or e.get("LLM_BACKEND") or e.get("LLM_GGUF_PATH"))
 
 
 @dataclasses.dataclass
@@ -42,7 +31,7 @@ class RunSpec:
     # its evidence), as in a chat that was about something else; 0: the question alone.
     after_turns: int = 4
 
-    def problems(self, has_llm: bool | None = None) -> list[str]:
+    def problems(self, has_llm: bool) -> list[str]:
         """What makes this run impossible, in words for people (empty: it can run)."""
         out = []
         bad = [m for m in self.methods if m not in AGENT_METHODS]
@@ -58,7 +47,6 @@ class RunSpec:
             out.append(f"budgets start at {MIN_BUDGET} tokens (the app's lowest setting)")
         if not isinstance(self.after_turns, int) or not 0 <= self.after_turns <= 20:
             out.append("the turns before each question must be a whole number from 0 to 20")
-        configured = llm_configured() if has_llm is None else has_llm
-        if "llm" in self.summarisers and not configured:
+        if "llm" in self.summarisers and not has_llm:
             out.append("summariser llm needs a configured endpoint (OPENAI_BASE_URL / OPENAI_API_KEY / LLM_BACKEND)")
         return out
