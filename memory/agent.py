@@ -22,7 +22,7 @@ from pathlib import Path
 from .errors import LLMError, StoreUnavailable
 from .llm import LLM, LLMSession, make_llm
 from .locks import KeyedLocks
-from .records import SessionRecord, Turn
+from .records import CloseReport, Progress, ReplyEvent, SessionRecord, Turn
 from .reply_prompts import RefusalGuard, dialogue_text, fit_reply, memory_block, stable_history
 from .settings import LLMConfig, Options, Settings
 from .steps_policy import EVERY_STEP, StepPlan, plan_for
@@ -30,8 +30,6 @@ from .tokens import count_tokens, truncate
 from .trace import Trace
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[float, str], None]  # (fraction 0..1, what is happening)
 
 OFFLINE_CLOSE = (
     "Memory was built without an LLM (the bundled model is too small for the papers' LLM steps): "
@@ -64,13 +62,6 @@ ENDPOINT_WORKERS = 8
 
 
 @dataclass
-class ReplyEvent:
-    kind: str  # "status" (text = what is happening) | "delta" (text = new reply text) | "done"
-    text: str = ""
-    trace: Trace | None = None  # set on "done"
-
-
-@dataclass
 class MemoryContext:
     """The memory the reply prompt receives: one line per retrieved item, as `reply_messages` lists them.
 
@@ -84,15 +75,6 @@ class MemoryContext:
     @property
     def text(self) -> str:
         return memory_block(self.strategy, self.lines)
-
-
-@dataclass
-class CloseReport:
-    session_id: str
-    already_built: bool = False  # idempotent: a second close changes nothing
-    new_memories: list[str] = field(default_factory=list)  # THEANINE node ids added
-    new_segments: list[str] = field(default_factory=list)  # SeCom segment ids added
-    trace: Trace = field(default_factory=lambda: Trace(strategy="close"))
 
 
 MAX_MESSAGE_TOKENS = 2000  # a longer message is stored whole but cut for the LLM

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # types only: the agent module is the implementation, not a dependency of this one
-    from .agent import CloseReport, Progress, ReplyEvent
-    from .records import SessionRecord, Turn
+from .records import CloseReport, Progress, ReplyEvent, SessionRecord, Turn
+
+if TYPE_CHECKING:  # types only
     from .settings import LLMConfig, Options
     from .store import Hit
 

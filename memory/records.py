@@ -1,8 +1,14 @@
-"""Plain records shared by the whole library: dialogue turns and sessions."""
+"""Plain records shared by the whole library: dialogue turns and sessions, and what a reply streams and a
+close reports (the agent makes them, the strategies and the protocols name them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+
+from .trace import Trace
+
+Progress = Callable[[float, str], None]  # (fraction 0..1, what is happening)
 
 
 @dataclass
@@ -44,3 +50,19 @@ def exchanges(turns: list[Turn]) -> list[list[Turn]]:
         else:
             out[-1].append(t)
     return out
+
+
+@dataclass
+class ReplyEvent:
+    kind: str  # "status" (text = what is happening) | "delta" (text = new reply text) | "done"
+    text: str = ""
+    trace: Trace | None = None  # set on "done"
+
+
+@dataclass
+class CloseReport:
+    session_id: str
+    already_built: bool = False  # idempotent: a second close changes nothing
+    new_memories: list[str] = field(default_factory=list)  # THEANINE node ids added
+    new_segments: list[str] = field(default_factory=list)  # SeCom segment ids added
+    trace: Trace = field(default_factory=lambda: Trace(strategy="close"))

@@ -27,7 +27,7 @@ import datetime as _dt
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,7 @@ from memory.dates import DateError, human_date, iso_date, iso_key, today
 from memory.dates import check as read_date
 from memory.dates import parse as parse_date
 from memory.errors import LLMError, StoreUnavailable
-from memory.records import SessionRecord, Turn
+from memory.records import Progress, SessionRecord, Turn
 from memory.settings import COMPARE_COLUMNS, LLMConfig, Options
 from memory.text import clean_obj, clean_text, plural
 
@@ -45,8 +45,6 @@ from .store import MessageRow, SessionRow, Store
 # --- lifecycle ---------------------------------------------------
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[float, str], None]
 
 
 def check_date(date: str | None) -> str:

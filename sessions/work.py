@@ -69,6 +69,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from memory.records import Progress
 from memory.settings import env
 from memory.userspace import user_key
 
@@ -93,7 +94,6 @@ class Limits:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Progress = Callable[[float, str], None]
 
 
 class LimitReached(UserError):

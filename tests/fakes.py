@@ -12,11 +12,10 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from memory.agent import CloseReport, Progress, ReplyEvent
 from memory.errors import LLMError
 from memory.llm import Completion
 from memory.protocols import GraphStore, Versions
-from memory.records import SessionRecord, Turn
+from memory.records import CloseReport, Progress, ReplyEvent, SessionRecord, Turn
 from memory.settings import LLMConfig, Options
 from memory.store import Hit
 from memory.trace import LLMCall, Trace

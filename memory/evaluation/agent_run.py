@@ -36,7 +36,7 @@ from ..agent import MemoryAgent
 from ..embeddings import make_embedder
 from ..llm import LLM, LLMSession, make_llm
 from ..packing import pack
-from ..records import Turn
+from ..records import Progress, Turn
 from ..secom.segmentation import segmenter_for
 from ..settings import Settings
 from ..trace import Trace
@@ -47,7 +47,6 @@ from .scoring import Replayable, evidence_recall, mean, recall_fields
 from .spec import RunSpec
 
 BENCH_K = 100  # the most Options allows: memories / segments retrieved, so that the budget decides
-Progress = Callable[[float, str], None]
 Log = Callable[[str], None]
 
 

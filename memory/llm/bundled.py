@@ -21,16 +21,16 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LLMError
 from ..files import atomic_write_chunks, atomic_write_text
+from ..records import Progress
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[float, str], None]
 _CHUNK = 8 << 20
 
 
