@@ -160,16 +160,19 @@ def accounts(settings: AppSettings):
 
 def build(settings: AppSettings | None = None):
     from memory.agent import MemoryAgent
+    from memory.locks import UserLocks
     from sessions import SessionService
     from ui import build_demo
 
     settings = settings or AppSettings.from_env()
     memory = settings.memory
     log.info("data dir %s; %s", memory.data_dir, memory.llm.describe())
-    agent = MemoryAgent.from_settings(memory)
+    locks = UserLocks()  # the one owner of per-user exclusion, for the agent and the service
+    agent = MemoryAgent.from_settings(memory, locks=locks)
     service = SessionService(
         memory,
         agent,
+        locks=locks,
         limits=settings.limits,
         identity=settings.identity,
         allow_llm_change=settings.allow_llm_change,

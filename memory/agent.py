@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .errors import LLMError, StoreUnavailable
 from .llm import LLM, LLMSession, make_llm
-from .locks import KeyedLocks
+from .locks import UserLocks
 from .records import CloseReport, Progress, ReplyEvent, SessionRecord, Turn
 from .reply_prompts import RefusalGuard, dialogue_text, fit_reply, memory_block, stable_history
 from .settings import LLMConfig, Options, Settings
@@ -118,16 +118,19 @@ class MemoryAgent:
         theanine,
         secom,
         llm_factory: Callable[[LLMConfig], LLM] | None = None,
+        locks: UserLocks | None = None,
     ):
         self.settings, self.store, self.embedder = settings, store, embedder
         self.theanine, self.secom = theanine, secom
         self.llm_factory = llm_factory or make_llm  # injected by benchmarks and tests (a scripted LLM)
-        # The user's writer lock: one build or deletion of the user's memory at a time (level 3 of the
-        # lock order written in sessions/work.py; the app takes the user's lanes and the close claim first).
-        self._close_locks = KeyedLocks()
+        # Per-user exclusion (memory.locks.UserLocks): a build or deletion holds the user's writer lock
+        # (level 3; the app takes the user's lanes and the close claim first).
+        self.locks = locks or UserLocks()
 
     @classmethod
-    def from_settings(cls, settings: Settings, llm_factory: Callable[[LLMConfig], LLM] | None = None) -> MemoryAgent:
+    def from_settings(
+        cls, settings: Settings, llm_factory: Callable[[LLMConfig], LLM] | None = None, locks: UserLocks | None = None
+    ) -> MemoryAgent:
         """The embedded defaults, or the providers the settings name; chosen here and nowhere else."""
         from .embeddings import make_embedder
         from .secom.compression import load_compressor
@@ -142,7 +145,9 @@ class MemoryAgent:
         compressor, note = load_compressor(s.compressor_model)
         segmenter = segmenter_for(s, embedder)
         secom = SecomMemory(store, embedder, compressor, note, segmenter)
-        return cls(s, store, embedder, TheanineMemory(store, embedder, s.data_dir), secom, llm_factory)
+        locks = locks or UserLocks()
+        theanine = TheanineMemory(store, embedder, s.data_dir, locks=locks)
+        return cls(s, store, embedder, theanine, secom, llm_factory, locks)
 
     def _llm_session(self, trace: Trace, options: Options, cfg: LLMConfig | None) -> LLMSession:
         cfg = cfg or self.settings.llm
@@ -314,7 +319,7 @@ class MemoryAgent:
 
     # --- session close ----------------------------------------------------------------
     def _close_lock(self, user_id: str) -> threading.Lock:
-        return self._close_locks[user_id]
+        return self.locks.writer(user_id)
 
     def close_session(
         self,

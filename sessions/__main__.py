@@ -96,8 +96,8 @@ def _service():
 
         load_dotenv()
     settings = Settings.from_env()
-    url = os.environ.get("DATABASE_URL", "")
-    return SessionService(settings, MemoryAgent.from_settings(settings), database_url=url)
+    agent = MemoryAgent.from_settings(settings)
+    return SessionService(settings, agent, database_url=os.environ.get("DATABASE_URL", ""), locks=agent.locks)
 
 
 def idle(args: argparse.Namespace, service=None, out=sys.stdout, now: float | None = None) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from memory.dates import iso_date
 from memory.errors import InvalidOptions, MemoryLibError
+from memory.locks import UserLocks
 from memory.protocols import Agent
 from memory.settings import LLMConfig, Options, Settings
 from memory.text import clean_text, plural, register_secret
@@ -46,6 +47,7 @@ class SessionService(Upkeep):
         identity: IdentityConfig | None = None,
         allow_llm_change: bool = True,
         database_url: str = "",
+        locks: UserLocks | None = None,
     ):
         """`settings` are the memory's; the app's own (limits, identity, whether visitors may choose the
         LLM, the database) come from app.AppSettings as the arguments after them."""
@@ -60,7 +62,9 @@ class SessionService(Upkeep):
         self.limits = limits or Limits()
         self._allow_llm_change = allow_llm_change
         self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)
-        self.work = UserWork()  # what each user runs: one piece of work per lane (sessions.work)
+        # What each user runs, one piece of work per lane, on the owner of every per-user lock (app.py gives
+        # the agent's, so one object holds every level).
+        self.work = UserWork(locks)
         self.builds = BuildPool(self.limits.build_workers, self.limits.build_nice)
         self.import_rate = ImportRate(self.limits.imports_per_hour)
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm, build_runner=self.builds.run)

@@ -37,18 +37,22 @@ stored, so nothing the user typed is half-saved or stored twice. The page, the A
 all ask this registry what a user is running (`running`); background work (`start`) reports its
 progress on its `Work` record, and whoever needs its end waits for it (`Work.wait`).
 
-Lock order. These are all the per-user locks; whoever holds one may take a later one, never an
+Lock order. Every per-user lock is a level of one owner, memory.locks.UserLocks, which the app
+makes once and gives to the agent and this registry; whoever holds one may take a later one, never an
 earlier one:
 
-1. The user's lanes, here (`UserWork.hold`, `stream`, `start`): in this process; never waits
-   (a busy lane raises `Busy`).
-2. The close claim (`Store.close_claim`, sessions/work.py): across processes (replicas); waits.
-   Held while the user's memory is built (`Lifecycle.close_pending`), deleted (Forget me) or a
-   memory is deleted.
-3. The memory library's writer lock of the user (`MemoryAgent`): one build or deletion of the
+1. The user's lanes (`UserWork.hold`, `stream`, `start`, on `UserLocks.take`): never waits (a busy
+   lane raises `Busy`).
+2. The close claim (`Store.close_claim`, `close_claim` here): across processes (replicas), so it
+   cannot be a lock of the owner, which lives in one process; waits. Held while the user's memory
+   is built (`Lifecycle.close_pending`), deleted (Forget me) or a memory is deleted.
+3. The user's writer lock (`UserLocks.writer`, taken by `MemoryAgent`): one build or deletion of the
    user's memory at a time, also where the library runs without this registry (the benchmarks).
-4. Short data locks, never held across an LLM call: THEANINE's graph lock of the user
-   (`TheanineMemory.lock`, reentrant), SeCom's BM25 cache lock, this registry's table lock.
+4. The user's data lock (`UserLocks.data`, taken by THEANINE's graph cache), reentrant, never held
+   across an LLM call.
+
+Not per-user, and so not levels: the tables' own guards (SeCom's BM25 cache, the build pool's queue,
+this registry's finished work), each held for a dictionary update only.
 
 """
 
@@ -69,6 +73,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from memory.locks import UserLocks
 from memory.records import Progress
 from memory.settings import env
 from memory.userspace import user_key
@@ -375,35 +380,27 @@ class UserWork:
     """Which user runs which work right now: one piece per lane (LANES) per user. A user is known by
     key (memory.userspace), so the page's id and the server's own key name the same lanes."""
 
-    def __init__(self):
-        self._held: dict[tuple[str, str], Work] = {}  # (user, lane) -> the work holding it
+    def __init__(self, locks: UserLocks | None = None):
+        # The lanes are the first level of the one owner of per-user locks (memory.locks.UserLocks); the
+        # app passes the agent's, so one object holds every level.
+        self.locks = locks or UserLocks()
         self._finished: dict[tuple[str, str], Work] = {}  # background work whose end is not yet shown
         self._lock = threading.Lock()
 
     def running(self, user_id: str, lane: str | None = None) -> Work | None:
         """The user's work in `lane` (any lane when None), or None."""
-        user_id = user_key(user_id)
-        with self._lock:
-            return next((w for (u, ln), w in self._held.items() if u == user_id and lane in (None, ln)), None)
+        work = self.locks.holder(user_key(user_id), lane)
+        return work if isinstance(work, Work) else None
 
     def _take(self, user_id: str, kind: str) -> Work:
-        user_id = user_key(user_id)
-        lanes = [(user_id, lane) for lane in _lanes(kind)]
         work = Work(kind=kind)
-        with self._lock:
-            for lane in lanes:
-                if lane in self._held:
-                    raise Busy(self._held[lane].kind)
-            for lane in lanes:
-                self._held[lane] = work
+        busy = self.locks.take(user_key(user_id), _lanes(kind), work)
+        if busy is not None:
+            raise Busy(getattr(busy, "kind", "work"))
         return work
 
     def _free(self, user_id: str, work: Work) -> None:
-        user_id = user_key(user_id)
-        with self._lock:
-            for lane in _lanes(work.kind):
-                if self._held.get((user_id, lane)) is work:  # not a later holder's lane (after Stop)
-                    del self._held[(user_id, lane)]
+        self.locks.release(user_key(user_id), _lanes(work.kind), work)  # not a later holder's (after Stop)
         work.ended.set()
 
     @contextmanager
@@ -457,14 +454,10 @@ class UserWork:
         """The user abandoned the work in `lane` (Stop): wait up to `wait` seconds for it to end (a
         cancelled reply records its interruption as it ends), then free the lane in any case, so a
         reply stuck in a slow call does not keep the user from sending again."""
-        user_id = user_key(user_id)
         work = self.running(user_id, lane)
         if work is None or work.wait(wait):
             return
-        with self._lock:
-            for ln in _lanes(work.kind):
-                if self._held.get((user_id, ln)) is work:
-                    del self._held[(user_id, ln)]
+        self.locks.release(user_key(user_id), _lanes(work.kind), work)
 
 
 def _lanes(kind: str) -> tuple[str, ...]:

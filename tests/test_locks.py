@@ -35,3 +35,40 @@ def test_reentrant_locks_can_be_taken_again_by_their_holder():
         t.start()
         t.join()
         assert seen == [False]
+
+
+# --- UserLocks: the one owner of per-user exclusion -----------------------------------------------
+
+
+def test_lanes_are_taken_all_or_none_and_freed_only_by_their_holder():
+    from memory.locks import UserLocks
+
+    locks, a, b = UserLocks(), object(), object()
+    assert locks.take("u", ("chat",), a) is None
+    assert locks.take("u", ("memory", "chat"), b) is a  # one lane busy: none taken
+    assert locks.holder("u", "memory") is None and locks.holder("u") is a
+    assert locks.take("v", ("chat",), b) is None  # another user's lanes are their own
+    locks.release("u", ("chat",), b)  # not b's: nothing happens
+    assert locks.holder("u", "chat") is a
+    locks.release("u", ("chat",), a)
+    assert locks.holder("u") is None
+
+
+def test_the_agent_the_graph_and_the_work_registry_share_one_owner(tmp_path):
+    """app.py makes one UserLocks: the agent's writer lock, THEANINE's data lock and the service's lanes
+    are all its levels (the benchmarks, which run the agent without the service, take the same writer lock)."""
+    from memory.agent import MemoryAgent
+    from memory.locks import UserLocks
+    from memory.settings import Settings
+    from memory.userspace import user_key
+    from sessions import SessionService
+
+    locks = UserLocks()
+    agent = MemoryAgent.from_settings(Settings(data_dir=tmp_path), locks=locks)
+    svc = SessionService(agent.settings, agent, locks=locks)
+    assert agent.locks is locks and svc.work.locks is locks
+    assert agent.theanine.lock("u") is locks.data("u")
+    with locks.writer("u"):  # a build of u holds the writer lock: another cannot start
+        assert not agent._close_lock("u").acquire(blocking=False)
+    with svc.work.hold("u", "reply") as work:
+        assert locks.holder(user_key("u"), "chat") is work

@@ -14,7 +14,7 @@ from ..embeddings import Embedder
 from ..errors import InvalidOptions
 from ..fusion import rrf
 from ..llm import LLMSession
-from ..locks import KeyedLocks
+from ..locks import UserLocks
 from ..packing import Piece, Unit, pack, pack_anchors_first, render
 from ..protocols import GraphStore, VectorStore
 from ..records import SessionRecord
@@ -88,20 +88,27 @@ class _AlreadyBuilt(Exception):
 class TheanineMemory:
     """`graphs`: where the graph is persisted (default: JSON files under data_dir, for one process)."""
 
-    def __init__(self, store: VectorStore, embedder: Embedder, data_dir: Path, graphs: GraphStore | None = None):
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        data_dir: Path,
+        graphs: GraphStore | None = None,
+        locks: UserLocks | None = None,
+    ):
         self.store, self.embedder, self.data_dir = store, embedder, Path(data_dir)
         self.graphs: GraphStore = graphs or JsonGraphStore(self.data_dir)
         self._graphs: dict[str, tuple[MemoryGraph, int]] = {}  # user -> (graph, the store's version of it)
         # user -> (graph key, BM25 over the events, memory ids, their sessions)
         self._lexical: dict[str, tuple[tuple, BM25Index, list[str], list[str]]] = {}
-        self._locks = KeyedLocks(reentrant=True)
+        self._locks = locks or UserLocks()  # the agent's: the user's data lock (level 4)
         self._guard = threading.Lock()
 
     # --- per-user graph, cached, one writer at a time ------------------------
     def lock(self, user_id: str) -> threading.RLock:
         """The user's (reentrant) lock: one writer of the user's graph at a time. A short data lock, never
         held across an LLM call (the last level of the lock order in sessions/work.py)."""
-        return self._locks[user_id]
+        return self._locks.data(user_id)
 
     def use_graph_store(self, graphs: GraphStore) -> None:
         """Persist graphs in `graphs` from now on (the app's shared database); cached graphs are dropped."""
