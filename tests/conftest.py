@@ -21,6 +21,23 @@ LOCOMO_SMALL = ROOT / "tests" / "data" / "locomo_small.json"
 pytest_plugins = ["tests.ui_fixtures"]
 
 
+# A module's fixture that fails (an app that did not start, say) fails its first test with the reason;
+# the module's later tests, which would repeat the same error, are reported as skipped naming that test.
+_fixture_errors: dict[tuple[str, str], str] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    if rep.when == "setup" and rep.failed and call.excinfo is not None:
+        key = (str(item.path), f"{call.excinfo.type.__name__}: {call.excinfo.value}")
+        first = _fixture_errors.setdefault(key, item.nodeid)
+        if first != item.nodeid:
+            rep.outcome = "skipped"
+            rep.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: the same setup error as {first}")
+    return rep
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--screenshots",
