@@ -2,8 +2,8 @@
 
 An import of a LoCoMo conversation brings 20-30 sessions at once; listed one by one they push the other
 sessions (and, on a phone, everything) far down. When the list is longer than FOLD_OVER, each run of at
-least FOLD_RUN consecutive imported sessions (in time order) is one entry, "▸ Imported: 30 sessions
-(Session 1-30)"; choosing it lists them under it ("▾ …", chosen again: folded). The folded entry's value
+least FOLD_RUN consecutive imported sessions (in time order) is one entry, "▸ 30 sessions imported
+(Session 1-30, …) · list them"; choosing it lists them under it ("▾ …", chosen again: folded). The folded entry's value
 names its first session, prefixed with FOLD, so the radio's change handler can tell it from a session.
 """
 
@@ -34,7 +34,7 @@ def imported_runs(rows: Sequence) -> list[list]:
 def fold_label(run: Sequence, is_open: bool) -> str:
     first, last = run[0], run[-1]
     span = f"Session {first.label}-{last.label}, {human_date(first.date)} to {human_date(last.date)}"
-    return f"{'▾' if is_open else '▸'} Imported: {len(run)} sessions ({span}) · {'fold' if is_open else 'list'} them"
+    return f"{'▾' if is_open else '▸'} {len(run)} sessions imported ({span}) · {'fold' if is_open else 'list'} them"
 
 
 def choices(rows: Sequence, entry: Callable[[object], str], unfolded: bool) -> list[tuple[str, str]]:
