@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             page.click("#import-btn")
             page.wait_for_function(
                 "() => !document.querySelector('#job-progress') && "
-                "/[Ii]mported|failed|error/.test(document.querySelector('#data-status').innerText)",
+                "/Import finished|failed|error/.test(document.querySelector('#data-status').innerText)",
                 timeout=IMPORT_TIMEOUT,
             )
             log(f"import: {page.inner_text('#data-status').strip()!r} ({time.time() - t0:.0f} s)")
