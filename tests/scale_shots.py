@@ -45,8 +45,16 @@ def snap(page, path: Path, selector: str | None = None) -> None:
 
 
 def graph_frame(page):
-    frame = page.locator("#memory-graph iframe").element_handle().content_frame()
-    frame.wait_for_function("() => window.graphReady === true", timeout=180_000)
+    """The graph's frame once it has drawn and stayed drawn: a new render, or the page's layout changing
+    with the viewport, may replace or reload the iframe after it was first ready."""
+    for _ in range(5):
+        page.wait_for_timeout(1500)
+        frame = page.locator("#memory-graph iframe").element_handle().content_frame()
+        frame.wait_for_function("() => window.graphReady === true", timeout=180_000)
+        page.wait_for_timeout(1000)
+        now = page.locator("#memory-graph iframe").element_handle().content_frame()
+        if now == frame and frame.evaluate("() => window.graphReady === true"):
+            break
     return frame
 
 
