@@ -6,8 +6,9 @@ Starts app.py at its defaults (the bundled Qwen 0.5B model, no key, a temporary 
 free port) and, in headless Chromium, does what a new user would: the first screen, then Your data →
 import the conversation (conv-41 of the LoCoMo dev file: 32 sessions, about 850 memories), one
 question, See why, a graph search, Compare. It saves, at 1400x900 and at 400x850, scale_first_*,
-scale_sidebar_*, scale_graph_*, scale_graph_search_*, scale_trace_* and scale_compare_*.png, and
-prints what each view showed (sessions listed, memories drawn of how many, Compare's columns).
+scale_sidebar_* (scale_sidebar_listed_1400: the imported run listed), scale_graph_*, scale_graph_search_*,
+scale_trace_* and scale_compare_*.png, and prints what each view showed (sessions listed, memories drawn
+of how many, Compare's columns).
 Slow: 15-30 minutes on 2 cores (the import builds every session's memory). Not a pytest test.
 """
 
@@ -44,8 +45,16 @@ def snap(page, path: Path, selector: str | None = None) -> None:
 
 
 def graph_frame(page):
-    frame = page.locator("#memory-graph iframe").element_handle().content_frame()
-    frame.wait_for_function("() => window.graphReady === true", timeout=180_000)
+    """The graph's frame once it has drawn and stayed drawn: a new render, or the page's layout changing
+    with the viewport, may replace or reload the iframe after it was first ready."""
+    for _ in range(5):
+        page.wait_for_timeout(1500)
+        frame = page.locator("#memory-graph iframe").element_handle().content_frame()
+        frame.wait_for_function("() => window.graphReady === true", timeout=180_000)
+        page.wait_for_timeout(1000)
+        now = page.locator("#memory-graph iframe").element_handle().content_frame()
+        if now == frame and frame.evaluate("() => window.graphReady === true"):
+            break
     return frame
 
 
@@ -65,7 +74,14 @@ def views(page, out: Path, size: str, search: str) -> None:
     sidebar(page, True)
     snap(page, out / f"scale_sidebar_{size}.png", "#sidebar" if w > 700 else None)
     sessions = page.locator("#session-list label").count()
-    log(f"{size}: {sessions} sessions listed")
+    log(f"{size}: {sessions} entries listed: {page.locator('#session-list label').all_inner_texts()[:3]}")
+    fold = page.locator("#session-list label").filter(has_text="sessions imported")
+    if w > 700 and fold.count():  # the imported run listed one by one, then folded again
+        fold.first.click()
+        page.wait_for_function("() => document.querySelectorAll('#session-list label').length > 10", timeout=60_000)
+        snap(page, out / f"scale_sidebar_listed_{size}.png", "#sidebar")
+        page.locator("#session-list label").filter(has_text="sessions imported").first.click()
+        page.wait_for_function("() => document.querySelectorAll('#session-list label').length < 10", timeout=60_000)
     sidebar(page, w > 700)
     page.locator('#chat [data-testid="bot"]').last.click()
     page.wait_for_selector("#why-panel[data-strategy]", timeout=60_000)
@@ -121,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             page.click("#import-btn")
             page.wait_for_function(
                 "() => !document.querySelector('#job-progress') && "
-                "/[Ii]mported|failed|error/.test(document.querySelector('#data-status').innerText)",
+                "/Import finished|failed|error/.test(document.querySelector('#data-status').innerText)",
                 timeout=IMPORT_TIMEOUT,
             )
             log(f"import: {page.inner_text('#data-status').strip()!r} ({time.time() - t0:.0f} s)")

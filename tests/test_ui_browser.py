@@ -120,6 +120,7 @@ def test_graph_data_escapes_labels_caps_size_and_makes_no_request():
         new={"s399:m0"},
         sessions=sessions,
         turns=lambda ids: {t: ("user", f"{XSS} said") for t in ids},
+        limit=300,
     )
     assert len(data["n"]) == 301  # 300 most recent + the retrieved old one
     assert {n["id"] for n in data["n"]} >= {"s0:m0", "s399:m0"}

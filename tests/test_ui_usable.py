@@ -333,8 +333,16 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     frame = p.page.locator("#memory-graph iframe").element_handle().content_frame()
     frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
     labels = frame.evaluate("() => window.labelCheck()")
-    assert labels and all(x["label"] and not x["hidden"] and x["px"] >= 11 for x in labels), labels
-    assert any(x["inView"] for x in labels), labels  # shown at the default view, not off-screen
+    # Every retrieved memory is drawn at the default view; a label is drawn where it covers no other
+    # (issue 36), readable and inside the frame, and the rest carry their whole text in the tooltip.
+    assert labels and all(not x["hidden"] and x["px"] >= 11 for x in labels), labels
+    assert any(x["label"] and x["inView"] and x["labelIn"] for x in labels), labels
+    assert all(x["labelIn"] for x in labels if x["label"]), labels
+    assert frame.evaluate("() => window.labelOverlaps()") == 0
+    tips = frame.evaluate(
+        "(ids) => ids.map((id) => nodes.get(id).title.firstChild.textContent)", [x["id"] for x in labels]
+    )
+    assert tips == frame.evaluate("(ids) => ids.map((id) => byId[id].ev)", [x["id"] for x in labels])
     p.page.locator("#graph-panel").scroll_into_view_if_needed()
     screenshots(p.page, IMG / "ui_see_why_locomo_1400.png")
     # A click on a memory opens its source turns (inside the sandboxed page, as text).

@@ -33,8 +33,10 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
-# Most recent memories drawn (GRAPH_MAX_NODES); retrieved and searched-for ones are always added.
-MAX_NODES = _env_int("GRAPH_MAX_NODES", 300)
+# Most recent memories sent to the graph page (GRAPH_MAX_NODES); retrieved and searched-for ones are always
+# added. The page draws this reply's part of them one by one and summarises the rest by session
+# (ui/static/graph.js); "Show everything" draws them all.
+MAX_NODES = _env_int("GRAPH_MAX_NODES", 1500)
 TURN_CHARS = 300  # each source turn, as shown on click
 EVENT_CHARS = 300
 STATIC_SRC = Path(__file__).resolve().parent / "static"
@@ -257,6 +259,7 @@ def graph_html(
     scope: str = "",
     found=(),
     open_id: str = "",
+    limit: int = MAX_NODES,
 ) -> str:
     """What gr.HTML shows: the sandboxed iframe with this render's data, or a hint when there is no memory."""
     if not view.get("nodes"):
@@ -264,7 +267,7 @@ def graph_html(
             '<div id="memory-graph" class="mc-muted mc-graph-empty">The memory graph is empty: chat, then '
             "press <b>End session</b> to turn the session into memories.</div>"
         )
-    data = graph_data(view, retrieved, new, sessions, turns, scope, found=found, open_id=open_id)
+    data = graph_data(view, retrieved, new, sessions, turns, scope, limit, found=found, open_id=open_id)
     frag = fragment(data)
     shown = len(data["n"])
     note = (

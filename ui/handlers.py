@@ -29,7 +29,7 @@ from sessions.transfer import ExportFiles
 from sessions.users import Accounts, is_account_id
 from sessions.work import Busy, Work
 
-from . import panels
+from . import panels, session_list
 from .chat_view import PENDING, as_text, chat_messages, shown_text
 from .data_actions import DataActions
 from .data_handlers import DataHandlers
@@ -74,6 +74,10 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
         self.accounts = accounts  # sign-in as the identity (sessions/users.py), when the deployer enables it
         self.has_api_key = has_api_key
         self.exports = exports or ExportFiles(Path(get_upload_folder()) / "memory-chat-exports")
+        # The sidebar's view of each user in this process: imported runs listed (not folded), and the
+        # session last chosen in the list (it stays chosen when a run folds or opens).
+        self.unfolded: set[str] = set()
+        self.reading: dict[str, str] = {}
 
     def building(self, uid: str) -> Work | None:
         """The user's running memory work (a build, an import, deleting a memory, Forget me), or None."""
@@ -141,8 +145,12 @@ class Handlers(DataHandlers, DataActions, ExploreHandlers, SideHandlers):
     def _session_list(self, uid: str, selected: str | None = None):
         rows = self.svc.sessions(uid)
         job = self.building(uid)
-        choices = [(panels.session_choice_label(s, building=bool(job)), s.session_id) for s in rows]
+        choices = session_list.choices(
+            rows, lambda s: panels.session_choice_label(s, building=bool(job)), uid in self.unfolded
+        )
         open_id = next((s.session_id for s in rows if s.status == "open"), None)
+        if selected not in {v for _, v in choices}:
+            selected = None  # a session folded away: none chosen
         return gr.update(choices=choices, value=selected or open_id)
 
     def _view(self, uid: str, trace: dict | None = None, use_last_trace: bool = False) -> dict:

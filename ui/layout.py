@@ -162,7 +162,9 @@ def _sidebar(c: SimpleNamespace) -> None:
             "before the previous one.",
             elem_classes=["mc-muted"],
         )
-        c.sessions = gr.Radio([], label="Your sessions, in time order (click one to read it)", elem_id="session-list")
+        # The list folds away under its own labelled toggle; long imported runs fold into one entry.
+        with gr.Accordion("Your sessions, in time order (click one to read it)", open=True, elem_id="session-fold"):
+            c.sessions = gr.Radio([], show_label=False, elem_id="session-list")
 
 
 def _chat_column(c: SimpleNamespace, o: Options) -> None:

@@ -178,7 +178,12 @@ def job_html(job) -> str:
 
 
 def _when(ts: float | None) -> str:
-    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else ""
+    """When something ran, in the page's one date style ("Thu 4 Dec 2026 17:33"), as HTML: the machine
+    form in its title."""
+    if not ts:
+        return ""
+    stamp = _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    return f'<span class="mc-date" title="{esc(stamp)}">ran {esc(human_date(stamp))}</span>'
 
 
 def _table(headers: list[str], rows: list[list], cls: str) -> str:
@@ -693,10 +698,10 @@ def compare_html(
     words = " ".join((message or "").split())
     words = words if len(words) <= 160 else words[:159] + "…"
     done = all(r.get("done") for r in results.values())
-    meta = " · ".join(x for x in (where, _when(when)) if x)
+    meta = " · ".join(x for x in (esc(where), _when(when)) if x)
     head = (
         f'<h3>Compare: “{esc(words)}”</h3><div class="mc-muted">The same message answered by every strategy on '
-        f"the same history; it is not added to the chat.{' · ' + esc(meta) if meta else ''}</div>"
+        f"the same history; it is not added to the chat.{' · ' + meta if meta else ''}</div>"
     )
     cards = "".join(compare_card_html(s, results[s], sessions) for s in order if s in results)
     return f'<div id="compare-panel" class="mc-compare-all" data-done="{1 if done else 0}">{head}{cards}</div>'

@@ -11,7 +11,7 @@ from sessions import UserError, check_user_id
 from sessions.service import user_message
 from sessions.users import OPTION_FIELDS
 
-from . import panels
+from . import panels, session_list
 from .chat_view import chat_messages
 
 # The option inputs of the settings form, in this order (layout.py: one component per field, named like it).
@@ -44,6 +44,9 @@ def field_message(exc: BaseException) -> str:
 
 
 class SideHandlers:
+    unfolded: set[str]
+    reading: dict[str, str]
+
     # --- sessions -----------------------------------------------------------------------------------
     def view_session(self, uid, session_id):
         """The sidebar: show an earlier session's transcript (its replies clickable for their traces),
@@ -51,6 +54,10 @@ class SideHandlers:
         c = self.c
         try:
             uid = check_user_id(uid)
+            if str(session_id or "").startswith(session_list.FOLD):  # a run of imported sessions: fold or list it
+                self.unfolded ^= {uid}
+                return {c.sessions: self._session_list(uid, self.reading.get(uid))}
+            self.reading[uid] = session_id
             rows = {s.session_id: s for s in self.svc.sessions(uid)}
             s = rows.get(session_id)
             if s is None or s.status == "open":

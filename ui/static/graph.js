@@ -7,9 +7,11 @@
 // 4 found by a search), src source turns. This page adds the marks, which labels show, and the first view.
 var RETRIEVED = "#d62728";
 var FOUND = "#1d4f91";
-var LABEL_PX = 13;           // font size of the labels at scale 1
-var READABLE_PX = 12;        // a shown label is never smaller than this on screen
+var LABEL_PX = 13;           // a node's label on screen, at every zoom (so zooming in makes room for more)
 var EDGE_PX = 10;            // an arrow's relation label, on screen
+var SMALL = 40;              // a graph this small is drawn whole by default
+var NEIGHBOURS_MAX = 80;     // neighbours of this render's memories drawn one by one in the default view
+var MUST_CHARS = 28, OTHER_CHARS = 22;  // label lengths; the whole text is in the tooltip
 // The app may update the iframe in place, changing only the fragment: draw the new data then.
 window.addEventListener("hashchange", function () { location.reload(); });
 var data = {s: [], n: [], e: []};
@@ -82,11 +84,97 @@ function look(n) {
           borderWidth: found || retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border},
           opacity: superseded(n) ? 0.3 : 1};
 }
-var nodes = new vis.DataSet(raw.map(function (n) {
+// --- which memories are shown: this reply's (the rest by session), everything, one session; a filter ----
+var scope = document.getElementById("scope");
+var search = document.getElementById("search");
+function option(value, text) { var o = el("option", text); o.value = value; scope.appendChild(o); }
+var everything = raw.length + (data.total > raw.length ? " of " + data.total : "");
+if (TT) {
+  option("all", "Everything drawn (" + everything + ")");
+  option("focus", "What this session added, with its links");
+} else {
+  option("focus", (flagged(4).length ? "The memories found" : (marked.length ? "This reply's memories" : "The newest session")) +
+         " and neighbours; the rest by session");
+  option("all", "Show everything (" + everything + " memories)");
+}
+sessions.forEach(function (s, i) { option("s" + i, s[1]); });
+var known = [].some.call(scope.options, function (o) { return o.value === data.scope; });
+scope.value = known ? data.scope : (TT || raw.length <= SMALL ? "all" : "focus");
+if (data.total > raw.length) search.placeholder = "Filter the " + raw.length + " memories sent…";
+
+// --- what is drawn --------------------------------------------------------------------------------------
+// Without time travel the network holds only what the view draws. The default view ("focus"): the memories
+// this render is about (found, else retrieved with their timelines, else new; with none, the newest
+// session's), their direct neighbours, and every session opened by a click; each session's other memories
+// are one summary node ("Session 12 · 31 memories"), so 1,000 memories draw as about a hundred nodes.
+// "Everything" draws every memory. Time travel holds every memory and hides the later ones (positions stay
+// put between steps).
+var GROUP = "g:";            // a session's summary node: GROUP + session index
+var expanded = {};           // session index -> its memories drawn one by one in the default view
+var core = [], isCore = {};  // whose labels must show
+function setCore(ids) {
+  core = ids.slice(); isCore = {};
+  core.forEach(function (id) { isCore[id] = true; });
+}
+setCore(marked);
+if (!TT && !core.length && raw.length) {
+  var newest = raw[raw.length - 1].si;
+  setCore(raw.filter(function (n) { return n.si === newest; }).slice(-20).map(function (n) { return n.id; }));
+}
+function focusList() {
+  var out = core.slice(), seen = {}, extra = 0;
+  out.forEach(function (id) { seen[id] = true; });
+  core.forEach(function (id) {
+    neighbours[id].forEach(function (x) { if (!seen[x] && extra < NEIGHBOURS_MAX) { seen[x] = true; out.push(x); extra++; } });
+  });
+  return out;
+}
+var sessionColour = {};
+raw.forEach(function (n) { sessionColour[n.si] = n.base; });
+function plural(k) { return k + (k === 1 ? " memory" : " memories"); }
+function sessionName(si) { return String((sessions[si] || ["", "Session ?"])[1]).split(" · ")[0]; }
+
+function memoryItem(n) {
   var v = look(n);
   v.id = n.id; v.label = ""; v.title = tooltip(n);
   return v;
-}));
+}
+var groupText = {};
+function groupItem(si, count) {
+  var id = GROUP + si, tip = el("div");
+  groupText[id] = sessionName(si) + " · " + plural(count);
+  tip.appendChild(el("div", String((sessions[si] || ["", ""])[1])));
+  tip.appendChild(el("div", plural(count) + " not drawn one by one"));
+  tip.appendChild(el("div", "click: draw them"));
+  return {id: id, label: "", title: tip, shape: "hexagon", physics: false, size: Math.min(28, 9 + 2.5 * Math.sqrt(count)),
+          borderWidth: 1, shapeProperties: {borderDashes: [3, 2]},
+          color: {background: sessionColour[si] || "#888", border: "#444"}};
+}
+function labelText(id) {
+  if (id.indexOf(GROUP) === 0) return groupText[id] || "";
+  var n = byId[id];
+  return n ? short(n.ev, isCore[id] ? MUST_CHARS : OTHER_CHARS) : "";
+}
+
+// Which memories the view draws (ids) and which sessions it summarises (groups: [session index, count]).
+function plan() {
+  var q = search.value.trim().toLowerCase(), v = scope.value;
+  if (TT) return {ids: raw.map(function (n) { return n.id; }), groups: []};
+  var pick = raw.filter(function (n) {
+    if (v.charAt(0) === "s" && v !== "s" + n.si) return false;
+    return !q || n.ev.toLowerCase().indexOf(q) >= 0;
+  }).map(function (n) { return n.id; });
+  if (q || v !== "focus") return {ids: pick, groups: []};
+  var drawn = {}, rest = {};
+  focusList().forEach(function (id) { drawn[id] = true; });
+  raw.forEach(function (n) {
+    if (expanded[n.si]) drawn[n.id] = true;
+    else if (!drawn[n.id]) rest[n.si] = (rest[n.si] || 0) + 1;
+  });
+  return {ids: raw.filter(function (n) { return drawn[n.id]; }).map(function (n) { return n.id; }),
+          groups: Object.keys(rest).map(Number).sort(function (a, b) { return a - b; }).map(function (si) { return [si, rest[si]]; })};
+}
+
 // An edge exists from the step of its newer end (the close that linked the new memory to an older one).
 function edgeStep(e) { return Math.max(stepOf[e.from], stepOf[e.to]); }
 function edgeLook(e, i) {
@@ -95,59 +183,112 @@ function edgeLook(e, i) {
   if (e.title === "Changed") v.width = Math.max(v.width || 0, 3);  // a change stays visible beside its faded memory
   return v;
 }
-var edges = new vis.DataSet(rawEdges.map(function (e, i) {
-  var v = edgeLook(e, i);
-  v.from = e.from; v.to = e.to; v.title = e.title; v.label = e.label; v.color = e.color;  // the relation, on the arrow
-  return v;
-}));
-var network = new vis.Network(document.getElementById("mynetwork"), {nodes: nodes, edges: edges}, data.o || {});
-
-// --- which memories are shown: everything, this reply's neighbourhood, one session; and a filter ------
-var scope = document.getElementById("scope");
-var search = document.getElementById("search");
-function option(value, text) { var o = el("option", text); o.value = value; scope.appendChild(o); }
-option("all", "Everything drawn (" + raw.length + (data.total > raw.length ? " of " + data.total : "") + ")");
-if (TT) option("focus", "What this session added, with its links");
-else if (flagged(4).length) option("focus", "The memories found, with their neighbours");
-else if (marked.length) option("focus", "This reply's memories and neighbours");
-sessions.forEach(function (s, i) { option("s" + i, s[1]); });
-if (data.scope && [].some.call(scope.options, function (o) { return o.value === data.scope; })) scope.value = data.scope;
-if (data.total > raw.length) search.placeholder = "Filter the drawn…";
-
-function visibleIds() {
-  var q = search.value.trim().toLowerCase(), v = scope.value, out = [];
-  raw.forEach(function (n) {
-    var inScope = v === "all" || (v === "focus" && focus[n.id]) || v === "s" + n.si;
-    var exists = !TT || stepOf[n.id] <= ttStep;
-    if (exists && inScope && (!q || n.ev.toLowerCase().indexOf(q) >= 0)) out.push(n.id);
+function edgeItems(p) {
+  var on = {}, out = [];
+  p.ids.forEach(function (id) { on[id] = true; });
+  rawEdges.forEach(function (e, i) {
+    if (!on[e.from] || !on[e.to]) return;
+    var v = edgeLook(e, i);
+    v.from = e.from; v.to = e.to; v.title = e.title; v.label = e.label; v.color = e.color;  // the relation, on the arrow
+    out.push(v);
   });
   return out;
 }
-
-// --- the view: every label inside the frame and readable ----------------------------------------------
-var box = document.getElementById("mynetwork");
-var labelled = {};          // the memories whose label is drawn
-var zoomedIn = false;
-function fontPx() { return Math.max(LABEL_PX, READABLE_PX / network.getScale()); }
-function setLabels(show) {
-  var size = fontPx(), up = [];
-  raw.forEach(function (n) {
-    var on = !!(show[n.id] && (labelled[n.id] || zoomedIn));
-    up.push({id: n.id, label: on ? short(n.ev, 48) : "", font: {size: on ? size : LABEL_PX}});
+// The session summaries stand around the memories drawn, in time order clockwise from the top: outside
+// the layout (no physics), so 40 sessions do not stretch the drawing of this reply's memories.
+function ring() {
+  if (!current.groups.length) return;
+  var b = boxOf(current.ids), m = 30 / network.getScale();  // just outside the memories and their labels
+  var cx = 0, cy = 0, rx = 150, ry = 150;
+  if (b) { cx = (b.left + b.right) / 2; cy = (b.top + b.bottom) / 2; rx = (b.right - b.left) / 2 + m; ry = (b.bottom - b.top) / 2 + m; }
+  var n = current.groups.length;
+  current.groups.forEach(function (g, k) {
+    var a = -Math.PI / 2 + 2 * Math.PI * k / n;
+    network.moveNode(GROUP + g[0], cx + rx * Math.cos(a), cy + ry * Math.sin(a));
   });
-  nodes.update(up);
-  // Every edge keeps its relation as its label; it is drawn (size > 0) on the arrows of this render's
-  // memories (retrieved, found or new) and between two labelled memories, everywhere once zoomed in: a
-  // dense graph is not covered in words.
-  var edgeSize = EDGE_PX / network.getScale(), core = {};
-  marked.forEach(function (id) { core[id] = true; });
-  edges.update(rawEdges.map(function (e, i) {
-    var near = core[e.from] || core[e.to] || (labelled[e.from] && labelled[e.to]);
-    var on = show[e.from] && show[e.to] && (near || zoomedIn);
-    return {id: i, font: {size: on ? edgeSize : 0}};
-  }));
 }
-// The box around the given memories with their labels, in canvas units (vis-network measures labels when
+
+var nodes = new vis.DataSet(), edges = new vis.DataSet();
+var pos = {};                // last known position of every node drawn so far
+var current = plan();
+function fill(p, fixOld) {
+  var want = {}, have = {}, add = [], up = [], fresh = false;
+  p.ids.forEach(function (id) { want[id] = true; });
+  p.groups.forEach(function (g) { want[GROUP + g[0]] = true; });
+  nodes.remove(nodes.getIds().filter(function (id) { return !want[id]; }));
+  nodes.getIds().forEach(function (id) { have[id] = true; });
+  p.ids.forEach(function (id, i) {
+    if (have[id]) { if (fixOld) up.push({id: id, fixed: true}); return; }
+    var v = memoryItem(byId[id]), at = pos[id], from = pos[GROUP + byId[id].si];
+    if (!at) fresh = true;
+    if (!at && from) at = {x: from.x + 30 * Math.cos(i), y: from.y + 30 * Math.sin(i)};  // opens where its summary was
+    if (at) { v.x = at.x; v.y = at.y; }
+    add.push(v);
+  });
+  p.groups.forEach(function (g) {
+    var v = groupItem(g[0], g[1]), at = pos[v.id];
+    if (have[v.id]) { up.push({id: v.id, title: v.title, size: v.size, fixed: !!fixOld}); return; }
+    if (!at) fresh = true; else { v.x = at.x; v.y = at.y; }
+    add.push(v);
+  });
+  if (up.length) nodes.update(up);
+  if (add.length) nodes.add(add);
+  edges.clear();
+  edges.add(edgeItems(p));
+  current = p;
+  return fresh;
+}
+fill(current, false);
+// vis-network's improved layout (Kamada-Kawai per cluster) is slow and gives up on large graphs: off above
+// a few hundred memories drawn.
+var BIG = 300;
+var options = data.o || {};
+if (current.ids.length > BIG) { options.layout = options.layout || {}; options.layout.improvedLayout = false; }
+var network = new vis.Network(document.getElementById("mynetwork"), {nodes: nodes, edges: edges}, options);
+
+
+// --- the view: labels that never cover each other, the first view fitted -------------------------------
+var box = document.getElementById("mynetwork");
+var zoomedIn = false;
+var viewSeq = 0;
+function fontSize() { return LABEL_PX / network.getScale(); }
+function visible() {
+  var show = {};
+  if (TT) visibleIds().forEach(function (id) { show[id] = true; });
+  else nodes.getIds().forEach(function (id) { show[id] = true; });
+  return show;
+}
+// Labels by priority: this render's memories (must show, at most 20, moved apart if need be; in "show
+// everything" they only come first), then the session summaries, then the other memories, newest first.
+function labelOrder(show) {
+  var everything = !TT && scope.value !== "focus";
+  var first = core.filter(function (id) { return show[id]; });
+  var must = everything ? [] : first.slice(0, 20);
+  var inMust = {};
+  must.forEach(function (id) { inMust[id] = true; });
+  var rest = first.filter(function (id) { return !inMust[id]; });
+  current.groups.forEach(function (g) { rest.push(GROUP + g[0]); });
+  for (var i = raw.length - 1; i >= 0; i--) if (show[raw[i].id] && !isCore[raw[i].id]) rest.push(raw[i].id);
+  return {must: must, optional: rest};
+}
+function setLabels(show) {
+  var order = labelOrder(show);
+  // No label covers a star, diamond, square or summary (a small dot may sit under one).
+  var kept = GraphLabels.place(network, nodes, box, [], order.must.concat(order.optional), labelText, fontSize(),
+                               function (id) { return isCore[id] || id.indexOf(GROUP) === 0 || (byId[id] && byId[id].fl); });
+  // Every edge keeps its relation as its label; it is drawn on the arrows of this render's memories (and
+  // on every arrow once zoomed in) where it covers no node label and no other relation: a dense graph is
+  // not covered in words, and the tooltip of an arrow names its relation.
+  var wanted = [], off = [];
+  edges.get().forEach(function (e) {
+    if (!e.label) return;
+    var on = show[e.from] && show[e.to] && (isCore[e.from] || isCore[e.to] || zoomedIn);
+    if (on) wanted.push(e.id); else off.push({id: e.id, font: {size: 0}});
+  });
+  if (off.length) edges.update(off);
+  GraphLabels.placeEdges(network, edges, box, wanted, kept, EDGE_PX / network.getScale());
+}
+// The box around the given nodes with their labels, in canvas units (vis-network measures labels when
 // it draws: draw first).
 function boxOf(ids) {
   network.redraw();
@@ -168,66 +309,111 @@ function fitBox(ids) {
   network.moveTo({position: {x: (b.left + b.right) / 2, y: (b.top + b.bottom) / 2}, scale: s, animation: false});
   return s;
 }
-// First view: the labelled memories when they fit with readable labels; else the core (found, retrieved
-// or new) with its neighbours around it, only the core labelled, labels enlarged to stay readable; the
-// core alone when even that is too far out. Refitted after the labels grow, so they stay inside.
+// First view. The default view fits the memories drawn one by one (not the summaries); when that is too
+// far out, this render's memories with their neighbours, then those alone. Their labels are drawn and
+// moved apart, and the view refitted around them, until it settles. "Show everything" and one session
+// fit what they draw; time travel fits the step's memories and their links, as the default view does.
 var MIN_SCALE = 0.35;
-function fitTo(ids, core, show) {
-  if (!ids.length) return;
-  labelled = {};
-  ids.forEach(function (id) { labelled[id] = true; });
-  setLabels(show);
-  var s = fitBox(ids);
-  if (s * LABEL_PX >= READABLE_PX) return;
-  var c = (core || []).filter(function (id) { return show[id]; });
-  if (!c.length) c = ids.slice(-20);  // nothing marked: the newest memories
-  var around = c.slice();
-  c.forEach(function (id) { (neighbours[id] || []).forEach(function (x) { if (show[x] && around.indexOf(x) < 0) around.push(x); }); });
-  labelled = {};
-  c.forEach(function (id) { labelled[id] = true; });
-  var frame = around;
-  for (var i = 0; i < 3; i++) {
-    setLabels(show);
-    if (fitBox(frame) < MIN_SCALE && frame !== c) { frame = c; i = -1; }
+function firstView(show) {
+  var ids = Object.keys(show), must = labelOrder(show).must;
+  var memories = ids.filter(function (id) { return id.indexOf(GROUP) !== 0; });
+  var groups = current.groups.map(function (g) { return GROUP + g[0]; });
+  var near = must.slice();
+  must.forEach(function (id) { neighbours[id].forEach(function (x) { if (show[x] && near.indexOf(x) < 0) near.push(x); }); });
+  var target = TT && ids.length > SMALL && must.length ? near : memories;
+  if (!target.length) return;
+  GraphLabels.place(network, nodes, box, [], [], labelText, fontSize());
+  if (fitBox(target) < MIN_SCALE && must.length && target.length > near.length) target = near;
+  // Fitted with this render's labels inside (a label's size on the canvas follows the scale: a few rounds).
+  for (var k = 0; k < 3; k++) {
+    GraphLabels.place(network, nodes, box, must, [], labelText, fontSize());
+    ring();
+    fitBox(box.clientWidth < 500 ? target : target.concat(groups));  // a phone: the summaries at the edge
   }
   setLabels(show);
 }
-var shownNow = {};
-function apply(refit) {
-  var show = {}, q = search.value.trim();
-  visibleIds().forEach(function (id) { show[id] = true; });
-  shownNow = show;
-  var ids = Object.keys(show);
-  var candidates = ids.length <= 40 || q ? ids : ids.filter(function (id) { return focus[id]; });
-  nodes.update(raw.map(function (n) {
-    var v = TT ? look(n) : {};
-    v.id = n.id; v.hidden = !show[n.id];
-    return v;
-  }));
-  document.getElementById("count").textContent = ids.length + " shown";
-  if (refit) fitTo(candidates.length ? candidates : ids, q ? candidates : marked, show);
-  else setLabels(show);
-  return ids.length;
+function countText(n) {
+  var g = current.groups.reduce(function (a, x) { return a + x[1]; }, 0);
+  var t = n + " shown";
+  if (g) t += " · " + g + " more in " + current.groups.length + " sessions (click one to draw it)";
+  document.getElementById("count").textContent = t;
+  document.getElementById("fold").hidden = !Object.keys(expanded).length;
 }
-var lastFont = 0;
-network.on("zoom", function () {
-  var z = network.getScale() * LABEL_PX >= 16;      // zoomed in: every visible memory gets its label
-  var f = fontPx();
-  if (z !== zoomedIn || Math.abs(f - lastFont) / lastFont > 0.1) { zoomedIn = z; lastFont = f; setLabels(shownNow); }
-});
-search.addEventListener("input", function () { apply(true); });
+function finish(refit) {
+  var p = network.getPositions();
+  Object.keys(p).forEach(function (id) { pos[id] = p[id]; });
+  var show = visible();
+  if (refit) firstView(show); else setLabels(show);
+  var n = Object.keys(show).filter(function (id) { return id.indexOf(GROUP) !== 0; }).length;
+  if (!TT) countText(n);
+  viewSeq++;
+  window.viewShown = {seq: viewSeq, memories: n, groups: current.groups.length, scope: scope.value};
+  return n;
+}
+// A new plan: nodes without a known place are laid out (physics, a few hundred steps) with the others
+// held where they are, then the view is fitted again.
+var laying = false, again = false;
+function redo(refit, hold) {
+  if (!ready) return;
+  if (laying) { again = true; return; }
+  var next = plan();
+  if (next.ids.length > BIG) network.setOptions({layout: {improvedLayout: false}});
+  if (!fill(next, hold)) { finish(refit); return; }
+  laying = true;
+  network.setOptions({physics: {enabled: true, stabilization: {fit: false}}});
+  network.once("stabilizationIterationsDone", function () {
+    network.setOptions({physics: false});
+    if (hold) nodes.update(nodes.getIds().map(function (id) { return {id: id, fixed: false}; }));
+    laying = false;
+    finish(refit);
+    if (again) { again = false; redo(true, false); }
+  });
+  network.stabilize(hold ? 150 : 200);
+}
+// Time travel: which memories exist at the step shown, in the chosen scope and filter.
+function visibleIds() {
+  var q = search.value.trim().toLowerCase(), v = scope.value, out = [];
+  raw.forEach(function (n) {
+    var inScope = v === "all" || (v === "focus" && focus[n.id]) || v === "s" + n.si;
+    var exists = !TT || stepOf[n.id] <= ttStep;
+    if (exists && inScope && (!q || n.ev.toLowerCase().indexOf(q) >= 0)) out.push(n.id);
+  });
+  return out;
+}
+function apply(refit) {
+  if (!TT) { redo(refit, false); return current.ids.length; }
+  var show = {};
+  visibleIds().forEach(function (id) { show[id] = true; });
+  nodes.update(raw.map(function (n) { var v = look(n); v.id = n.id; v.hidden = !show[n.id]; return v; }));
+  document.getElementById("count").textContent = Object.keys(show).length + " shown";
+  return finish(refit);
+}
+var zoomTimer = null;
+function relabel() {
+  clearTimeout(zoomTimer);
+  zoomTimer = setTimeout(function () {
+    zoomedIn = network.getScale() * LABEL_PX >= 16;  // zoomed in: every arrow gets its relation
+    if (!laying) setLabels(visible());
+  }, 120);
+}
+network.on("zoom", relabel);
+network.on("dragEnd", relabel);
+var searchTimer = null;
+search.addEventListener("input", function () { clearTimeout(searchTimer); searchTimer = setTimeout(function () { apply(true); }, 200); });
 scope.addEventListener("change", function () { apply(true); });
+document.getElementById("fold").addEventListener("click", function () { expanded = {}; redo(true, false); });
 var ready = false, pending = null;
 if (TT) document.getElementById("count").textContent = "drawing " + raw.length + " memories…";
 network.once("stabilizationIterationsDone", function () {
   network.setOptions({physics: false});
   ready = true;
-  if (TT) { showStep(pending === null ? ttStep : pending); } else apply(true);
-  lastFont = fontPx();
+  if (TT) showStep(pending === null ? ttStep : pending); else finish(true);
   if (data.open && byId[data.open]) openPanel(data.open);
   window.graphReady = true;
   if (TT && window.parent !== window) window.parent.postMessage({ttReady: true}, "*");
 });
+window.labelOverlaps = function () { return GraphLabels.overlaps(network, box); };
+
 
 // The legend's part that time travel changes: the faded (superseded) memories and the relations that
 // exist at the step shown; without time travel, those of the whole graph.
@@ -249,6 +435,7 @@ function showStep(k) {
   ttStep = k;
   raw.forEach(function (n) { n.fl = (n.fl & 1) | (stepOf[n.id] === k ? 2 : 0); });
   marked = flagged(2);
+  setCore(marked);
   focus = {};
   marked.forEach(function (id) { focus[id] = true; neighbours[id].forEach(function (x) { if (stepOf[x] <= k) focus[x] = true; }); });
   edges.update(rawEdges.map(edgeLook));
@@ -290,9 +477,12 @@ function openPanel(id) {
   panel.dataset.id = id;
   network.selectNodes([id]);
 }
+// A click on a session's summary draws its memories one by one (the rest stays where it is).
 network.on("click", function (p) {
   if (!p.nodes.length) { panel.hidden = true; return; }
-  openPanel(p.nodes[0]);
+  var id = String(p.nodes[0]);
+  if (id.indexOf(GROUP) === 0) { expanded[+id.slice(GROUP.length)] = true; redo(false, true); return; }
+  openPanel(id);
 });
 
 // --- legend: one colour scale, the marks, the relations present ----------------------------------
@@ -315,6 +505,11 @@ network.on("click", function (p) {
   fresh.id = "legend-new";
   if (TT) { fresh.title = "Diamonds with an amber outline and thick edges: what this session added and linked"; fresh.style.borderBottom = "3px solid " + NEW_BORDER; }
   lg.appendChild(fresh);
+  if (!TT && current.groups.length) {
+    var g = el("span", "⬢ a session's other memories");
+    g.title = "Click one to draw its memories; the box above shows every memory";
+    lg.appendChild(g);
+  }
   var now = el("span"); now.id = "legend-now"; lg.appendChild(now);
   legendNow();
   // A legend that wraps on a narrow frame pushes the graph down instead of covering it.
@@ -328,6 +523,7 @@ window.labelCheck = function (bit) {
   var scale = network.getScale();
   return raw.filter(function (n) { return n.fl & (bit || 1); }).map(function (n) {
     var v = nodes.get(n.id);
+    if (!v) return {id: n.id, label: "", hidden: true, drawn: false, px: 0, inView: false, labelIn: false};
     var p = network.canvasToDOM(network.getPositions([n.id])[n.id]);
     var b = network.getBoundingBox(n.id), tl = network.canvasToDOM({x: b.left, y: b.top}), br = network.canvasToDOM({x: b.right, y: b.bottom});
     return {id: n.id, label: v.label, hidden: !!v.hidden, px: scale * ((v.font && v.font.size) || LABEL_PX),
