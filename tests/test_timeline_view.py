@@ -13,7 +13,7 @@ from html import unescape
 
 import pytest
 
-from tests.ui_fixtures import chromium_browser
+from tests.ui_fixtures import PAGE_WAIT, chromium_browser
 from ui import panels
 from ui.graph_view import graph_data, graph_html, static_dir
 
@@ -271,7 +271,7 @@ def shown_app():
 def test_in_a_browser_the_chain_reads_at_400_px_and_the_graph_labels_its_arrows(browser, shown_app):
     page = browser.new_page(viewport={"width": 400, "height": 900})
     page.goto(shown_app)
-    page.wait_for_selector("#why-timelines .mc-node", timeout=60_000)
+    page.wait_for_selector("#why-timelines .mc-node", timeout=PAGE_WAIT)
     box = """(s) => Array.from(document.querySelectorAll(s)).map((e) => {
         const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height, r: r.right}; })"""
     # Nothing sideways; memories stacked, the refined text under the chain on a phone.
@@ -294,7 +294,7 @@ def test_in_a_browser_the_chain_reads_at_400_px_and_the_graph_labels_its_arrows(
     assert refined["x"] >= chain["x"] + chain["w"] - 1 and refined["y"] < chain["y"] + chain["h"], (chain, refined)
     # The graph: every edge carries its relation as its label; the hover names memories as the sidebar does.
     frame = page.locator("#memory-graph iframe").element_handle().content_frame()
-    frame.wait_for_function("() => window.graphReady === true", timeout=60_000)
+    frame.wait_for_function("() => window.graphReady === true", timeout=PAGE_WAIT)
     labels = frame.evaluate("() => edges.get().map((e) => [e.title, e.label])")
     assert sorted(labels) == [["Cause", "Cause"], ["Changed", "Changed"], ["Want", "Want"]], labels
     # Drawn on the retrieved memory's arrows, at a readable size on screen (elsewhere only when zoomed in).

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.ui_fixtures import chromium_browser
+from tests.ui_fixtures import PAGE_WAIT, chromium_browser
 
 T = TypeVar("T")
 XSS = "<img src=x onerror=alert(1)>"
@@ -217,7 +217,7 @@ class Visit:
 
     def open(self) -> None:
         self.page.goto(self.url)
-        self.page.wait_for_selector("#session-header", timeout=120_000)
+        self.page.wait_for_selector("#session-header", timeout=PAGE_WAIT)
 
     def bots(self) -> int:
         return self.page.locator('#chat [data-testid="bot"]').count()
@@ -267,14 +267,16 @@ class Visit:
             "([l, t]) => document.querySelector('#session-header').innerText.includes(l) && "
             "document.querySelector('#chat').textContent.includes(t)",
             arg=[label.split(" ·")[0], shows],
-            timeout=30_000,
+            timeout=PAGE_WAIT,
         )
         return self.page.locator("#chat").text_content()
 
     def graph_frame(self):
-        self.page.wait_for_selector("#memory-graph iframe", timeout=60_000)
+        self.page.wait_for_selector("#memory-graph iframe", timeout=PAGE_WAIT)
         frame = self.page.locator("#memory-graph iframe").element_handle().content_frame()
-        frame.wait_for_function("() => typeof nodes !== 'undefined' && typeof network !== 'undefined'", timeout=60_000)
+        frame.wait_for_function(
+            "() => typeof nodes !== 'undefined' && typeof network !== 'undefined'", timeout=PAGE_WAIT
+        )
         return frame
 
     def no_injected_image(self) -> bool:
@@ -378,7 +380,7 @@ def test_end_session_turns_the_session_into_graph_nodes(alice, journey):
 @pytest.mark.slow
 def test_a_week_later_the_reply_uses_timelines(alice, journey, screenshots):
     assert "2023-05-15" in journey.a_week_later()
-    alice.page.wait_for_selector("#why-timelines li.timeline", timeout=60_000)
+    alice.page.wait_for_selector("#why-timelines li.timeline", timeout=PAGE_WAIT)
     timelines = alice.page.locator("#why-timelines li.timeline")
     assert timelines.count() >= 1
     assert "raw:" in timelines.first.inner_text() and "refined:" in timelines.first.inner_text()
@@ -390,7 +392,7 @@ def test_a_week_later_the_reply_uses_timelines(alice, journey, screenshots):
     if screenshots.wanted:
         alice.page.set_viewport_size({"width": 1440, "height": 1500})
         alice.page.evaluate("() => window.scrollTo(0, 0)")
-        frame.wait_for_function("() => window.graphReady === true", timeout=60_000)  # the layout has settled
+        frame.wait_for_function("() => window.graphReady === true", timeout=PAGE_WAIT)  # the layout has settled
         screenshots(alice.page, SCREENSHOT)
         alice.page.set_viewport_size({"width": 1440, "height": 1100})
     assert alice.no_injected_image() and alice.dialogs == []
@@ -399,12 +401,12 @@ def test_a_week_later_the_reply_uses_timelines(alice, journey, screenshots):
 @pytest.mark.slow
 def test_selecting_an_earlier_reply_shows_its_trace(alice, journey):
     journey.asked_with_secom()
-    alice.page.wait_for_selector("#why-segments li.segment", timeout=60_000)
+    alice.page.wait_for_selector("#why-segments li.segment", timeout=PAGE_WAIT)
     seg = alice.page.locator("#why-segments li.segment").first.inner_text()
     assert "key (not compressed: the original text):" in seg and "score" in seg  # offline: no LLMLingua-2 model
     # Clicking the THEANINE reply before it brings its stored trace back.
     alice.page.locator('#chat [data-testid="bot"]').first.click()
-    alice.page.wait_for_selector("#why-timelines li.timeline", timeout=30_000)
+    alice.page.wait_for_selector("#why-timelines li.timeline", timeout=PAGE_WAIT)
     assert alice.page.locator("#why-panel").get_attribute("data-strategy") == "theanine"
 
 
@@ -414,7 +416,7 @@ def test_typed_html_stays_text_in_every_field(alice):
     page.locator("#session-date textarea, #session-date input").first.fill(XSS)
     page.click("#new-session-btn")
     page.wait_for_function(
-        "() => document.querySelector('#status').innerText.includes('Cannot read the date')", timeout=30_000
+        "() => document.querySelector('#status').innerText.includes('Cannot read the date')", timeout=PAGE_WAIT
     )
     assert XSS in page.inner_text("#status")
     assert alice.no_injected_image() and alice.dialogs == []
@@ -424,7 +426,9 @@ def test_typed_html_stays_text_in_every_field(alice):
 def test_history_survives_a_reload(alice, journey):
     journey.asked_with_secom()
     alice.open()
-    alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')", timeout=60_000)
+    alice.page.wait_for_function(
+        "() => document.querySelector('#chat').innerText.includes('hiking')", timeout=PAGE_WAIT
+    )
     assert "Session 1" in alice.session_list()
     assert "2023-05-15" in alice.page.inner_text("#session-header")
     assert alice.graph_frame().evaluate("() => nodes.length") >= 1
@@ -438,7 +442,7 @@ def test_another_browser_sees_none_of_it(browser, live_app, journey):
     try:
         # The page's load event fills the header, the session list and the chat in one update: once bob's
         # own session is listed, everything the server sent him is on the page.
-        bob.page.wait_for_selector("#session-list label", timeout=60_000)
+        bob.page.wait_for_selector("#session-list label", timeout=PAGE_WAIT)
         text = bob.page.inner_text("body")
         assert "Rex" not in text and "hiking" not in text and XSS not in text
         assert bob.page.locator("#session-list label").count() == 1  # only bob's own open session
@@ -454,7 +458,9 @@ def test_history_survives_an_app_restart(alice, journey, live_app):
     journey.asked_with_secom()
     live_app.restart()
     alice.open()
-    alice.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('hiking')", timeout=60_000)
+    alice.page.wait_for_function(
+        "() => document.querySelector('#chat').innerText.includes('hiking')", timeout=PAGE_WAIT
+    )
     assert XSS in alice.open_session("Session 1 ·", shows=XSS)
     assert alice.no_injected_image() and alice.dialogs == []
     alice.open_session("Session 2 ·")

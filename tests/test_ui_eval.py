@@ -23,7 +23,7 @@ import pytest
 
 from tests.bench_fixtures import small_locomo
 from tests.conftest import LOCOMO_SMALL
-from tests.ui_fixtures import ROOT, RunningApp, app_env, chromium_browser, free_port
+from tests.ui_fixtures import PAGE_WAIT, ROOT, RunningApp, app_env, chromium_browser, free_port
 
 LOCOMO = LOCOMO_SMALL
 BUDGETS = "250,1000"
@@ -63,9 +63,9 @@ def app(tmp_path_factory):
 
 def _open(page, url):
     page.goto(url)
-    page.wait_for_selector("#session-header", timeout=120_000)
+    page.wait_for_selector("#session-header", timeout=PAGE_WAIT)
     page.get_by_role("tab", name="Evaluate memory designs").click()
-    page.wait_for_selector("#eval-run-btn", timeout=30_000)
+    page.wait_for_selector("#eval-run-btn", timeout=PAGE_WAIT)
 
 
 def _fill(page, budgets: str):
@@ -132,7 +132,7 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
     page.locator("#eval-run-btn").click()
     page.wait_for_function("() => document.querySelector('#eval-status').innerText.includes('file first')")
     page.locator("#eval-file input[type=file]").set_input_files(str(small))
-    page.wait_for_function("() => document.querySelector('#eval-file').innerText.includes('conv30')", timeout=30_000)
+    page.wait_for_function("() => document.querySelector('#eval-file').innerText.includes('conv30')", timeout=PAGE_WAIT)
     _fill(page, "10,1000")
     page.locator("#eval-run-btn").click()
     page.wait_for_function("() => document.querySelector('#eval-status').innerText.includes('between 50')")
@@ -142,12 +142,12 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
     _fill(page, BUDGETS)
     page.locator("#eval-retrievers label", has_text="hybrid").click()
     page.locator("#eval-run-btn").click()
-    page.wait_for_selector("#eval-progress", timeout=30_000)
+    page.wait_for_selector("#eval-progress", timeout=PAGE_WAIT)
     assert "Started" in _status(page)
     page.reload()  # a reload finds the running (or finished) run
-    page.wait_for_selector("#session-header", timeout=120_000)
+    page.wait_for_selector("#session-header", timeout=PAGE_WAIT)
     page.get_by_role("tab", name="Evaluate memory designs").click()
-    page.wait_for_selector("#eval-progress, #eval-recall", timeout=60_000)
+    page.wait_for_selector("#eval-progress, #eval-recall", timeout=PAGE_WAIT)
     page.locator("#msg textarea").fill("Hello, how are you?")  # the chat answers meanwhile
     page.locator("#msg textarea").press("Enter")
     page.wait_for_function(
@@ -177,7 +177,7 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
     # Clicking a row shows every strategy's packed context with the evidence held and missed.
     last = len(qs) - 1  # in view after reading the grid
     page.locator(f'#eval-questions [data-testid="cell-{last}-1"]').click()
-    page.wait_for_selector("#eval-context-view", timeout=30_000)
+    page.wait_for_selector("#eval-context-view", timeout=PAGE_WAIT)
     view = page.locator("#eval-context-view")
     assert f"Question {last + 1}: {qs[last]['question']}" in view.inner_text()
     for lab in labels:
@@ -203,7 +203,7 @@ def test_the_tab_shows_the_measured_answer_quality(browser, app):
     page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
     _open(page, app.url)
     page.get_by_text(ANSWERS_TITLE).first.click()
-    page.wait_for_selector("#eval-answers-f1", state="visible", timeout=30_000)
+    page.wait_for_selector("#eval-answers-f1", state="visible", timeout=PAGE_WAIT)
     shown = {
         r.get_attribute("data-strategy"): r.locator("td").first.inner_text().strip()
         for r in page.locator("#eval-answers-f1 tbody tr").all()

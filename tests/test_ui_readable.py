@@ -19,7 +19,7 @@ import pytest
 from memory.agent import MAX_HISTORY_TURN_TOKENS
 from memory.tokens import count_tokens
 from tests import locomo_synth
-from tests.ui_fixtures import IMG_DIR, chromium_browser, scripted_app, upload
+from tests.ui_fixtures import IMG_DIR, PAGE_WAIT, chromium_browser, scripted_app, upload
 
 pytestmark = pytest.mark.slow
 GRAPH_LIMIT = 20  # memories drawn (GRAPH_MAX_NODES): the import makes more, so old ones are not drawn
@@ -44,9 +44,9 @@ class Page:
 
     def open(self):
         self.page.goto(self.url)
-        self.page.wait_for_selector("#session-header", timeout=120_000)
+        self.page.wait_for_selector("#session-header", timeout=PAGE_WAIT)
 
-    def send(self, text, timeout=120_000):
+    def send(self, text, timeout=PAGE_WAIT):
         n = self.page.locator('#chat [data-testid="bot"]').count()
         box = self.page.locator("#msg textarea")
         box.fill(text)
@@ -59,7 +59,7 @@ class Page:
             timeout=timeout,
         )
 
-    def wait_status(self, where, pattern, timeout=120_000):
+    def wait_status(self, where, pattern, timeout=PAGE_WAIT):
         self.page.wait_for_function(
             "([w, p]) => new RegExp(p).test(document.querySelector(w).innerText)", arg=[where, pattern], timeout=timeout
         )
@@ -160,7 +160,7 @@ def test_compare_is_cards_reply_first_full_width_one_column_and_kept(user, serve
     p.width(1400)
     # Kept across a reload (stored per user, server-side).
     p.open()
-    p.page.wait_for_selector("#compare-panel section.mc-compare", timeout=60_000)
+    p.page.wait_for_selector("#compare-panel section.mc-compare", timeout=PAGE_WAIT)
     assert locomo_synth.QUESTION in p.page.inner_text("#compare-panel")
     assert p.page.inner_text("#compare-secom .mc-reply") == replies["secom"]
 
@@ -226,9 +226,9 @@ def test_sessions_are_numbered_and_listed_by_date_whatever_their_source(user, sc
 
 
 def _frame(p):
-    p.page.wait_for_selector("#memory-graph iframe", timeout=60_000)
+    p.page.wait_for_selector("#memory-graph iframe", timeout=PAGE_WAIT)
     frame = p.page.locator("#memory-graph iframe").element_handle().content_frame()
-    frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
+    frame.wait_for_function("() => window.graphReady === true", timeout=PAGE_WAIT)
     return frame
 
 
@@ -250,7 +250,7 @@ def test_graph_search_runs_over_every_memory_and_opens_an_old_one(user, screensh
     assert "opened the newest" in found and f"Session {number} ·" in found, found
     frame = _frame(p)
     panel = frame.locator("#panel")
-    frame.wait_for_selector("#panel:not([hidden])", timeout=10_000)
+    frame.wait_for_selector("#panel:not([hidden])", timeout=PAGE_WAIT)
     assert fact[:25] in panel.inner_text() and "Source turns" in panel.inner_text(), panel.inner_text()
     checks = frame.evaluate("() => window.labelCheck(4)")
     assert checks and all(c["label"] and c["inView"] and c["labelIn"] and c["px"] >= 11 for c in checks), checks
@@ -270,7 +270,7 @@ def test_first_view_fits_the_retrieved_memories_with_their_labels_inside(user, s
     p = user
     p.page.get_by_label("THEANINE").check()
     p.send("Tell me about pottery, the garden and the violin.")
-    p.page.wait_for_selector("#why-memories tbody tr", timeout=60_000)
+    p.page.wait_for_selector("#why-memories tbody tr", timeout=PAGE_WAIT)
     frame = _frame(p)
     checks = frame.evaluate("() => window.labelCheck(1)")
     assert len(checks) >= 2, checks
@@ -283,13 +283,15 @@ def test_first_view_fits_the_retrieved_memories_with_their_labels_inside(user, s
 def test_time_travel_steps_are_named_by_session(user):
     p = user
     p.page.click("text=Time travel: how the memory grew, session by session")
-    p.page.wait_for_selector("#tt-changes-panel", timeout=120_000)
+    p.page.wait_for_selector("#tt-changes-panel", timeout=PAGE_WAIT)
     head = p.page.inner_text("#tt-changes-panel h4")
     assert head.startswith("After Session 11 ·") and "11 of 11 ended sessions" in head, head
     slider = p.page.locator("#tt-slider input[type=number]")
     slider.fill("1")
     slider.press("Enter")
-    p.page.wait_for_function("() => document.querySelector('#tt-changes-panel').dataset.step === '1'", timeout=30_000)
+    p.page.wait_for_function(
+        "() => document.querySelector('#tt-changes-panel').dataset.step === '1'", timeout=PAGE_WAIT
+    )
     head = p.page.inner_text("#tt-changes-panel h4")
     assert head.startswith("After Session 1 ·") and "2023" in head, head
 

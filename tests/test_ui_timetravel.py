@@ -25,7 +25,7 @@ from sessions.lifecycle import parse_date
 from sessions.recall import memory_history
 from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedAgent
-from tests.ui_fixtures import RunningApp, chromium_browser, upload
+from tests.ui_fixtures import PAGE_WAIT, RunningApp, chromium_browser, upload
 
 LOCOMO = LOCOMO_SMALL
 XSS = "<img src=x onerror=alert(1)>"
@@ -164,7 +164,7 @@ def import_file(page, path: Path, timeout=BUILD_TIMEOUT) -> None:
     )
 
 
-def open_timetravel(page, timeout=120_000, click=True):
+def open_timetravel(page, timeout=PAGE_WAIT, click=True):
     """Open the panel; returns the frame once its graph is drawn."""
     from ui.timetravel import ACCORDION
 
@@ -176,7 +176,7 @@ def open_timetravel(page, timeout=120_000, click=True):
     return frame
 
 
-def set_step(page, frame, k: int, timeout=30_000) -> dict:
+def set_step(page, frame, k: int, timeout=PAGE_WAIT) -> dict:
     """Move the slider to k as a person does (the range input) and wait until the frame shows step k."""
     page.locator("#tt-slider input[type=range]").fill(str(k))
     frame.wait_for_function("(k) => window.ttShown && window.ttShown.step === k", arg=k, timeout=timeout)
@@ -205,7 +205,7 @@ def test_slider_shows_the_memory_after_sessions_1_2_n_and_marks_what_each_added(
 
     page.on("dialog", dismiss)
     page.goto(offline_app.url)
-    page.wait_for_selector("#session-header", timeout=120_000)
+    page.wait_for_selector("#session-header", timeout=PAGE_WAIT)
     import_file(page, _sample_file(tmp_path))
     per_session = store_steps(offline_app.data_dir)
     assert len(per_session) == N_SESSIONS and all(s["memories"] for s in per_session), per_session
@@ -227,7 +227,7 @@ def test_slider_shows_the_memory_after_sessions_1_2_n_and_marks_what_each_added(
         assert set(got["legendRelations"]) == set(got["edgeTitles"]), k  # the legend names what exists at step k
         # The list beside it (from the server) is that step's.
         page.wait_for_function(
-            "(k) => document.querySelector('#tt-changes-panel')?.dataset.step === String(k)", arg=k, timeout=30_000
+            "(k) => document.querySelector('#tt-changes-panel')?.dataset.step === String(k)", arg=k, timeout=PAGE_WAIT
         )
         panel = page.locator("#tt-changes-panel")
         assert panel.get_attribute("data-memories") == str(len(existed))
@@ -241,7 +241,7 @@ def test_slider_shows_the_memory_after_sessions_1_2_n_and_marks_what_each_added(
     from ui.timetravel import ACCORDION
 
     p2.goto(offline_app.url)
-    p2.wait_for_selector("#session-header", timeout=120_000)
+    p2.wait_for_selector("#session-header", timeout=PAGE_WAIT)
     p2.get_by_text(ACCORDION).first.click()
     p2.wait_for_function("() => /No ended session yet/.test(document.querySelector('#tt-status').innerText)")
     assert p2.locator("#tt-graph iframe").count() == 0

@@ -22,7 +22,7 @@ import pytest
 
 from tests.bench_fixtures import long_locomo
 from tests.conftest import LOCOMO_SMALL
-from tests.ui_fixtures import chromium_browser, scripted_app, upload
+from tests.ui_fixtures import PAGE_WAIT, chromium_browser, scripted_app, upload
 
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
@@ -55,7 +55,7 @@ class Page:
 
     def open(self):
         self.page.goto(self.url)
-        self.page.wait_for_selector("#session-header", timeout=120_000)
+        self.page.wait_for_selector("#session-header", timeout=PAGE_WAIT)
 
     def bots(self):
         return self.page.locator('#chat [data-testid="bot"]')
@@ -65,7 +65,7 @@ class Page:
         box.fill(text)
         box.press("Enter")
 
-    def send(self, text, timeout=120_000):
+    def send(self, text, timeout=PAGE_WAIT):
         n = self.bots().count()
         self.type(text)
         self.page.wait_for_function(
@@ -77,7 +77,7 @@ class Page:
         )
         return self.bots().last.inner_text()
 
-    def status(self, pattern, timeout=60_000):
+    def status(self, pattern, timeout=PAGE_WAIT):
         self.page.wait_for_function(
             "(p) => new RegExp(p).test(document.querySelector('#status').innerText)", arg=pattern, timeout=timeout
         )
@@ -112,7 +112,7 @@ class Page:
             "(o) => { const s = document.querySelector('.sidebar');"
             "         return !!s && s.classList.contains('open') === o && !s.getAnimations({subtree: true}).length; }",
             arg=open_it,
-            timeout=20_000,
+            timeout=PAGE_WAIT,
         )
 
     def narrow(self, open_sidebar=False):
@@ -155,7 +155,7 @@ def test_first_page_at_1400_and_400(browser, app, screenshots):
             banner = p.page.locator("#llm-banner")
             assert banner.bounding_box()["height"] < 120  # short: details behind a disclosure
             if width == 400:  # on a phone the sidebar starts closed
-                p.page.wait_for_function("() => !document.querySelector('.sidebar.open')", timeout=20_000)
+                p.page.wait_for_function("() => !document.querySelector('.sidebar.open')", timeout=PAGE_WAIT)
             sw, cw = p.no_overflow()
             assert sw <= cw, (width, sw, cw)
             screenshots(p.page, IMG / f"ui_first_page_{width}.png")
@@ -178,7 +178,7 @@ def test_underscore_reply_shows_as_text_and_retry_removes_the_error(ann, server)
     ann.page.wait_for_function(
         "() => { const t = document.querySelector('#chat').innerText;"
         "        return t.includes('Answered on retry.') && !t.includes('⚠'); }",
-        timeout=60_000,
+        timeout=PAGE_WAIT,
     )
     assert "⚠" not in ann.page.inner_text("#chat")  # the error bubble is gone
     assert not ann.page.locator("#retry-btn").is_visible()
@@ -187,14 +187,14 @@ def test_underscore_reply_shows_as_text_and_retry_removes_the_error(ann, server)
 def test_one_reply_at_a_time_and_stop(ann, server):
     server.script("reply", ("hang", 6))
     ann.type("A slow question")
-    ann.page.wait_for_selector("#stop-btn", state="visible", timeout=30_000)
+    ann.page.wait_for_selector("#stop-btn", state="visible", timeout=PAGE_WAIT)
     ann.type("A second message meanwhile")
     ann.status("Still answering")
     assert ann.page.locator("#msg textarea").input_value() == "A second message meanwhile"  # nothing lost
-    ann.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('late')", timeout=60_000)
+    ann.page.wait_for_function("() => document.querySelector('#chat').innerText.includes('late')", timeout=PAGE_WAIT)
     server.script("reply", ("hang", 30))
     ann.type("Another slow one")
-    ann.page.wait_for_selector("#stop-btn", state="visible", timeout=30_000)
+    ann.page.wait_for_selector("#stop-btn", state="visible", timeout=PAGE_WAIT)
     # Stop once the model is answering: stopped earlier (a loaded machine is still retrieving), the
     # abandoned reply would ask the model later and take the answer scripted for Retry below.
     assert server.arrived["reply"].wait(60)
@@ -204,7 +204,7 @@ def test_one_reply_at_a_time_and_stop(ann, server):
     server.script("reply", ("ok", "Back to normal."))
     ann.page.click("#retry-btn")
     ann.page.wait_for_function(
-        "() => document.querySelector('#chat').innerText.includes('Back to normal.')", timeout=60_000
+        "() => document.querySelector('#chat').innerText.includes('Back to normal.')", timeout=PAGE_WAIT
     )
 
 
@@ -240,7 +240,7 @@ def dates_and_sidebar(ann, server, screenshots):
     assert ann.date_field().input_value() == "2023-05-16"  # the session in use, plus one day
     # The graph follows the reply: its retrieved memories are marked (the page redraws on new data).
     frame = ann.page.locator("#memory-graph iframe").element_handle().content_frame()
-    frame.wait_for_function("() => window.graphReady === true && window.labelCheck().length > 0", timeout=30_000)
+    frame.wait_for_function("() => window.graphReady === true && window.labelCheck().length > 0", timeout=PAGE_WAIT)
     screenshots(ann.page, IMG / "ui_chat_sidebar_1400.png")
     ann.narrow(open_sidebar=True)
     screenshots(ann.page, IMG / "ui_chat_sidebar_400.png")
@@ -248,17 +248,17 @@ def dates_and_sidebar(ann, server, screenshots):
     # Clicking an earlier session shows its transcript; its replies show their traces.
     ann.page.locator("#session-list label").filter(has_text="Session 1 ·").click()
     ann.page.wait_for_function(
-        "() => document.querySelector('#session-header').innerText.includes('read only')", timeout=30_000
+        "() => document.querySelector('#session-header').innerText.includes('read only')", timeout=PAGE_WAIT
     )
     assert "Draw me a line" in ann.page.inner_text("#chat")
     ann.bots().first.click()
     ann.page.wait_for_function(
-        "() => /Why reply 1 of session 1/.test(document.querySelector('#why-panel').innerText)", timeout=30_000
+        "() => /Why reply 1 of session 1/.test(document.querySelector('#why-panel').innerText)", timeout=PAGE_WAIT
     )
     assert ann.page.locator("#chat .mc-selected").count() == 1  # the selected reply is highlighted
     ann.page.locator("#session-list label").filter(has_text="Session 2 ·").click()
     ann.page.wait_for_function(
-        "() => document.querySelector('#chat').innerText.includes('second session')", timeout=30_000
+        "() => document.querySelector('#chat').innerText.includes('second session')", timeout=PAGE_WAIT
     )
 
 
@@ -288,7 +288,7 @@ def imported(browser, app, server, tmp_path_factory):
 
 def test_the_page_is_usable_during_an_import_and_a_reload_shows_history_at_once(imported, server):
     p, t0 = imported
-    p.page.wait_for_selector("#job-progress", timeout=60_000)
+    p.page.wait_for_selector("#job-progress", timeout=PAGE_WAIT)
     assert "You can keep chatting" in p.page.inner_text("#job-progress")
     assert "imported" in " ".join(p.sessions())  # the sessions are listed at once
     # A message sent during the build is answered.
@@ -303,7 +303,7 @@ def test_the_page_is_usable_during_an_import_and_a_reload_shows_history_at_once(
             "() => document.querySelector('#chat') && "
             "document.querySelector('#chat').innerText.includes('Are you there') && "
             "document.querySelector('#job-progress')",
-            timeout=60_000,
+            timeout=PAGE_WAIT,
         )
         ready = time.time() - t
         fcp = p.page.evaluate("() => (performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime")
@@ -323,15 +323,15 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     p, _ = imported
     p.page.get_by_label("THEANINE").check()
     p.send("What did we talk about regarding the kids and their school?")
-    p.page.wait_for_selector("#why-memories tbody tr", timeout=60_000)
-    p.page.wait_for_selector("#memory-graph iframe", timeout=60_000)
+    p.page.wait_for_selector("#why-memories tbody tr", timeout=PAGE_WAIT)
+    p.page.wait_for_selector("#memory-graph iframe", timeout=PAGE_WAIT)
     n_memories = int(p.page.locator("#memory-graph").get_attribute("data-memories"))
     assert n_memories >= 250
     size = p.page.evaluate("() => document.querySelector('#graph-panel').innerHTML.length")
     print(f"\ngraph render at {n_memories} memories: {size / 1024:.0f} KB in the page (vis-network fetched once)")
     assert size < 300 * 1024
     frame = p.page.locator("#memory-graph iframe").element_handle().content_frame()
-    frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
+    frame.wait_for_function("() => window.graphReady === true", timeout=PAGE_WAIT)
     labels = frame.evaluate("() => window.labelCheck()")
     # Every retrieved memory is drawn at the default view; a label is drawn where it covers no other
     # (issue 36), readable and inside the frame, and the rest carry their whole text in the tooltip.
@@ -350,7 +350,7 @@ def test_graph_at_250_memories_has_readable_labels_and_a_small_page(imported, se
     frame.evaluate("(id) => network.focus(id, {scale: 1.2, animation: false})", first)
     pos = frame.evaluate("(id) => network.canvasToDOM(network.getPositions([id])[id])", first)
     frame.locator("#mynetwork canvas").click(position={"x": pos["x"], "y": pos["y"]})
-    frame.wait_for_selector("#panel:not([hidden])", timeout=10_000)
+    frame.wait_for_selector("#panel:not([hidden])", timeout=PAGE_WAIT)
     assert "Source turns" in frame.inner_text("#panel")
     # The filter box narrows the graph; "this reply's memories" shows the neighbourhood only.
     frame.fill("#search", "school")
@@ -372,7 +372,7 @@ def test_compare_and_no_horizontal_overflow(ann, server, screenshots):
     ann.send(LONG)
     ann.page.locator("#msg textarea").fill("Compare: " + LONG)
     ann.page.click("#compare-btn")
-    ann.status("Compared", timeout=120_000)
+    ann.status("Compared", timeout=PAGE_WAIT)
     for width in (1400, 400):
         if width == 400:
             ann.narrow()
@@ -392,7 +392,7 @@ def test_delete_removes_the_fact_from_secom_segments(browser, app, server):
         p.wait_build_done()
         p.page.get_by_label("SeCom").check()
         p.send("What is my locker code at the gym?")
-        p.page.wait_for_selector("#why-segments li.segment", timeout=60_000)
+        p.page.wait_for_selector("#why-segments li.segment", timeout=PAGE_WAIT)
         assert "4417" in p.page.locator("#why-segments").text_content()
         p.page.click("text=Your data: import, export, delete a memory, forget me")
         p.page.locator("#memory-select input").click()
@@ -404,13 +404,13 @@ def test_delete_removes_the_fact_from_secom_segments(browser, app, server):
         )
         p.page.click("#delete-yes-btn")
         p.page.wait_for_function(
-            "() => /rebuilt/.test(document.querySelector('#data-status').innerText)", timeout=60_000
+            "() => /rebuilt/.test(document.querySelector('#data-status').innerText)", timeout=PAGE_WAIT
         )
         msg = p.page.inner_text("#data-status")
         assert "rebuilt" in msg and "Kept" in msg, msg
         # The question alone is the retrieval query now: it names what the kept turns are about.
         p.send("What is my locker code at the gym where I go swimming?")
-        p.page.wait_for_selector("#why-segments", timeout=60_000)
+        p.page.wait_for_selector("#why-segments", timeout=PAGE_WAIT)
         assert "4417" not in p.page.locator("#why-segments").text_content()
         assert "swimming" in p.page.locator("#why-segments").text_content()
         assert p.dialogs == []

@@ -14,7 +14,7 @@ import pytest
 
 from tests.test_theanine_extract import CHAT
 from tests.test_ui_usable import IMG, Page
-from tests.ui_fixtures import chromium_browser, scripted_app
+from tests.ui_fixtures import PAGE_WAIT, chromium_browser, scripted_app
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ server, app = scripted_app("whose", LLM_TIMEOUT=60, MEMORY_LLM_STEPS="off")
 
 
 def retrieved(p: Page) -> list[str]:
-    p.page.wait_for_selector("#why-memories tbody tr", timeout=60_000)
+    p.page.wait_for_selector("#why-memories tbody tr", timeout=PAGE_WAIT)
     return [r.split("\t")[1] for r in p.page.locator("#why-memories tbody tr").all_inner_texts()]
 
 

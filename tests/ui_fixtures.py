@@ -44,7 +44,13 @@ def chromium_browser():
         b.close()
 
 
-def upload(page, elem_id: str, path: Path, timeout: float = 180_000) -> None:
+# How long a browser test waits for something the page does (a reply, a build step, a drawn graph): what a
+# loaded 2-core machine needs with two test files running at once (alone each shows within seconds). A
+# wait costs this only when the test fails.
+PAGE_WAIT = 180_000  # ms
+
+
+def upload(page, elem_id: str, path: Path, timeout: float = PAGE_WAIT) -> None:
     """Put a file into a gr.File and wait until the component shows it (the upload is done). The wait
     allows a loaded 2-core machine (alone an upload shows within a few seconds)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
