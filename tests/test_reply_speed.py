@@ -186,6 +186,18 @@ def test_a_stock_refusal_is_asked_again_and_other_openings_stream_at_once():
     assert len(stubborn.prompts) == 3 and session.trace.counts["reply_refusals_retried"] == 2
 
 
+def test_the_guard_knows_the_stock_openings_the_bundled_model_was_seen_to_use():
+    guard = RefusalGuard()
+    for seen in (
+        "I am sorry, but I can't assist with that.",
+        "I apologize, but I can't assist with that.",
+        "I'm sorry, but as an AI, I cannot",
+        "I’m sorry, but I cannot help",
+    ):
+        assert guard.rejects(seen), seen
+    assert not guard.rejects("I am sorry to hear about the noise.")
+
+
 def test_the_refusal_pattern_counts_refusals_and_not_replies():
     assert is_refusal("I'm sorry, but I can't assist with that.")
     assert is_refusal("As an AI language model, I do not have the capability to remember anything.")
