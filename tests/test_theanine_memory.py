@@ -155,7 +155,7 @@ def test_replies_retrieve_while_a_close_waits_for_its_relation_labels(tmp_path, 
     asked, release = threading.Event(), threading.Event()
 
     def held(messages):
-        if "For every pair" in messages[-1]["content"]:
+        if "relation of B to A" in messages[-1]["content"]:
             asked.set()
             assert release.wait(WAIT)
         return answer_for(messages)
