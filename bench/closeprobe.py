@@ -96,11 +96,7 @@ def step_plan(steps: str, relations: str):
 
 STEPS = {"summary", "relations", "segmentation"}
 # The seconds of each step, by the purposes of its calls (memory.theanine.linking, memory.secom).
-STEP_PURPOSES = {
-    "summary": ("summarise",),
-    "relations": ("relation", "relation_missing", "relation_score"),
-    "segmentation": ("segment",),
-}
+STEP_PURPOSES = {"summary": ("summarise",), "relations": ("relation", "relation_score"), "segmentation": ("segment",)}
 
 
 def step_seconds(calls: list[LLMCall]) -> dict[str, float]:

@@ -54,9 +54,8 @@ class StandInLLM:
 
     def _answer(self, purpose: str, messages: list[dict]) -> str:
         text = "\n".join(str(m.get("content", "")) for m in messages)
-        if purpose in ("relation", "relation_missing"):
-            n = len(re.findall(r"^Pair \d+:", text, re.M))
-            return json.dumps({"relations": [{"pair": i, "relation": "SameTopic"} for i in range(n)]})
+        if purpose == "relation":  # one pair per call
+            return json.dumps({"relation": "SameTopic"})
         if purpose == "refine":
             n = len(re.findall(r"^Timeline \d+:", text, re.M))
             return json.dumps({"timelines": [f"Refined timeline {i}: what matters for the reply." for i in range(n)]})

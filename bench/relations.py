@@ -11,10 +11,11 @@ first statement of a fact (A) meets four later memories:
 - unrelated: another sentence of the change session (None).
 
 Each memory is the app's offline memory of its turn (`linking.summarise` without an LLM), with its
-dialogue excerpt. A history's four pairs are labelled in one `linking.classify` call, as a session
-close labels its pairs, once per mode: the offline rule, the LLM, the LLM explaining each pair
-before its label (Options.explain_relations), and the labels scored by the model's log-probabilities
-(one evaluation per pair, no generation: `linking.score_pairs`; each pair's probabilities are kept).
+session's whole dialogue. A history's four pairs are labelled in one `linking.classify` call (one LLM
+call per pair, showing both sessions' dialogue), as a session close labels its pairs, once per mode:
+the offline rule, the LLM, the LLM explaining each pair before its label (Options.explain_relations),
+and the labels scored by the model's log-probabilities (one evaluation per pair, no generation:
+`linking.score_pairs`; each pair's probabilities are kept).
 Prints, per mode, the precision and recall of Changed, the share of other-person pairs called
 Changed, the labels per kind of pair, first-try valid answers and seconds per pair.
 """

@@ -85,6 +85,20 @@ def main(argv: list[str]) -> int:
         if (i + 1) % (20 if llm is None else 1) == 0 or i + 1 == len(dials):
             part = M.evaluate(refs, hyps)
             progress(f"{i + 1}/{len(dials)} dialogues, running Score {part['score']:.4f}")
+            if llm is not None and i + 1 < len(dials):  # an LLM run is slow: what it scored so far survives a stop
+                atomic_write_json(args.out, _result(args, segmenter, llm, dials[: i + 1], refs, hyps, t0))
+    out = _result(args, segmenter, llm, dials, refs, hyps, t0)
+    atomic_write_json(args.out, out)
+    png = _plot(out, common.plot_path(args.out, "scores"), Path(args.data).stem)
+    progress(
+        f"Score {out['score']:.4f}  Pk {out['pk']:.4f}  WD {out['windowdiff']:.4f}  F1 {out['f1']:.4f}; "
+        f"wrote {args.out} and {png}"
+    )
+    return 0
+
+
+def _result(args, segmenter, llm, dials, refs, hyps, t0) -> dict:
+    """The scores of the dialogues segmented so far (`dials`, their references and hypotheses)."""
     seconds = time.perf_counter() - t0
     res = M.evaluate(refs, hyps)
     base = M.baselines(dials)
@@ -113,13 +127,7 @@ def main(argv: list[str]) -> int:
         out["llm_calls"] = len(calls)
         out["llm_fallbacks"] = sum(c.status == "fallback" for c in calls)
         out["llm_repaired"] = sum(c.status == "repaired" for c in calls)
-    atomic_write_json(args.out, out)
-    png = _plot(out, common.plot_path(args.out, "scores"), Path(args.data).stem)
-    progress(
-        f"Score {res['score']:.4f}  Pk {res['pk']:.4f}  WD {res['windowdiff']:.4f}  F1 {res['f1']:.4f}; "
-        f"wrote {args.out} and {png}"
-    )
-    return 0
+    return out
 
 
 def _plot(out: dict, path: Path, title: str) -> Path:

@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 
 OFFLINE_CLOSE = (
     "Memory was built without an LLM (the bundled model is too small for the papers' LLM steps): "
-    "THEANINE's memories are the statements made in the session, one per sentence, linked by topic "
-    "similarity; SeCom's segments come from the embedding segmenter."
+    "THEANINE's memories are the statements made in the session, one per sentence, linked by an offline "
+    "rule (Changed where a later statement replaces an earlier one, else SameTopic by topic similarity); "
+    "SeCom's segments come from the embedding segmenter."
 )
 OFFLINE_REPLY = (
     "Timelines are shown as retrieved, not refined: on the bundled model one refinement call reads about "
@@ -357,7 +358,7 @@ class MemoryAgent:
                 if chosen:
                     trace.notice(f"LLM steps at this close: {plan.describe()}. Why: {plan.reason}.")
                 what = "summarising the session into memories" if plan.summary else "taking the session's statements"
-                how = {"": "by topic similarity", "llm": "by the LLM", "score": "by the LLM's label scores"}
+                how = {"": "by the offline rule", "llm": "by the LLM", "score": "by the LLM's label scores"}
                 step(0.05, f"THEANINE: {what} and linking them {how[plan.relations]}")
             else:
                 trace.memory_path = "offline"

@@ -319,6 +319,9 @@ class Settings:
     # embedding | llm; when SECOM_SEGMENTER is unset, llm where the LLM steps run
     segmenter: str = env("SECOM_SEGMENTER", "embedding", choices=SEGMENTERS)
     rubric_path: str = env("SECOM_RUBRIC", "")  # SeCom: learned segmentation rubric (plain text)
+    # SeCom: the project's own guidance in the rubric slot when no rubric is learned (rubric_prompts.py;
+    # off: the official instruction alone, measured in docs/benchmarks.md)
+    project_rubric: bool = env("SECOM_PROJECT_RUBRIC", False)
     # SeCom: embedding segmenter parameters fitted by `python -m bench learn embedding`
     segmenter_params: str = env("SECOM_SEGMENTER_PARAMS", "")
     # Whether session close and reply run the papers' LLM memory steps (summary, relations,
@@ -357,8 +360,13 @@ class Settings:
         return sorted({*env_names(cls), *cls.DERIVED, *OTHER_VARIABLES})
 
     def rubric_text(self) -> str:
-        """The learned SeCom segmentation rubric ("" = the zero-shot prompt)."""
-        return Path(self.rubric_path).read_text(encoding="utf-8").strip() if self.rubric_path else ""
+        """SeCom's segmentation rubric: the learned one, else the project's guidance where switched on
+        ("" = the official zero-shot instruction alone)."""
+        if self.rubric_path:
+            return Path(self.rubric_path).read_text(encoding="utf-8").strip()
+        from .secom.rubric_prompts import PROJECT_RUBRIC  # here: settings is imported before the memories
+
+        return PROJECT_RUBRIC if self.project_rubric else ""
 
     def public(self) -> dict:
         """Everything safe to show or log (no keys, no browser secret)."""

@@ -156,9 +156,8 @@ def default_answer(purpose: str, body: dict) -> str:
         return json.dumps(
             {"memories": mems or [{"speaker": "user", "event": "The user said nothing much today", "turns": [0]}]}
         )
-    if purpose in ("relation", "relation_missing"):
-        shown = [int(n) for n in re.findall(r"^Pair (\d+):", prompt, re.M)]  # a batch shows its own numbers
-        return json.dumps({"relations": [{"pair": i, "relation": "SameTopic"} for i in shown]})
+    if purpose == "relation":  # one pair per call
+        return json.dumps({"relation": "SameTopic"})
     if purpose == "segment":
         n = len(re.findall(r"^\[Exchange \d+\]:", prompt, re.M))
         seg = {

@@ -20,12 +20,14 @@ def test_calls_per_reply_and_close_match_the_design(tmp_path, fake_embedder):
     assert r["none"]["calls_per_op"] == 1
     assert all(x["errors"] == 0 for x in r.values())
     assert r["theanine"]["tokens_per_op"] > r["none"]["tokens_per_op"] > 0  # memory in the prompt costs tokens
-    # closes: summarise + segment, plus one batched relation call once earlier memories exist
+    # closes: summarise + segment, plus one relation call per candidate pair once earlier memories exist
     purposes = [c["by_purpose"] for c in out["close_each"]]
-    assert purposes[0] == {"summarise": 1, "segment": 1}
-    assert all(p == {"summarise": 1, "relation": 1, "segment": 1} for p in purposes[1:])
     pairs = [c["relation_pairs"] for c in out["close_each"]]  # counted in each close's trace
-    assert pairs[0] == 0 and all(p > 0 for p in pairs[1:])
+    assert purposes[0] == {"summarise": 1, "segment": 1} and pairs[0] == 0
+    assert all(
+        n > 0 and p == {"summarise": 1, "relation": n, "segment": 1}
+        for p, n in zip(purposes[1:], pairs[1:], strict=True)
+    )
     off = cost.official(out, Options())
     assert off["theanine"]["reply_calls_per_op"] == r["theanine"]["timelines_per_reply"] + 1
     assert off["theanine"]["close_calls_per_op"] == sum(1 + p for p in pairs) / len(pairs)

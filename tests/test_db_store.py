@@ -185,8 +185,8 @@ def sess(sid, date, *texts):
 
 def summaries(messages):
     prompt = messages[-1]["content"]
-    if "For every pair" in prompt:
-        return json.dumps({"relations": [{"pair": i, "relation": "Cause"} for i in range(prompt.count("Pair "))]})
+    if "relation of B to A" in prompt:  # one pair per call
+        return json.dumps({"relation": "Cause"})
     first = next(line for line in prompt.splitlines() if line.startswith("[0] "))
     return json.dumps({"memories": [{"speaker": "user", "event": first[9:], "turns": [0]}]})
 

@@ -170,19 +170,19 @@ def mem(mid, event, date, speaker="Ann", excerpt=""):
     )
 
 
-def test_relation_prompt_has_the_official_definitions_excerpts_and_speakers():
+def test_relation_prompt_has_the_official_definitions_conversations_and_speakers():
     g = MemoryGraph()
     old = mem("s1:m0", "Ann quit her job at the bank", "2023-01-01", excerpt="Ann: I quit the bank, so stressful.")
     g.add_memory(old)
     new = mem("s2:m0", "Ann feels relieved and rested", "2023-02-01")
-    llm = ScriptedLLM({"relations": [{"pair": 0, "relation": "React"}]})
+    llm = ScriptedLLM({"relation": "React"})
     labels = linking.classify(
         g, [linking.Candidate("s2:m0", "s1:m0", 0.4)], {"s2:m0": new}, LLMSession(llm, Trace("c"))
     )
     assert labels == {("s1:m0", "s2:m0"): "React"}
     p = llm.prompts[0][-1]["content"]
     assert "Reason: A is due to B" in p  # before: "A is the reason for B" (reversed)
-    assert "dialogue: Ann: I quit the bank, so stressful." in p  # the source dialogue excerpt
+    assert "where A comes from:\nAnn: I quit the bank, so stressful." in p  # the source conversation
     assert "[about Ann]" in p and "clear evidence" in p and "otherwise answer None" in p
 
 
@@ -193,10 +193,8 @@ def test_the_optional_explanation_comes_before_each_label():
     new = {"s2:m0": mem("s2:m0", "Ann moved to Lyon for a new job", "2023-03-01")}
     cands = [linking.Candidate("s2:m0", "s1:m0", 0.6)]
     plain, explained = (
-        Recording({"relations": [{"pair": 0, "relation": "Changed"}]}),
-        Recording(
-            {"relations": [{"pair": 0, "explanation": "Ann's home changed from Porto to Lyon.", "relation": "Changed"}]}
-        ),
+        Recording({"relation": "Changed"}),
+        Recording({"explanation": "Ann's home changed from Porto to Lyon.", "relation": "Changed"}),
     )
     assert linking.classify(g, cands, new, LLMSession(plain, Trace("c"))) == {("s1:m0", "s2:m0"): "Changed"}
     got = linking.classify(g, cands, new, LLMSession(explained, Trace("c")), explain=True)
@@ -207,28 +205,28 @@ def test_the_optional_explanation_comes_before_each_label():
     )
     assert "explain" not in plain.prompts[0][-1]["content"]
     assert explained.max_tokens[0] > plain.max_tokens[0]  # room for the explanation
-    keys = list(prompts.relation_schema(True)["properties"]["relations"]["items"]["properties"])
+    keys = list(prompts.relation_schema(True)["properties"])
     assert keys.index("explanation") < keys.index("relation")
     assert Options().explain_relations and not Options(explain_relations=False).explain_relations
     with pytest.raises(InvalidOptions):
         Options(explain_relations="yes")  # type: ignore[arg-type]
 
 
-def test_pairs_left_out_are_asked_again_then_labelled_offline_and_the_trace_says_which():
+def test_a_pair_without_a_valid_label_is_labelled_offline_and_the_trace_says_which():
     g = MemoryGraph()
     for i in range(3):
         g.add_memory(mem(f"s1:m{i}", f"Ann event number {i} happened", "2023-01-01"))
     new = {"s2:m0": mem("s2:m0", "Ann later event", "2023-02-01")}
     cands = [linking.Candidate("s2:m0", f"s1:m{i}", sim) for i, sim in enumerate((0.9, 0.9, 0.1))]
+    # one call per pair; the third pair's answers (asked twice) are outside the label set
     llm = ScriptedLLM(
-        {"relations": [{"pair": 0, "relation": "Cause"}]},  # pairs 1 and 2 left out
-        {"relations": [{"pair": 1, "relation": "Changed"}]},
-    )  # asked again: 1 answered, 2 not
+        {"relation": "Cause"}, {"relations": [{"pair": 0, "relation": "Changed"}]}, {"relation": "Teleport"}
+    )
     trace = Trace("c")
     labels = linking.classify(g, cands, new, LLMSession(llm, trace))
     assert labels[("s1:m0", "s2:m0")] == "Cause" and labels[("s1:m1", "s2:m0")] == "Changed"
     assert labels[("s1:m2", "s2:m0")] == "None"  # offline rule (similarity 0.1)
-    assert "Pair 1:" in llm.prompts[1][-1]["content"] and "Pair 0:" not in llm.prompts[1][-1]["content"]
+    assert len(llm.prompts) == 4 and "event number 2" in llm.prompts[3][-1]["content"]
     assert any("1 of 3 pairs" in n and "s1:m2->s2:m0" in n for n in trace.notices)
 
 
@@ -236,10 +234,10 @@ def test_a_new_memory_dated_before_its_candidate_is_asked_in_true_time_order():
     g = MemoryGraph()
     g.add_memory(mem("s5:m0", "Ann adopted a second cat", "2023-06-01"))
     early = mem("s1:m0", "Ann adopted her first cat", "2023-01-01")  # an import of an older session
-    llm = ScriptedLLM({"relations": [{"pair": 0, "relation": "Cause"}]})
+    llm = ScriptedLLM({"relation": "Cause"})
     linking.classify(g, [linking.Candidate("s1:m0", "s5:m0", 0.8)], {"s1:m0": early}, LLMSession(llm, Trace("c")))
     p = llm.prompts[0][-1]["content"]
-    found = re.search(r"^  A \(.*$", p, re.M)
+    found = re.search(r"^A \(.*$", p, re.M)
     assert found is not None
     a_line = found.group(0)
     assert "2023-01-01" in a_line and "first cat" in a_line  # before: the later memory was A
@@ -375,8 +373,8 @@ def test_reply_prompt_holds_exactly_the_memory_context_the_benchmark_scores(tmp_
             return one_memory_per_turn(messages)
         if '"timelines"' in text:
             return {"timelines": re.findall(r"^Timeline \d+: (.*)$", text, re.M)}
-        if '"relations"' in text:
-            return {"relations": []}
+        if "relation of B to A" in text:
+            return {"relation": "not a label"}
         return "A reply."
 
     llm = ScriptedLLM(answer)

@@ -13,7 +13,7 @@ from memory.trace import Trace
 from tests.llm_server import ANY, cut, empty, hang, ok, refuse, status
 
 MSG = [{"role": "user", "content": "hi"}]
-PAIRS = [({"time": "t1", "event": "a"}, {"time": "t2", "event": "b"})]
+PAIR = ({"time": "t1", "event": "a"}, {"time": "t2", "event": "b"})
 
 
 def session(llm_server, timeout=5.0, sleep=None):
@@ -27,10 +27,10 @@ def session(llm_server, timeout=5.0, sleep=None):
 def relations(s):
     return s.json(
         "relation",
-        prompts.relation_messages(PAIRS),
+        prompts.relation_messages(*PAIR, []),
         prompts.RELATION_SCHEMA,
-        lambda raw: prompts.validate_relations(raw, 1),
-        lambda: {0: "None"},
+        prompts.validate_relation,
+        lambda: "None",
     )
 
 
@@ -67,11 +67,11 @@ def test_a_stream_cut_midway_is_an_error_and_keeps_what_arrived(llm_server):
     assert "".join(got).startswith("Hello") and s.trace.llm_calls[0].status == "error"
 
 
-@pytest.mark.parametrize("answer", ["", "not json", json.dumps({"relations": [{"pair": 0, "relation": "Destroys"}]})])
+@pytest.mark.parametrize("answer", ["", "not json", json.dumps({"relation": "Destroys"})])
 def test_bad_structured_answers_fall_back(llm_server, answer):
     llm_server.script("relation", ok(answer), ok(answer))
     s = session(llm_server)
-    assert relations(s) == {0: "None"} and s.trace.llm_calls[0].status == "fallback"
+    assert relations(s) == "None" and s.trace.llm_calls[0].status == "fallback"
 
 
 def test_an_empty_choice_list_is_retried_then_reported(llm_server):
@@ -96,7 +96,7 @@ def test_the_key_never_reaches_the_trace(llm_server):
 def test_an_outage_500_is_retried_with_json_schema_and_not_taken_for_a_refusal(llm_server):
     llm_server.script("relation", status(500), status(500))
     s = session(llm_server)
-    assert relations(s) == {0: "SameTopic"}
+    assert relations(s) == "SameTopic"
     assert formats(llm_server) == ["json_schema"] * 3 and s.trace.llm_calls[0].status == "retried"
     assert s.llm.structured_outputs
 
@@ -122,9 +122,9 @@ def test_retry_after_over_the_limit_is_an_error_at_once(llm_server):
 def test_a_refusal_of_json_schema_is_answered_with_json_object_and_kept(llm_server, code):
     llm_server.refuse_json_schema = code  # a server without structured outputs refuses every json_schema request
     s = session(llm_server)
-    assert relations(s) == {0: "SameTopic"}
+    assert relations(s) == "SameTopic"
     assert formats(llm_server) == ["json_schema", "json_object"] and s.trace.llm_calls[0].status == "ok"
-    assert relations(s) == {0: "SameTopic"}  # later calls go straight to json_object
+    assert relations(s) == "SameTopic"  # later calls go straight to json_object
     assert formats(llm_server) == ["json_schema", "json_object", "json_object"]
 
 

@@ -65,20 +65,20 @@ def test_reasoning_content_stays_out_of_the_streamed_reply(llm_server):
 
 
 def test_json_steps_parse_the_answer_not_the_thinking(llm_server):
-    answer = {"relations": [{"pair": 0, "relation": "Cause"}]}
-    thinking = '<think>Maybe {"relations": [{"pair": 0, "relation": "None"}]}? No: A causes B.</think>'
+    answer = {"relation": "Cause"}
+    thinking = '<think>Maybe {"relation": "None"}? No: A causes B.</think>'
     llm_server.script("relation", ok(thinking + json.dumps(answer)), think(json.dumps(answer), "{not json"))
     for _ in range(2):
         s = session(llm_server)
         got = s.json(
             "relation",
-            prompts.relation_messages([({"time": "t1", "event": "a"}, {"time": "t2", "event": "b"})]),
+            prompts.relation_messages({"time": "t1", "event": "a"}, {"time": "t2", "event": "b"}, []),
             prompts.RELATION_SCHEMA,
-            lambda raw: prompts.validate_relations(raw, 1),
-            lambda: {0: "fallback"},
+            prompts.validate_relation,
+            lambda: "fallback",
         )
         call = s.trace.llm_calls[0]
-        assert got == {0: "Cause"} and call.status == "ok" and call.reasoning  # not mended, not fallen back
+        assert got == "Cause" and call.status == "ok" and call.reasoning  # not mended, not fallen back
 
 
 def test_plain_text_steps_drop_the_thinking(llm_server):

@@ -43,7 +43,8 @@ def test_each_label_gets_a_probability_and_the_guide_is_evaluated_once(qwen):
     firsts = []
     for event in ("Ann moved to Lyon last week", "Ann bought a red bicycle"):
         b = {"time": "2023-03-01", "event": event, "speaker": "Ann", "excerpt": f"Ann: {event}."}
-        probs, evaluated = qwen.label_probabilities(prompts.relation_score_messages(a, b), labels)
+        convs = [(prompts.dialogue_heading(m["time"], w), m["excerpt"]) for w, m in (("A", a), ("B", b))]
+        probs, evaluated = qwen.label_probabilities(prompts.relation_score_messages(a, b, convs), labels)
         assert len(probs) == len(labels) and all(0.0 <= p <= 1.0 for p in probs)
         assert math.isclose(sum(probs), 1.0, abs_tol=1e-6)
         firsts.append(evaluated)

@@ -13,7 +13,7 @@ from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.prompts import SEGMENTATION_SCHEMA, segmentation_messages
 from memory.secom.segmentation import is_valid_cover, parse_and_repair
 from memory.trace import Trace
-from tests.fakes import ScriptedLLM
+from tests.fakes import HashEmbedder, ScriptedLLM
 
 DOCS_RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -164,6 +164,73 @@ def test_prompt_lists_exchanges_zero_based_and_quotes_rubric_as_data():
     assert SEGMENTATION_SCHEMA["required"] == ["segments"]
     # the rubric changes the prompt, never the schema
     assert segmentation_messages(["a", "b"])[-1]["content"] != user
+
+
+def test_prompt_is_the_official_instruction_with_100_word_summaries_and_whole_exchanges():
+    """Issue 35, item 2. Before: summaries of at most 15 words, each exchange cut to 200 tokens on one
+    line, and "start a new segment only when ... clearly moves" in the instruction itself."""
+    long = "user: " + " ".join(f"word{i}" for i in range(400)) + "\nassistant: I see, tell me more."
+    user = segmentation_messages(["hi there", long])[-1]["content"]
+    assert "at most 100 words" in user and "15 words" not in user
+    assert (
+        "[Exchange 0]: hi there\n\n[Exchange 1]: " + long + "\n</conversation>" in user
+    )  # whole, blank-line separated
+    assert "clearly moves" not in user and "<rubric>" not in user  # the project's guidance is a rubric now
+    for rule in ("No exchange is missing", "No exchanges overlap", "add up to 2", "The conversation starts with"):
+        assert rule in user
+
+
+class Temperatures(ScriptedLLM):
+    def __init__(self, *script):
+        super().__init__(*script)
+        self.temperatures: list[float] = []
+
+    def chat(self, messages, *, temperature, max_tokens, **ignored):
+        self.temperatures.append(temperature)
+        return super().chat(messages, temperature=temperature, max_tokens=max_tokens)
+
+
+def test_the_llm_segmenter_sends_exchanges_whole_at_the_sessions_temperature():
+    long = " ".join(f"word{i}" for i in range(400))
+    llm = Temperatures(jsonl(seg(0, 0, 2, "all")))
+    exchanges = [[Turn("user", "hi"), Turn("assistant", "hello")], [Turn("user", long)], [Turn("user", "bye")]]
+    trace = Trace("c")
+    LLMSegmenter(EmbeddingSegmenter(HashEmbedder())).segment(exchanges, LLMSession(llm, trace, temperature=0.6))
+    prompt = llm.prompts[0][-1]["content"]
+    assert "[Exchange 0]: user: hi\nassistant: hello\n\n" in prompt and f"user: {long}\n" in prompt
+    assert llm.temperatures == [0.6]  # before: capped at 0.3
+    assert not trace.notices
+
+
+def test_an_exchange_too_long_for_the_window_alone_is_cut_and_the_trace_says_so():
+    huge = " ".join(f"word{i}" for i in range(3000))
+    llm = ScriptedLLM(jsonl(seg(0, 0, 2, "all")))
+    llm.context_window = 2500  # type: ignore[attr-defined]
+    trace = Trace("c")
+    session = LLMSession(llm, trace)
+    segs = LLMSegmenter(EmbeddingSegmenter(HashEmbedder())).segment(
+        [[Turn("user", "hi")], [Turn("user", huge)], [Turn("user", "bye")]], session
+    )
+    assert is_valid_cover(segs, 3) and llm.prompts
+    assert all(c.status != "fallback" for c in trace.llm_calls)  # every prompt fit: none fell back as too long
+    assert "word10 " in llm.prompts[0][-1]["content"] and "word2999" not in llm.prompts[0][-1]["content"]
+    assert any("1 of 3 exchanges were cut to fit the 2500-token window (exchange 1)" in n for n in trace.notices)
+
+
+def test_the_projects_guidance_is_a_rubric_that_a_setting_turns_on(tmp_path):
+    from memory.secom.rubric_prompts import PROJECT_RUBRIC
+    from memory.settings import Settings
+
+    assert Settings.from_env({}).rubric_text() == ""  # the official instruction alone (docs/benchmarks.md)
+    on = Settings.from_env({"SECOM_PROJECT_RUBRIC": "true"})
+    assert on.rubric_text() == PROJECT_RUBRIC and "clearly moves to a different topic" in PROJECT_RUBRIC
+    learned = tmp_path / "rubric.txt"
+    learned.write_text("Cut at every new pet.")
+    assert Settings.from_env({"SECOM_PROJECT_RUBRIC": "true", "SECOM_RUBRIC": str(learned)}).rubric_text() == (
+        "Cut at every new pet."
+    )  # a learned rubric takes the slot
+    user = segmentation_messages(["a", "b"], on.rubric_text())[-1]["content"]
+    assert "<rubric>\n" + PROJECT_RUBRIC + "\n</rubric>" in user
 
 
 # --- LLMSegmenter with a scripted LLM ------------------------------------------

@@ -22,9 +22,8 @@ def sess(sid, date, *texts):
 def answer_for(messages):
     """Summaries built from the numbered turns; relations: everything is a Cause."""
     prompt = messages[-1]["content"]
-    if "For every pair" in prompt:
-        n = prompt.count("Pair ")
-        return json.dumps({"relations": [{"pair": i, "relation": "Cause"} for i in range(n)]})
+    if "relation of B to A" in prompt:  # one pair per call
+        return json.dumps({"relation": "Cause"})
     if "Past memory timelines" in prompt:
         n = prompt.count("Timeline ")
         return json.dumps({"timelines": [f"refined {i}" for i in range(n)]})
@@ -87,8 +86,9 @@ def test_bad_llm_answers_fall_back_and_never_invent_relations(tmp_path, chroma_s
     m = tm.graph("u1").memory("s2:m0")  # the statement itself, marked as a fallback
     assert m.event == "user: Hiking in the alps again with my dog this weekend" and m.built_by == "extracted-fallback"
     statuses = [c.status for c in trace.llm_calls]
-    # summary, relations, and the pairs left out asked once more (issue 10), then the offline rule
-    assert statuses == ["fallback", "fallback", "fallback"]
+    # the summary, then the one pair's relation call (both answers unusable: pair 9 was not asked),
+    # then the offline rule
+    assert statuses == ["fallback", "fallback"]
     assert any("labelled by the offline rule" in n for n in trace.notices)
     # the relation fallback is the offline rule: only labels from the fixed set
     assert set(r for _, _, r in tm.graph("u1").g.edges(data="relation")) <= {"SameTopic"}
@@ -155,7 +155,7 @@ def test_replies_retrieve_while_a_close_waits_for_its_relation_labels(tmp_path, 
     asked, release = threading.Event(), threading.Event()
 
     def held(messages):
-        if "For every pair" in messages[-1]["content"]:
+        if "relation of B to A" in messages[-1]["content"]:
             asked.set()
             assert release.wait(WAIT)
         return answer_for(messages)
@@ -200,8 +200,8 @@ def test_timelines_reach_the_reply_newest_first_unless_ranked(tmp_path, chroma_s
 
     def unlinked(messages):
         prompt = messages[-1]["content"]
-        if "For every pair" in prompt:
-            return json.dumps({"relations": [{"pair": i, "relation": "None"} for i in range(prompt.count("Pair "))]})
+        if "relation of B to A" in prompt:
+            return json.dumps({"relation": "None"})
         return answer_for(messages)
 
     tm = make(tmp_path, chroma_store, fake_embedder)

@@ -35,7 +35,8 @@ FRAME_HEIGHT = 460
 SHOW_MEMORIES, SHOW_LINKS, SHOW_SEGMENTS = 8, 10, 6  # listed at once; the rest behind "n more"
 KEY_CHARS = 240
 OFFLINE_NOTE = (
-    "built without an LLM: each memory is a statement of the session, linked to earlier ones by topic similarity"
+    "built without an LLM: each memory is a statement of the session, linked to earlier ones by an offline rule "
+    "(Changed where a later statement replaces an earlier one, else topic similarity)"
 )
 
 # Posts the step into the frame; once per page, answers the frame's "ready" with the current step

@@ -23,13 +23,14 @@ from pathlib import Path
 
 from memory.embeddings import make_embedder
 from memory.llm import LLMSession, make_llm
+from memory.secom import rubric_prompts
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.exchanges import utterance_exchanges
 from memory.secom.llm_segmenter import LLMSegmenter
 from memory.settings import Settings
 from memory.trace import Trace
 
-from . import rubric_prompts, seg_metrics
+from . import seg_metrics
 from .segmenter_fit import fit
 
 

@@ -1,4 +1,5 @@
-"""SeCom's zero-shot segmentation by an LLM: validated, repaired, and falling back to embeddings."""
+"""SeCom's segmentation by an LLM (the official zero-shot instruction, plus a rubric where one is
+set): validated, repaired, and falling back to embeddings."""
 
 from __future__ import annotations
 
@@ -21,10 +22,9 @@ class LLMSegmenter:
 
     name = "llm"
 
-    def __init__(self, fallback: EmbeddingSegmenter, rubric: str = "", max_tokens_each: int = 200):
+    def __init__(self, fallback: EmbeddingSegmenter, rubric: str = ""):
         self.fallback = fallback
         self.rubric = rubric or ""
-        self.max_tokens_each = max_tokens_each
 
     @property
     def params(self) -> SegParams:
@@ -39,7 +39,7 @@ class LLMSegmenter:
         then a segment boundary)."""
         if llm is None:
             return self.fallback.segment(exchanges)
-        texts = [exchange_lines(ex) for ex in exchanges]
+        texts = self._whole_or_cut(llm, [exchange_lines(ex) for ex in exchanges])
         out: list[Segment] = []
         for lo, hi in self._parts(llm, texts):
             out += [(s + lo, e + lo, t) for s, e, t in self._segment_part(llm, exchanges[lo:hi], texts[lo:hi])]
@@ -49,12 +49,27 @@ class LLMSegmenter:
     def _answer(n: int) -> int:
         return min(4096, 200 + 60 * n)
 
+    def _whole_or_cut(self, llm: LLMSession, texts: list[str]) -> list[str]:
+        """Each exchange whole, as the official code passes it; one too long for the window on its own
+        (with the prompt and the answer two exchanges need) is cut to fit, and the trace says so."""
+        room = llm.room(self._answer(2)) - llm.prompt_tokens(segmentation_messages([], self.rubric)) - 8
+        cut = [i for i, t in enumerate(texts) if llm.count(t) > room]
+        for i in cut:
+            while texts[i] and llm.count(texts[i]) > room:
+                texts[i] = texts[i][: int(len(texts[i]) * 0.9)]
+        if cut:
+            llm.trace.notice(
+                f"segmentation: {len(cut)} of {len(texts)} exchanges were cut to fit the {llm.window}-token "
+                f"window (exchange {', '.join(map(str, cut[:8]))})"
+            )
+        return texts
+
     def _parts(self, llm: LLMSession, texts: list[str]) -> list[tuple[int, int]]:
         """[start, end) runs of exchanges whose prompt and answer fit the context window."""
-        base = llm.prompt_tokens(segmentation_messages([], self.rubric, self.max_tokens_each))
+        base = llm.prompt_tokens(segmentation_messages([], self.rubric))
         out, lo, used = [], 0, 0
         for i, t in enumerate(texts):
-            n = llm.count(format_exchanges([t], self.max_tokens_each)) + 1
+            n = llm.count(format_exchanges([t])) + 2
             if i > lo and base + used + n > llm.room(self._answer(i + 1 - lo)):
                 out.append((lo, i))
                 lo, used = i, 0
@@ -73,12 +88,11 @@ class LLMSegmenter:
 
         return llm.json(
             "segment",
-            segmentation_messages(texts, self.rubric, self.max_tokens_each),
+            segmentation_messages(texts, self.rubric),
             SEGMENTATION_SCHEMA,
             validate,
             lambda: self.fallback.segment(exchanges),
             max_tokens=self._answer(n),
             parse=parse_segmentation,
             fallback_note="used the embedding segmenter",
-            temperature=min(llm.temperature, 0.3),
-        )
+        )  # at the session's temperature, as the official code calls every step at its client's default

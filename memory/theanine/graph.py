@@ -40,7 +40,7 @@ class Memory:
     turns: list[str] = field(default_factory=list)  # provenance: turn ids
     speaker: str = ""
     built_by: str = ""  # how it was made: "llm" | "extracted" | "extracted-fallback" (BUILT_BY in extract)
-    excerpt: str = ""  # the source dialogue (shown to the relation prompt)
+    excerpt: str = ""  # its session's whole dialogue, "speaker: text" lines (the relation prompt shows it)
 
     @property
     def order(self) -> tuple[bool, str, int]:
@@ -74,6 +74,9 @@ class MemoryGraph:
         if m.seq == 0:
             m.seq = self._next_seq
         self._next_seq = max(self._next_seq, m.seq) + 1
+        same = self._by_session.get(m.session_id)
+        if same and (first := self.memory(same[0])).excerpt == m.excerpt:
+            m.excerpt = first.excerpt  # a session's memories share its dialogue: one copy in memory
         if m.id not in self.g:
             self._by_session[m.session_id].append(m.id)
         self.g.add_node(m.id, m=m)

@@ -2,8 +2,10 @@
 
 I-1: for each new memory, the top-j associative memories by embedding
 similarity, from earlier sessions only. I-2: a relation for each (candidate,
-new) pair, from the LLM (generated, or scored by log-probabilities) or, without
-one, from the offline rule (SameTopic above a similarity threshold). Which of
+new) pair, from the LLM (one call per pair showing both sessions' conversations:
+generated, or scored by log-probabilities) or, without one, from the offline
+rule (Changed where a later statement replaces an earlier one, else SameTopic
+above a similarity threshold). Which of
 these steps use the LLM at a close is the close's plan (memory.steps_policy).
 Then, as the paper says, in every connected component that holds a related
 candidate, the new memory is linked to that component's most recent related
@@ -13,6 +15,8 @@ candidate.
 from __future__ import annotations
 
 import functools
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..dates import iso_key, order_key
@@ -20,10 +24,12 @@ from ..errors import LLMError
 from ..llm import LLMSession
 from ..llm.window import calls_that_fit
 from ..records import SessionRecord
+from ..trace import Trace
 from . import prompts
 from .changes import ChangeRule
 from .extract import extract_memories, is_assistant, is_promise
 from .graph import Memory, MemoryGraph
+from .pair_dialogues import fit, session_dialogue
 
 # Offline rule: SameTopic when the cosine similarity (MiniLM) is at least this. Chosen on LoCoMo conv-26
 # (`python -m bench locomo`): at 0.5 nearly every memory falls into one giant component (182 of 184),
@@ -43,11 +49,9 @@ class Candidate:
 # for smaller parts (LLMConfig.summary_part_tokens: the embedded models do).
 PART_TOKENS = 2500
 ANSWER_TOKENS_PER_TURN = 48  # answer budget: room for about one memory per turn, whatever the session's size
-# Source dialogue kept with each memory (the relation prompt shows it): whole turns up to this many
-# characters; the relation calls are split so that each fits the model's window (relate_pairs).
-EXCERPT_CHARS = 1200
-RELATION_ANSWER_PER_PAIR = 24  # answer tokens per pair asked
-EXPLANATION_TOKENS = 48  # and per pair for its explanation (Options.explain_relations)
+RELATION_ANSWER_TOKENS = 24  # answer tokens of one pair's label
+EXPLANATION_TOKENS = 48  # and of its explanation (Options.explain_relations)
+SCORE_ANSWER_TOKENS = 8  # a scored pair generates nothing (LLMSession.label_probabilities keeps this free)
 
 
 def _for_step(llm: LLMSession | None, step: str) -> LLMSession | None:
@@ -80,23 +84,12 @@ def _parts(numbered: list[str], llm: LLMSession, base: int) -> list[tuple[int, i
     return [(g[0], g[-1] + 1) for g in groups]
 
 
-def _excerpt(turns, idx: list[int]) -> str:
-    """The memory's source turns, whole: a turn that would pass EXCERPT_CHARS is left out (only a
-    first turn longer than that is cut)."""
-    parts: list[str] = []
-    for i in idx:
-        part = f"{turns[i].speaker}: {' '.join(turns[i].text.split())}"
-        if parts and sum(len(p) + 3 for p in parts) + len(part) > EXCERPT_CHARS:
-            break
-        parts.append(part)
-    return " / ".join(parts)[:EXCERPT_CHARS]
-
-
 def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
     """One LLM call per session (per part of a long one). Without an LLM the statements of the
     session are the memories (memory.theanine.extract); they are also the fallback for an unusable
     answer. With an LLM nothing is capped: every memory of every part is kept."""
     turns = session.turns
+    dialogue = session_dialogue(turns)  # every memory of the session keeps it: the relation prompt shows it
     numbered = [f"[{i}] {t.speaker}: {' '.join(t.text.split())[:600]}" for i, t in enumerate(turns)]
 
     def extracted(lo: int = 0, hi: int | None = None, built_by: str = "extracted") -> list[dict]:
@@ -148,7 +141,7 @@ def summarise(session: SessionRecord, llm: LLMSession | None) -> list[Memory]:
             turns=[turns[t].turn_id for t in it["turns"]],
             speaker=it["speaker"],
             built_by=it.get("built_by", "llm"),
-            excerpt=_excerpt(turns, it["turns"]),
+            excerpt=dialogue,
         )
         for i, it in enumerate(items)
     ]
@@ -162,19 +155,63 @@ def _in_time_order(old: Memory, new: Memory) -> bool:
 
 
 def _side(m: Memory) -> dict:
-    return {"time": m.time, "event": m.event, "speaker": m.speaker, "excerpt": m.excerpt}
+    return {"time": m.time, "event": m.event, "speaker": m.speaker}
 
 
-def _relation_answer(n_pairs: int, explain: bool = False) -> int:
-    return (RELATION_ANSWER_PER_PAIR + EXPLANATION_TOKENS * explain) * n_pairs + 32
+def _relation_answer(explain: bool = False) -> int:
+    return RELATION_ANSWER_TOKENS + EXPLANATION_TOKENS * explain + 32
 
 
-def _batches(llm: LLMSession, pairs: list[tuple[dict, dict]], ask: list[int], explain: bool) -> list[list[int]]:
-    """The pairs `ask` in as many calls as the context window needs: each call's prompt and answer fit."""
-    base = llm.prompt_tokens(prompts.relation_messages([], explain))
-    costs = [llm.count(prompts.pair_block(pairs[i][0], pairs[i][1])) + 1 for i in ask]
-    room = lambda n: llm.room(_relation_answer(n, explain))  # noqa: E731
-    return [[ask[j] for j in g] for g in calls_that_fit(costs, base, room)]
+@dataclass
+class Pair:
+    """One (earlier A, later B) pair as asked: its two memories and the conversations they come from."""
+
+    a: Memory
+    b: Memory
+    lead: str  # the session whose conversation is shown first
+
+    def conversations(self) -> list[tuple[str, Memory | None, str]]:
+        """(which, memory, dialogue): the lead session's first, so consecutive pairs of one close
+        share a prompt prefix (llama.cpp reuses its KV cache); one entry when A and B share a session."""
+        if self.a.session_id == self.b.session_id:
+            return [("A and B", None, self.a.excerpt)]
+        sides = [("A", self.a), ("B", self.b)]
+        if self.b.session_id == self.lead:
+            sides.reverse()
+        return [(which, m, m.excerpt) for which, m in sides]
+
+
+def _pairs(graph: MemoryGraph, cands: list[Candidate], new: dict[str, Memory]) -> list[Pair]:
+    """Each candidate pair in true time order (a new memory dated before its candidate is A, not B),
+    led by the session most of the pairs share (the new session at a close)."""
+    out = []
+    for c in cands:
+        old, nm = graph.memory(c.old_id), new[c.new_id]
+        a, b = (old, nm) if _in_time_order(old, nm) else (nm, old)
+        out.append(Pair(a, b, ""))
+    shared = Counter(s for p in out for s in {p.a.session_id, p.b.session_id})
+    for p in out:
+        p.lead = max((p.b.session_id, p.a.session_id), key=lambda s: shared[s])
+    return out
+
+
+def pair_prompt(
+    llm: LLMSession, pair: Pair, answer: int, build: Callable[[dict, dict, list], list[dict]]
+) -> tuple[list[dict], str]:
+    """The pair's prompt (`build(a, b, dialogues)`) with both conversations whole, or cut to what the
+    window leaves once the prompt's other parts and an answer of `answer` tokens fit; and a note of
+    the cut ("" when nothing was cut)."""
+    convs = pair.conversations()
+    heads = [prompts.dialogue_heading((m or pair.a).time, which) for which, m, _ in convs]
+    bare = build(_side(pair.a), _side(pair.b), [(h, "") for h in heads])
+    budget = llm.room(answer) - llm.prompt_tokens(bare)
+    events = [m.event if m is not None else f"{pair.a.event} {pair.b.event}" for _, m, _ in convs]
+    fitted = fit([(d, e) for (_, _, d), e in zip(convs, events, strict=True)], max(budget, 1), llm.count)
+    messages = build(_side(pair.a), _side(pair.b), [(h, f.text) for h, f in zip(heads, fitted, strict=True)])
+    if not any(f.cut for f in fitted):
+        return messages, ""
+    parts = ", ".join(f"{which}'s conversation {f.describe()}" for (which, _, _), f in zip(convs, fitted, strict=True))
+    return messages, f"dialogue cut to fit the {llm.window}-token window: {parts}"
 
 
 def classify(
@@ -185,13 +222,14 @@ def classify(
     changed: ChangeRule | None = None,
     explain: bool = False,
 ) -> dict[tuple[str, str], str]:
-    """Relation label for each (old, new) pair: batched LLM calls (as few as the context window
-    allows), the pairs they left out asked once more, and any still missing labelled by the offline
-    rule (the trace says which). When the close's plan asks for scored labels (StepPlan.relations
+    """Relation label for each (old, new) pair: one LLM call per pair, as the official code makes,
+    showing the whole conversation of both memories' sessions (cut to the window only where they do
+    not fit; the call's detail and a notice say so), and a pair the LLM did not label labelled by the
+    offline rule (the trace says which). When the close's plan asks for scored labels (StepPlan.relations
     "score") and the backend can score, each pair's label is read from the model's log-probabilities
-    instead (`score_pairs`, no generation). With `explain` the LLM explains each pair before its label. Each
-    pair is shown in true time order (a new memory dated before its candidate is A, not B). Offline,
-    `changed` (memory.theanine.changes) labels the pairs where a later statement replaces an earlier one."""
+    instead (`score_pairs`, no generation). With `explain` the LLM explains each pair before its label.
+    Each pair is shown in true time order. Offline, `changed` (memory.theanine.changes) labels the pairs
+    where a later statement replaces an earlier one."""
     if not cands:
         return {}
     flags: list[bool] = []
@@ -206,32 +244,37 @@ def classify(
     llm = _for_step(llm, "relations")
     if llm is None:
         return {(c.old_id, c.new_id): offline(i) for i, c in enumerate(cands)}
-    llm.trace.count("relation_pairs", len(cands))  # the candidate pairs labelled (in batched calls)
-    pairs = []
-    for i, c in enumerate(cands):
-        old, nm = graph.memory(c.old_id), new[c.new_id]
-        a, b = (old, nm) if _in_time_order(old, nm) else (nm, old)
-        pairs.append(({**_side(a), "pair": i}, {**_side(b), "pair": i}))
-    labels: dict[int, str] = {}
+    llm.trace.count("relation_pairs", len(cands))  # the candidate pairs labelled (one call each)
+    pairs = _pairs(graph, cands, new)
     scored = _relation_mode(llm) == "score"
+    cuts: list[str] = []
     if scored:
-        labels = score_pairs(llm, pairs)
-    for purpose in () if scored else ("relation", "relation_missing"):
-        for batch in _batches(llm, pairs, [i for i in range(len(cands)) if i not in labels], explain):
+        labels = score_pairs(llm, pairs, cuts)
+    else:
+        labels = {}
+        build = functools.partial(_explained, explain)
+        for i, pair in enumerate(pairs):
+            messages, cut = pair_prompt(llm, pair, _relation_answer(explain), build)
             got = llm.json(
-                purpose,
-                prompts.relation_messages([pairs[i] for i in batch], explain),
+                "relation",
+                messages,
                 prompts.relation_schema(explain),
-                functools.partial(prompts.validate_relations, n_pairs=len(cands), asked=set(batch)),
-                dict,
-                max_tokens=_relation_answer(len(batch), explain),
+                prompts.validate_relation,
+                lambda: None,
+                max_tokens=_relation_answer(explain),
             )
-            labels.update(got)
+            if cut:
+                call = llm.trace.llm_calls[-1]
+                call.detail = "; ".join(x for x in (call.detail, cut) if x)
+                cuts.append(f"{pair.a.id}->{pair.b.id} ({cut.split(': ', 1)[1]})")
+            if got is not None:
+                labels[i] = got
+    _note_cuts(llm.trace, cuts, len(cands), llm.window)
     missing = [i for i in range(len(cands)) if i not in labels]
     if missing:
         names = ", ".join(f"{cands[i].old_id}->{cands[i].new_id}" for i in missing[:8])
         more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
-        how = "scored" if scored else "labelled by the LLM (asked twice)"
+        how = "scored" if scored else "labelled by the LLM"
         llm.trace.notice(
             f"relations: {len(missing)} of {len(cands)} pairs were not {how} and were labelled by the "
             f"offline rule: {names}{more}"
@@ -241,16 +284,32 @@ def classify(
     return {(c.old_id, c.new_id): labels[i] for i, c in enumerate(cands)}
 
 
-def score_pairs(llm: LLMSession, pairs: list[tuple[dict, dict]]) -> dict[int, str]:
+def _explained(explain: bool, a: dict, b: dict, dialogues: list) -> list[dict]:
+    return prompts.relation_messages(a, b, dialogues, explain)
+
+
+def _note_cuts(trace: Trace, cuts: list[str], n: int, window: int) -> None:
+    if not cuts:
+        return
+    trace.count("relation_pairs_cut", len(cuts))
+    shown = "; ".join(cuts[:4]) + (f"; and {len(cuts) - 4} more" if len(cuts) > 4 else "")
+    trace.notice(
+        f"relations: the conversations of {len(cuts)} of {n} pairs were cut to fit the {window}-token window: {shown}"
+    )
+
+
+def score_pairs(llm: LLMSession, pairs: list[Pair], cuts: list[str] | None = None) -> dict[int, str]:
     """Each pair's label by the model's log-probabilities (LLMSession.label_probabilities): one prompt
     per pair, the relation guide first so that its KV cache serves every pair, the most probable label
-    taken. A pair whose call fails is left out (classify labels it by the offline rule)."""
+    taken. A pair whose call fails is left out (classify labels it by the offline rule); a cut
+    conversation is added to `cuts`."""
     out: dict[int, str] = {}
-    for i, (a, b) in enumerate(pairs):
+    for i, pair in enumerate(pairs):
+        messages, cut = pair_prompt(llm, pair, SCORE_ANSWER_TOKENS, prompts.relation_score_messages)
+        if cut and cuts is not None:
+            cuts.append(f"{pair.a.id}->{pair.b.id} ({cut.split(': ', 1)[1]})")
         try:
-            probs = llm.label_probabilities(
-                "relation_score", prompts.relation_score_messages(a, b), list(prompts.RELATION_LABELS)
-            )
+            probs = llm.label_probabilities("relation_score", messages, list(prompts.RELATION_LABELS))
         except LLMError:
             continue
         out[i] = prompts.RELATION_LABELS[max(range(len(probs)), key=probs.__getitem__)]

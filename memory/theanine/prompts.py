@@ -23,7 +23,7 @@ SUMMARISE_SCHEMA = {
                     "event": {"type": "string"},
                     "turns": {"type": "array", "items": {"type": "integer"}},
                 },
-                # turns required: a memory's provenance (and the relation prompt's excerpts) need them
+                # turns required: a memory's provenance needs them
                 "required": ["speaker", "event", "turns"],
             },
         }
@@ -148,19 +148,13 @@ RELATION_LABELS = (*RELATIONS, "None")
 
 
 def relation_schema(explain: bool = False) -> dict:
-    """Each pair's label; with `explain`, a one-sentence explanation first (the official prompt asks
+    """One pair's label; with `explain`, a one-sentence explanation first (the official prompt asks
     "- Explanation: ... - Relation: ..."), so the label is written after the reasoning."""
-    item: dict[str, dict] = {"pair": {"type": "integer"}}
+    props: dict[str, dict] = {}
     if explain:
-        item["explanation"] = {"type": "string"}
-    item["relation"] = {"type": "string", "enum": list(RELATION_LABELS)}
-    return {
-        "type": "object",
-        "properties": {
-            "relations": {"type": "array", "items": {"type": "object", "properties": item, "required": list(item)}}
-        },
-        "required": ["relations"],
-    }
+        props["explanation"] = {"type": "string"}
+    props["relation"] = {"type": "string", "enum": list(RELATION_LABELS)}
+    return {"type": "object", "properties": props, "required": list(props)}
 
 
 RELATION_SCHEMA = relation_schema()
@@ -177,54 +171,55 @@ RELATION_GUIDE = """Relations, read as "A <relation> B" (A is the earlier memory
 - SameTopic: A and B are about the same topic, and none of the relations above holds.
 - None: no relation.
 Mind which speaker each memory is about: two speakers doing similar things is not Changed, Cause or
-Reason. Give a relation other than None only with clear evidence in the memories and their dialogue
-excerpts; otherwise answer None."""
+Reason. Give a relation other than None only with clear evidence in the memories and the
+conversations they come from; otherwise answer None."""
 
 
-def pair_block(a: dict, b: dict) -> str:
-    """One pair of the relation prompt: A and B (time, speaker, event, dialogue excerpt)."""
-    block = [f"Pair {a.get('pair', 0)}:"]
+def dialogue_heading(time: str, which: str) -> str:
+    """The line above one conversation of a pair; `which` is "A", "B" or "A and B"."""
+    return f"Conversation of {time}, where {which} {'come' if ' and ' in which else 'comes'} from:"
+
+
+def pair_text(a: dict, b: dict, dialogues: list[tuple[str, str]]) -> str:
+    """One pair: the conversations (heading, text) it comes from, then A and B (time, speaker, event)."""
+    convs = [f"{head}\n{text or '(no dialogue kept)'}" for head, text in dialogues]
+    mems = []
     for tag, m in (("A", a), ("B", b)):
         who = f" [about {m['speaker']}]" if m.get("speaker") else ""
-        block.append(f"  {tag} ({m['time']}){who}: {m['event']}")
-        if m.get("excerpt"):
-            block.append(f"     dialogue: {m['excerpt']}")
-    return "\n".join(block)
+        mems.append(f"{tag} ({m['time']}){who}: {m['event']}")
+    return "\n\n".join([*convs, "\n".join(mems)])
 
 
-def relation_messages(pairs: list[tuple[dict, dict]], explain: bool = False) -> list[dict]:
-    """`pairs`: (A, B) in time order, each {"time", "event", "speaker", "excerpt", "pair"}."""
-    lines = [pair_block({"pair": i, **a}, b) for i, (a, b) in enumerate(pairs)]
-    if explain:
-        ask = (
-            "For every pair first explain in one short sentence how B relates to A, then give one relation. "
-            'Answer as {"relations": [{"pair": 0, "explanation": "...", "relation": "None"}]}'
-        )
-    else:
-        ask = 'For every pair give one relation. Answer as {"relations": [{"pair": 0, "relation": "None"}]}'
+# One pair per call, as the official code asks (the label after its explanation with `explain`).
+EXPLAIN_ASK = (
+    "For this pair, first explain in one short sentence the relation of B to A, then name it. "
+    'Answer as {"explanation": "...", "relation": "None"}'
+)
+PLAIN_ASK = 'Name the relation of B to A. Answer as {"relation": "None"}'
+
+
+def relation_messages(a: dict, b: dict, dialogues: list[tuple[str, str]], explain: bool = False) -> list[dict]:
+    """`a`, `b`: the pair in time order, each {"time", "event", "speaker"}; `dialogues`: (heading, text)
+    of the conversations they come from (linking.classify fits them to the window)."""
+    ask = EXPLAIN_ASK if explain else PLAIN_ASK
     return [
         {"role": "system", "content": "You relate memories of a person across conversations. Answer in JSON only."},
-        {"role": "user", "content": RELATION_GUIDE + "\n\n" + "\n".join(lines) + "\n\n" + ask},
+        {"role": "user", "content": RELATION_GUIDE + "\n\n" + pair_text(a, b, dialogues) + "\n\n" + ask},
     ]
 
 
-def validate_relations(raw, n_pairs: int, asked: set[int] | None = None) -> dict[int, str]:
-    """Labels from the fixed set (case-insensitive) for the pairs asked; a pair left out is missing
-    from the result (the caller asks again or labels it by the offline rule)."""
-    items = raw.get("relations") if isinstance(raw, dict) else raw
-    if not isinstance(items, list):
-        raise ValueError("expected a list of relations")
+def validate_relation(raw) -> str:
+    """The pair's label from the fixed set (case-insensitive). A model that answers in the list form
+    {"relations": [{"pair": 0, "relation": ...}]} is read by its first item for pair 0 (or without a
+    pair number): an item for any other pair answers nothing that was asked."""
     canon = {r.lower(): r for r in RELATION_LABELS}
-    out: dict[int, str] = {}
-    for it in items:
-        if not isinstance(it, dict):
-            continue
-        p, r = it.get("pair"), canon.get(str(it.get("relation", "")).strip().lower())
-        if isinstance(p, int) and 0 <= p < n_pairs and (asked is None or p in asked) and r is not None and p not in out:
-            out[p] = r
-    if not out and n_pairs:
+    item = raw if isinstance(raw, dict) and "relation" in raw else None
+    if item is None and isinstance(raw, dict) and isinstance(raw.get("relations"), list):
+        item = next((it for it in raw["relations"] if isinstance(it, dict) and it.get("pair", 0) == 0), None)
+    label = canon.get(str(item.get("relation", "")).strip().lower()) if isinstance(item, dict) else None
+    if label is None:
         raise ValueError("no valid relation label in the answer")
-    return out
+    return label
 
 
 # Label scoring (linking.classify, mode "score"): one pair per prompt, the relation guide first (the
@@ -233,11 +228,11 @@ def validate_relations(raw, n_pairs: int, asked: set[int] | None = None) -> dict
 SCORE_ASK = "Which relation holds between A and B? Answer with one word: " + ", ".join(RELATION_LABELS) + "."
 
 
-def relation_score_messages(a: dict, b: dict) -> list[dict]:
-    """The prompt whose answer is scored over RELATION_LABELS; `a`, `b` as in relation_messages."""
+def relation_score_messages(a: dict, b: dict, dialogues: list[tuple[str, str]] | None = None) -> list[dict]:
+    """The prompt whose answer is scored over RELATION_LABELS; arguments as in relation_messages."""
     return [
         {"role": "system", "content": "You relate memories of a person across conversations."},
-        {"role": "user", "content": RELATION_GUIDE + "\n\n" + pair_block(a, b) + "\n\n" + SCORE_ASK},
+        {"role": "user", "content": RELATION_GUIDE + "\n\n" + pair_text(a, b, dialogues or []) + "\n\n" + SCORE_ASK},
     ]
 
 

@@ -1,10 +1,19 @@
-"""The reflection prompt that rewrites SeCom's segmentation rubric (paper, section 4.2)."""
+"""SeCom's rubric slot: the project's own segmentation guidance, and the reflection prompt that
+rewrites a rubric from labelled dialogues (paper, section 4.2)."""
 
 from __future__ import annotations
 
 from memory.secom.prompts import format_exchanges, neutralise
 
 MAX_RUBRIC_CHARS = 3000
+
+# The guidance the project's earlier prompt gave beside the official instruction. It is advice on where
+# topics change, so it goes where the paper puts learned guidance (SECOM_PROJECT_RUBRIC turns it on;
+# a learned rubric, SECOM_RUBRIC, takes its place). It leans towards fewer, longer segments.
+PROJECT_RUBRIC = (
+    "Start a new segment only when the conversation clearly moves to a different topic. "
+    "A small follow-up, a clarification, a joke or a short aside stays in the segment of the topic it belongs to."
+)
 
 REFLECT_SCHEMA = {
     "type": "object",
@@ -26,7 +35,7 @@ def reflect_messages(rubric: str, examples: list[dict]) -> list[dict]:
             f"Predicted segments: {_ranges(ex['predicted'])}\n"
             f"Reference segments: {_ranges(ex['reference'])}"
         )
-    current = neutralise(rubric) if rubric else "(none yet: the zero-shot prompt)"
+    current = neutralise(rubric) if rubric else "(none yet: the official zero-shot instruction alone)"
     return [
         {
             "role": "system",
