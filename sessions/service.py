@@ -10,9 +10,11 @@ import json
 from collections.abc import Iterator
 
 from memory.dates import iso_date
+from memory.dates import parse as parse_date
 from memory.errors import InvalidOptions, MemoryLibError
 from memory.locks import UserLocks
 from memory.protocols import Agent
+from memory.records import Progress
 from memory.settings import LLMConfig, Options, Settings
 from memory.text import clean_text, plural, register_secret
 from memory.url_guard import check_url
@@ -21,7 +23,7 @@ from . import upkeep
 from . import users as _prefs
 from .db import DATABASE_DOWN, NOT_STORED, DatabaseUnavailable, MemoryVersions, UserError, database_down
 from .graph_store import SqlGraphStore
-from .lifecycle import Chat, ChatUpdate, EndResult, Lifecycle, Progress, check_date, parse_date
+from .lifecycle import Chat, ChatUpdate, EndResult, Lifecycle, check_date
 from .store import MessageRow, SessionRow, Store, open_store
 from .transfer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .upkeep import Upkeep

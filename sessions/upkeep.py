@@ -29,13 +29,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from memory.dates import human_date, iso_key
+from memory.records import Progress
 from memory.theanine.strategy import KIND as THEANINE_KIND
 from memory.userspace import user_key
 
 from . import damage, db
 from .db import UserError
 from .graph_store import SqlGraphStore
-from .lifecycle import Progress, check_date
+from .lifecycle import check_date
 from .schema import compares as C
 from .schema import graph_memories as GM
 from .schema import graph_versions as GV
