@@ -52,14 +52,16 @@ PAGE_WAIT = 180_000  # ms
 
 def upload(page, elem_id: str, path: Path, timeout: float = PAGE_WAIT) -> None:
     """Put a file into a gr.File and wait until the component shows it (the upload is done). The wait
-    allows a loaded 2-core machine (alone an upload shows within a few seconds)."""
+    allows a loaded 2-core machine (alone an upload shows within a few seconds). Gradio draws the name's
+    stem and extension in two elements, which a narrow column wraps onto two lines, so whitespace is
+    ignored in the comparison."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     page.locator(f"#{elem_id} input[type=file]").set_input_files(str(path))
     try:
         page.wait_for_function(
-            "([id, name]) => (document.getElementById(id) || {innerText: ''}).innerText.includes(name)",
-            arg=[elem_id, path.name],
+            "([id, name]) => (document.getElementById(id) || {innerText: ''}).innerText.replace(/\\s+/g, '').includes(name)",
+            arg=[elem_id, "".join(path.name.split())],
             timeout=timeout,
         )
     except PlaywrightTimeout:
