@@ -1,12 +1,15 @@
 """Refusals of ordinary companion chat: how often the app's reply turns down a message it should answer.
 
-    python -m bench refusals [--memory empty,small] [--strategies theanine] [--out bench_out/refusals.json]
+    python -m bench refusals [--memory empty,small,chat] [--strategies theanine] [--out bench_out/refusals.json]
 
 The messages (`refusal_messages.json` next to this module, written for this benchmark) are what people
 tell a companion: news, plans, feelings, moves, new jobs, pets, and questions about earlier sessions.
 Each goes through the app's reply path (`MemoryAgent.reply` with the app's model and options, as a
 fresh install runs it) as the first message of a new session, once with an empty memory and once
-with a small memory (two short sessions from the same file, closed into memory first). A reply is a
+with a small memory (two short sessions from the same file, closed into memory first). In `chat`, the
+small memory is there and the messages come as a typed chat does: sessions of `--chat-turns`
+consecutive messages, each answered with the session's earlier turns and replies before it (where a
+typed chat saw the bundled model refuse every message of a session). A reply is a
 refusal when it matches `REFUSAL` (an assistant's stock phrases: "I'm sorry, but I can't", "as an
 AI", "I don't have personal experiences", ...: `memory.reply_prompts.REFUSAL`). Refusals open a reply, so
 replies are cut at `--max-reply-tokens` (default 48) to keep the run short. On the embedded model the
@@ -31,7 +34,7 @@ from memory.reply_prompts import is_refusal
 from .common import parser, progress, str_list
 
 DATA = Path(__file__).with_name("refusal_messages.json")
-MEMORY_CONDITIONS = ("empty", "small")
+MEMORY_CONDITIONS = ("empty", "small", "chat")
 
 
 def load(path: Path) -> tuple[list[SessionRecord], list[str]]:
@@ -85,10 +88,11 @@ def main(argv: list[str]) -> int:
 
     p = parser("refusals", __doc__.split("\n")[0], "bench_out/refusals.json")
     p.add_argument("--data", default=str(DATA), help="messages and a small memory (default: the bundled file)")
-    p.add_argument("--memory", type=str_list, default=list(MEMORY_CONDITIONS), help="empty, small (default both)")
+    p.add_argument("--memory", type=str_list, default=list(MEMORY_CONDITIONS), help="empty, small, chat (default all)")
     p.add_argument("--strategies", type=str_list, default=None, help="default: the app's strategy")
     p.add_argument("--limit", type=int, default=0, help="only the first N messages (default all)")
     p.add_argument("--max-reply-tokens", type=int, default=48)
+    p.add_argument("--chat-turns", type=int, default=5, help="messages per session in `chat` (default 5)")
     p.add_argument("--date", default="2024-05-02", help="the sessions' date (after the small memory's)")
     a = p.parse_args(argv)
     base = Settings.from_env()
@@ -105,15 +109,21 @@ def main(argv: list[str]) -> int:
         agent = MemoryAgent.from_settings(settings)
         for cond in a.memory:
             user = f"refusals-{cond}"
-            if cond == "small":
+            if cond in ("small", "chat"):
                 for s in sessions:
                     agent.close_session(user, s, settings.options)
             for st in strategies:
                 opts = settings.options.with_(strategy=st, seed=a.seed, max_reply_tokens=a.max_reply_tokens)
+                history: list[Turn] = []
                 for i, msg in enumerate(messages):
+                    if cond != "chat" or i % max(1, a.chat_turns) == 0:
+                        history = []  # a new session
                     t0 = time.perf_counter()
-                    done = [ev for ev in agent.reply(user, [], msg, a.date, opts) if ev.kind == "done"][-1]
+                    done = [ev for ev in agent.reply(user, list(history), msg, a.date, opts) if ev.kind == "done"][-1]
                     reply = done.text
+                    if cond == "chat":
+                        n = len(history)
+                        history += [Turn("user", msg, f"chat:{n}"), Turn("assistant", reply, f"chat:{n + 1}")]
                     rows.append(
                         {
                             "memory": cond,

@@ -308,12 +308,12 @@ def _follow(r: dict[str, Any], events: Iterator, lock: threading.Lock) -> Iterat
         for ev in events:
             with lock:
                 if ev.kind == "status":
-                    r["status"] = clean_text(ev.text)
+                    r["status"] = ev.text
                 elif ev.kind == "delta":
-                    r["text"] += clean_text(ev.text)
+                    r["text"] += ev.text
                     r["status"] = "answering"
                 elif ev.kind == "done":
-                    r["text"] = clean_text(ev.text) or r["text"]
+                    r["text"] = ev.text or r["text"]
                     r["trace"] = clean_obj(ev.trace.to_dict()) if ev.trace is not None else None
                     r["error"] = (r["trace"] or {}).get("error")
             yield
@@ -418,14 +418,16 @@ class Chat:
         trace: dict | None = None
         try:
             for ev in self.agent.reply(user_id, history, message, session.date, options, llm):
-                # LLM text is cleaned like typed text: a lone surrogate would break SQLite and the page.
+                # The model's text arrives cleaned (LLMSession cleans what a model writes, once). The trace is
+                # cleaned here, once, where it leaves the agent: it also holds error texts, which may
+                # echo a key (memory.text redacts it).
                 if ev.kind == "status":
-                    yield ChatUpdate("status", text, status=clean_text(ev.text), message_id=msg_id)
+                    yield ChatUpdate("status", text, status=ev.text, message_id=msg_id)
                 elif ev.kind == "delta":
-                    text += clean_text(ev.text)
+                    text += ev.text
                     yield ChatUpdate("delta", text, message_id=msg_id)
                 elif ev.kind == "done":
-                    text = clean_text(ev.text) or text
+                    text = ev.text or text
                     trace = clean_obj(ev.trace.to_dict()) if ev.trace is not None else None
                     error = (trace or {}).get("error")
             if trace is None and error is None:

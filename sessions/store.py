@@ -6,6 +6,10 @@ replica. The schema comes from numbered migrations (sessions/schema.py),
 applied at start. Every query names the user id in its WHERE clause: no row of
 one user can be read or changed through another user's id.
 
+Text is stored as given: the service cleans what people type or import once on input
+(lifecycle.check_message, transfer, dates) and LLMSession what a model writes once on output
+(memory.text), so the store does not clean it again.
+
 Session status: "open" (the user is chatting in it; at most one per user),
 "closing" (ended, memory not yet built: a restart re-runs the build) and
 "closed" (memory built; `report` holds the close report).
@@ -22,7 +26,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from memory.text import clean_obj, clean_text, register_secret
+from memory.text import clean_obj, register_secret
 from memory.userspace import user_key
 
 from . import damage, db, schema
@@ -152,7 +156,7 @@ class Store:
                 user_id=user_key(user_id),
                 session_id=sid,
                 seq=seq,
-                date=clean_text(date),
+                date=date,
                 status=status,
                 source=source,
                 created_at=time.time(),
@@ -191,7 +195,7 @@ class Store:
             c.execute(
                 S.update()
                 .where(S.c.user_id == user_key(user_id), S.c.session_id == session_id, S.c.status == "open")
-                .values(date=clean_text(date))
+                .values(date=date)
             )
 
     def correct_session_date(self, user_id: str, session_id: str, date: str) -> str | None:
@@ -205,7 +209,7 @@ class Store:
             ).scalar()
             if status is None:
                 return None
-            values: dict = {"date": clean_text(date)}
+            values: dict = {"date": date}
             if status == "closed":
                 values.update(status="closing", close_error=None)
             c.execute(S.update().where(S.c.user_id == user_key(user_id), S.c.session_id == session_id).values(**values))
@@ -233,7 +237,7 @@ class Store:
             c.execute(
                 S.update()
                 .where(S.c.user_id == user_key(user_id), S.c.session_id == session_id, S.c.status == "closing")
-                .values(status="closed", close_error=None, report=json.dumps(clean_obj(report)))
+                .values(status="closed", close_error=None, report=json.dumps(report))
             )
 
     def mark_close_failed(self, user_id: str, session_id: str, error: str) -> None:
@@ -241,7 +245,7 @@ class Store:
             c.execute(
                 S.update()
                 .where(S.c.user_id == user_key(user_id), S.c.session_id == session_id, S.c.status == "closing")
-                .values(close_error=clean_text(error))
+                .values(close_error=error)
             )
 
     def users_with_pending_closes(self) -> list[str]:
@@ -303,8 +307,8 @@ class Store:
                                 "user_id": user_key(user_id),
                                 "session_id": sid,
                                 "role": r,
-                                "speaker": clean_text(s),
-                                "text": clean_text(t),
+                                "speaker": s,
+                                "text": t,
                                 "status": "ok",
                                 "created_at": now,
                                 "source_turn_id": prefix + tid if tid else None,
@@ -334,9 +338,10 @@ class Store:
 
     @staticmethod
     def _insert_message(c: Connection, user_id: str, session_id: str, role: str, text: str, **columns) -> int:
-        """One chat message (its text cleaned); returns its id."""
+        """One chat message, stored as given; returns its id. Its text is clean already: what people type is
+        cleaned once on input (lifecycle.check_message) and what a model writes once on output (LLMSession)."""
         values = {"user_id": user_key(user_id), "session_id": session_id, "role": role, "speaker": role, **columns}
-        stmt = M.insert().values(**values, text=clean_text(text), created_at=time.time()).returning(M.c.id)
+        stmt = M.insert().values(**values, text=text, created_at=time.time()).returning(M.c.id)
         return int(c.execute(stmt).scalar_one())
 
     def add_reply(
@@ -358,10 +363,10 @@ class Store:
                 "assistant",
                 text,
                 status="error" if error else "ok",
-                error=clean_text(error) if error else None,
+                error=error or None,
                 strategy=strategy,
                 reply_to=reply_to,
-                trace=json.dumps(clean_obj(trace)) if trace is not None else None,
+                trace=json.dumps(trace) if trace is not None else None,  # cleaned where it left the agent
             )
 
     def messages(self, user_id: str, session_id: str, include_errors: bool = True) -> list[MessageRow]:
@@ -375,7 +380,7 @@ class Store:
         with self._write() as c:
             return sum(
                 c.execute(
-                    M.update().where(M.c.user_id == user_key(user_id), M.c.id == int(i)).values(text=clean_text(text))
+                    M.update().where(M.c.user_id == user_key(user_id), M.c.id == int(i)).values(text=text)
                 ).rowcount
                 for i in message_ids
             )
@@ -408,8 +413,8 @@ class Store:
                     .values(
                         user_id=user_key(user_id),
                         session_id=session_id,
-                        message=clean_text(message),
-                        results=json.dumps(clean_obj(results)),
+                        message=message,
+                        results=json.dumps(results),  # each reply's trace cleaned where it left the agent
                         created_at=time.time(),
                     )
                     .returning(C.c.id)
