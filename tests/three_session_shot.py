@@ -8,7 +8,8 @@ teacher), End session and build its memory, Start next session, session 2 (the n
 mute, now a nurse), end and build again, then session 3 asks two questions about the earlier sessions.
 It opens See why for the last reply and saves see_why_timelines_1400.png (the retrieved timelines as
 chains), see_why_graph_1400.png (the memory graph) and see_why_timelines_400.png (400x850). It prints
-the timelines as the page shows them, how many hold 2+ memories, and the relation labels seen.
+the timelines as the page shows them, how many hold 2+ memories, the relation labels seen, and how many
+of the 10 replies were a stock refusal (memory.reply_prompts.is_refusal, as `python -m bench refusals`).
 Slow: about 10-20 minutes on 2 cores. Not a pytest test (no test_ prefix).
 """
 
@@ -19,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from memory.reply_prompts import is_refusal
 from tests.timetravel_bench import shrink_png
 from tests.ui_fixtures import RunningApp, chromium_browser
 
@@ -169,11 +171,12 @@ def main(argv: list[str] | None = None) -> int:
             page.goto(app.url)
             page.wait_for_selector("#session-header", timeout=120_000)
             log(f"header: {page.inner_text('#session-header').strip()!r}")
+            replies: list[str] = []
             for i, messages in enumerate(SESSIONS):
                 if i:
                     start_next(page, i + 1)
                 for text in messages:
-                    send(page, text)
+                    replies.append(send(page, text))
                 if i < len(SESSIONS) - 1:
                     end_session(page)
             # See why for the last reply: click it (its trace shows), wait for the panel and the graph.
@@ -182,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
             page.wait_for_selector("#why-timelines", timeout=60_000)
             close_sidebar(page)
             describe_timelines(page)
+            refused = [r for r in replies if is_refusal(r)]
+            print(f"refusals: {len(refused)} of {len(replies)} replies" + "".join(f"\n  {r[:100]!r}" for r in refused))
             frame = page.locator("#memory-graph iframe").element_handle().content_frame()
             frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
             print(f"graph: {page.locator('#memory-graph').get_attribute('data-memories')} memories shown")

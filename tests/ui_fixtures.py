@@ -60,7 +60,8 @@ def upload(page, elem_id: str, path: Path, timeout: float = PAGE_WAIT) -> None:
     page.locator(f"#{elem_id} input[type=file]").set_input_files(str(path))
     try:
         page.wait_for_function(
-            "([id, name]) => (document.getElementById(id) || {innerText: ''}).innerText.replace(/\\s+/g, '').includes(name)",
+            "([id, name]) => (document.getElementById(id) || {innerText: ''})"
+            ".innerText.replace(/\\s+/g, '').includes(name)",
             arg=[elem_id, "".join(path.name.split())],
             timeout=timeout,
         )
