@@ -186,6 +186,28 @@ class SessionService(Upkeep):
     def last_reply(self, user_id: str) -> MessageRow | None:
         return self.store.last_reply(self.user(user_id))
 
+    def message(self, user_id: str, message_id: int) -> MessageRow | None:
+        """One stored message of the user (the page shows a sent message as stored). For an id the caller
+        has already passed through a service call: it reads the row without checking the id again."""
+        return self.store.message(user_id, message_id)
+
+    # --- the user's running work (sessions/work.py): reads of this process's state, not checked ---------
+    def chat_running(self, user_id: str) -> bool:
+        """A reply (or a comparison) of the user is running now."""
+        return self.work.running(user_id, "chat") is not None
+
+    def memory_work_running(self, user_id: str) -> Work | None:
+        """The user's running memory work (a build, an import, deleting a memory, Forget me), or None."""
+        return self.work.running(user_id, "memory")
+
+    def memory_work_finished(self, user_id: str) -> Work | None:
+        """The user's background memory work that ended and whose result was not shown yet."""
+        return self.work.finished(user_id, "memory")
+
+    def take_memory_work_finished(self, user_id: str) -> Work | None:
+        """As memory_work_finished, and removed: its result is shown once."""
+        return self.work.take_finished(user_id, "memory")
+
     # --- sessions -----------------------------------------------------------------------------
     def end_session(
         self, user_id: str, next_date: str | None = None, progress: Progress | None = None, build: bool = True
@@ -213,8 +235,8 @@ class SessionService(Upkeep):
 
     def start_build(self, user_id: str, kind: str = "close") -> Work:
         """`build_pending` in the background (the page), as work of `kind` ("close", or "import" after an
-        import); its progress and result are on the Work (`self.work.running` / `take_finished` with the
-        "memory" lane). Busy when a build runs."""
+        import); its progress and result are on the Work (`memory_work_running` / `take_memory_work_finished`).
+        Busy when a build runs."""
         user_id = self.user(user_id)
         return self.work.start(user_id, kind, lambda w: self._build_pending(user_id, w.progress))
 

@@ -9,76 +9,38 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from dataclasses import fields
 from pathlib import Path
-from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from memory.agent import MemoryAgent
 from memory.settings import Settings
 from sessions import SessionService
 from tests.llm_server import LLMServer, app_llm_env
 
-COMPONENTS = (
-    "uid",
-    "msg_ids",
-    "session_header",
-    "chatbot",
-    "msg",
-    "send",
-    "strategy",
-    "compare",
-    "retry",
-    "status",
-    "date",
-    "new",
-    "end",
-    "set_date",
-    "sessions",
-    "graph",
-    "why",
-    "compare_row",
-    "compare_view",
-    "delete_ask",
-    "graph_query",
-    "graph_find",
-    "graph_found",
-    "backend",
-    "model",
-    "base_url",
-    "model_in_use",
-    "temperature",
-    "j",
-    "k",
-    "n",
-    "whole_timelines",
-    "theanine_mode",
-    "compression_rate",
-    "retriever",
-    "max_reply_tokens",
-    "save_settings",
-    "settings_status",
-    "import_file",
-    "sample_id",
-    "import_btn",
-    "export_btn",
-    "export_file",
-    "memory",
-    "delete_btn",
-    "forget_confirm",
-    "forget_btn",
-    "data_status",
-    "timer",
-    "job",
-    "stop",
-    "redact",
-)
+if TYPE_CHECKING:
+    from ui.components import Page
+    from ui.handlers import Handlers
 
+T = TypeVar("T")
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+")
 
 
-def components() -> SimpleNamespace:
-    """Stand-ins for the Gradio components: Handlers only use them as dict keys."""
-    c = SimpleNamespace(**{name: name for name in COMPONENTS})
+def stand_ins(cls: type[T], name: str = "{}") -> T:
+    """A components dataclass (ui.components.Page, ui.timetravel.TimePanel) of stand-ins for the Gradio
+    components: handlers only use them as dict keys. Each field holds its own name (formatted by `name`),
+    so a handler's output reads {"status": ..., "chatbot": ...}."""
+    c = cls()
+    for f in fields(cast(Any, cls)):
+        setattr(c, f.name, name.format(f.name))
     return c
+
+
+def components(name: str = "{}") -> Page:
+    """The page's components as stand-ins (see stand_ins)."""
+    from ui.components import Page
+
+    return stand_ins(Page, name)
 
 
 def make_service(data_dir: Path, server: LLMServer, **env) -> SessionService:
@@ -87,7 +49,7 @@ def make_service(data_dir: Path, server: LLMServer, **env) -> SessionService:
     return SessionService(settings, MemoryAgent.from_settings(settings))
 
 
-def handlers(service: SessionService):
+def handlers(service: SessionService) -> Handlers:
     from ui.handlers import Handlers
 
     return Handlers(service, components())

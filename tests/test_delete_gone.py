@@ -117,14 +117,14 @@ def test_exports_are_private_and_forget_me_leaves_the_token_nowhere_on_disk(tmp_
     h = handlers(svc)
     uid, token = new_user_id(), new_token()
     _history(svc, uid, token)
-    out = h.export(uid)
+    out = h.data.export(uid)
     path = Path(out[h.c.export_file]["value"])
     assert token in path.read_text(encoding="utf-8")
     assert path.is_relative_to(tmp_path / "gradio")  # inside Gradio's cache: served without a copy
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(h.exports.root.stat().st_mode) == 0o700
-    h.forget(uid, True)
+    h.data.forget(uid, True)
     assert not path.exists()
     assert files_with(data, token) == []
     for d in _temp_dirs():

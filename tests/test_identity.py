@@ -96,10 +96,10 @@ def test_the_page_gets_an_issued_id_and_private_events_refuse_plainly(tmp_path):
     llm = svc.llm_public(uid)
     options = [0.5, 3, 3, 1, 2, "tuned", 0.5, "bm25", 256]  # sessions.users.OPTION_FIELDS, in order
     fields = [llm["backend"], llm["model"], llm["base_url"], *options]
-    res = h.save_settings("a" * 20, *fields)  # a private event called with a chosen id
+    res = h.side.save_settings("a" * 20, *fields)  # a private event called with a chosen id
     assert "Unknown user id" in res[h.c.settings_status] and "Settings saved" not in res[h.c.settings_status]
-    h.allow_llm_change = False
-    res = h.save_settings(uid, "openai", "gpt-x", "http://example.com/v1", *fields[3:])
+    h.side.allow_llm_change = False
+    res = h.side.save_settings(uid, "openai", "gpt-x", "http://example.com/v1", *fields[3:])
     assert "does not let visitors change the LLM" in res[h.c.settings_status]
     with pytest.raises(UserError):
         svc.new_session("a" * 20, "2023-05-02")

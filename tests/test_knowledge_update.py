@@ -197,12 +197,11 @@ def test_the_graph_and_see_why_name_the_superseded_memory():
 
 
 def test_time_travel_asks_as_of_a_session(service):
-    from types import SimpleNamespace
-
-    from ui.timetravel import TimeTravel
+    from tests.reliability_app import stand_ins
+    from ui.timetravel import TimePanel, TimeTravel
 
     alice = _import(service, sess("a1", "2023-01-05", PORTO), sess("a2", "2023-04-03", LISBON))
-    tt = TimeTravel(service, SimpleNamespace())
+    tt = TimeTravel(service, stand_ins(TimePanel))
     then, now = tt.ask(alice, 1, "Which city do I live in?"), tt.ask(alice, 2, "Which city do I live in?")
     assert "Porto" in then and "Lisbon" not in then
     assert now.index("Lisbon") < now.index("Porto") and "Superseded by then" in now

@@ -1,13 +1,13 @@
 """The settings form's option fields come from one list, sessions.users.OPTION_FIELDS."""
 
 from dataclasses import fields
-from types import SimpleNamespace
 from typing import Any
 
 from memory.settings import Options, Settings
 from sessions import SessionService, new_user_id
 from sessions.users import INT_FIELDS, OPTION_FIELDS
 from tests.fakes import ScriptedAgent
+from tests.reliability_app import components
 from ui import build_demo
 from ui.handlers import FIELD_LABELS, Handlers
 
@@ -23,15 +23,14 @@ def test_every_option_field_is_an_option_with_a_label():
 def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
     settings = Settings(data_dir=tmp_path)
     svc = SessionService(settings, ScriptedAgent())
-    names = ["strategy", "backend", "model", "base_url", "model_in_use", "settings_status", *OPTION_FIELDS]
-    c = SimpleNamespace(**{n: f"<{n}>" for n in names})
+    c = components("<{}>")
     h = Handlers(svc, c, allow_llm_change=False)
     uid = new_user_id()
     values = {"temperature": 0.3, "j": 2, "k": 5, "n": 2, "compression_rate": 0.5, "retriever": "bm25"}
     values["theanine_mode"], values["whole_timelines"] = "paper", 1
     values["max_reply_tokens"] = 300
     llm = svc.llm_public(uid)
-    out = h.save_settings(uid, llm["backend"], llm["model"], llm["base_url"], *(values[f] for f in OPTION_FIELDS))
+    out = h.side.save_settings(uid, llm["backend"], llm["model"], llm["base_url"], *(values[f] for f in OPTION_FIELDS))
     assert {f: out[f"<{f}>"] for f in OPTION_FIELDS} == values, out
     # the form names the model replies come from (the bundled one here), not the endpoint's default model
     assert out["<model_in_use>"].startswith("In use: embedded llama.cpp") and "gpt" not in out["<model_in_use>"]

@@ -109,6 +109,7 @@ def test_space_settings_handler_never_saves_an_llm_choice(tmp_path):
     c = components()  # stand-ins for the Gradio components
     h = Handlers(svc, c, allow_llm_change=svc.allow_llm_change)
     uid = new_user_id()
-    out = h.save_settings(uid, "openai", "m", "http://127.0.0.1:9/v1", 0.5, 3, 3, 1, 2, "tuned", 0.75, "hybrid", 256)
+    values = (0.5, 3, 3, 1, 2, "tuned", 0.75, "hybrid", 256)
+    out = h.side.save_settings(uid, "openai", "m", "http://127.0.0.1:9/v1", *values)
     assert "llm" not in svc.prefs(uid) and svc.llm(uid) is None
     assert out["base_url"] == "" and out["backend"] == settings.llm.backend

@@ -172,7 +172,7 @@ def test_bad_imports_give_a_clear_error_and_change_nothing(fake, tmp_path, case)
     assert expected.lower() in str(e.value).lower(), str(e.value)
     path = tmp_path / "history.json"
     path.write_bytes(data)
-    out = handlers(fake).import_history(uid, str(path), "")
+    out = handlers(fake).data.import_history(uid, str(path), "")
     assert expected.lower() in error_html(out, "data_status").lower()
     after = ([(s.session_id, s.status, s.n_messages) for s in fake.sessions(uid)], [m.text for m in fake.messages(uid)])
     assert after == before
@@ -234,7 +234,7 @@ def test_out_of_range_settings_are_rejected_with_a_message(fake, field, value):
         "max_reply_tokens": 256,
         field: value,
     }
-    out = h.save_settings(uid, "embedded", "", "", *[values[f] for f in OPTION_FIELDS])
+    out = h.side.save_settings(uid, "embedded", "", "", *[values[f] for f in OPTION_FIELDS])
     from ui.handlers import FIELD_LABELS
 
     assert FIELD_LABELS[field] in error_html(out, "settings_status")  # the form's label, not the option name
@@ -278,5 +278,5 @@ def test_bad_user_ids_never_reach_the_store(fake, bad):
     ):
         with pytest.raises(InvalidUserId):
             call()
-    out = handlers(fake).end_session(bad)
+    out = handlers(fake).side.end_session(bad)
     assert "user id" in error_html(out, "status")

@@ -11,7 +11,7 @@ import json
 import re
 import urllib.request
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import unquote
 
 import pytest
@@ -103,10 +103,10 @@ def test_user_and_llm_text_is_escaped_in_every_view(llm_service, llm_server, tmp
     class Evt:
         index: ClassVar = [len(chat_ids) - 1, 0]
 
-    outs.append(h.select(uid, chat_ids, Evt()))
+    outs.append(h.select(uid, chat_ids, cast(Any, Evt())))  # a stand-in event (select reads its index)
     outs.append(h.set_strategy(uid, "secom"))
     outs += list(h.send(uid, f"Tell me about hiking {BAD}", "secom"))
-    outs += list(h.compare(uid, f"Compare {BAD}"))
+    outs += list(h.explore.compare(uid, f"Compare {BAD}"))
     texts = [t for o in outs for t in html_outputs(o)]
     assert any("&lt;img src=x" in t or "‹img src=x" in t for t in texts)  # the payload is shown, as text
     for t in texts:
@@ -115,7 +115,7 @@ def test_user_and_llm_text_is_escaped_in_every_view(llm_service, llm_server, tmp
     chats = [m["content"] for o in outs for m in (o.get("chatbot") or []) if "evil.example" in m["content"]]
     assert chats and all("![x]" not in m and "!\\[x]" in m for m in chats)
     # The export is a JSON download: the browser shows it as data, and it has no key nor user id.
-    exp = h.export(uid)
+    exp = h.data.export(uid)
     path = Path(exp["export_file"]["value"])
     assert path.suffix == ".json"
     body = path.read_text(encoding="utf-8")

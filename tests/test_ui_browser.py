@@ -184,12 +184,12 @@ def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     out = list(h.send("forged-id", "hi", "theanine"))[-1]  # the id comes from browser state only
     assert "user id" in out["status"] and "Traceback" not in out["status"]
     # temperature, j, k, n, whole timelines first, THEANINE setting, compression rate, retriever, max reply tokens
-    bad = h.save_settings(uid, "embedded", "", "", 9, 3, 3, 1, 2, "tuned", 0.75, "hybrid", 256)
+    bad = h.side.save_settings(uid, "embedded", "", "", 9, 3, 3, 1, 2, "tuned", 0.75, "hybrid", 256)
     # Messages name the field by its label; an emptied field is refused, not silently kept.
     assert "Temperature must be between" in bad["settings_status"] and bad["temperature"] == 0.6
-    bad = h.save_settings(uid, "embedded", "", "", 0.5, 3, None, 1, 2, "tuned", 0.75, "hybrid", 256)
+    bad = h.side.save_settings(uid, "embedded", "", "", 0.5, 3, None, 1, 2, "tuned", 0.75, "hybrid", 256)
     assert "k (memories / segments retrieved): the field is empty" in bad["settings_status"]
-    bad = h.save_settings(uid, "embedded", "", "", 0.5, 3, 3, 1, 2, "tuned", 7, "hybrid", 256)
+    bad = h.side.save_settings(uid, "embedded", "", "", 0.5, 3, 3, 1, 2, "tuned", 7, "hybrid", 256)
     assert (
         "SeCom compression rate must be" in bad["settings_status"] and "compression_rate" not in bad["settings_status"]
     )

@@ -4,7 +4,7 @@
 
 Each graph is synthetic (tests/ui_graph_synth.py: sessions of 25 memories, relations between them, a
 trace's retrieved memories with their timelines) and goes through the app's code path
-(ui.graph_view.graph_html, as Handlers._graph calls it) into a host page served on 127.0.0.1, in a box
+(ui.graph_view.graph_html, as Views.graph calls it) into a host page served on 127.0.0.1, in a box
 of the graph panel's width at 1400 px (600) and at 400 px (380). For the default view and for "Show
 everything" it prints, as the median of `--runs` loads: the render time (the frame's navigation to its
 first view drawn: page, vis-network, layout, fit and labels), the nodes drawn, the node labels drawn and

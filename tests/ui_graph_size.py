@@ -19,7 +19,8 @@ def main() -> None:
     from tests.llm_server import LLMServer
     from tests.reliability_app import components, make_service
     from ui.graph_view import graph_html, static_dir
-    from ui.handlers import Handlers, _retrieved_ids
+    from ui.handlers import Handlers
+    from ui.views import retrieved_ids
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="../shared/data/locomo/locomo_dev.json")
@@ -39,10 +40,10 @@ def main() -> None:
             t = time.perf_counter()
             page = graph_html(
                 svc.graph(uid),
-                _retrieved_ids(done.trace),
+                retrieved_ids(done.trace),
                 svc.latest_new_memories(uid),
-                h._session_positions(uid),
-                h._turn_texts(uid),
+                h.views.session_positions(uid),
+                h.views.turn_texts(uid),
             )
             times.append(time.perf_counter() - t)
             sizes.append(len(page.encode("utf-8")))

@@ -40,8 +40,8 @@ OLD_WORD = "snake"
 @dataclass
 class Synthetic:
     view: dict  # {"nodes": [...], "edges": [...]}, oldest first, as the service returns it
-    sessions: list[tuple[str, str, float]]  # (id, label, position by date): Handlers._session_positions
-    retrieved: set[str]  # a trace's memories and their timelines: handlers._retrieved_ids
+    sessions: list[tuple[str, str, float]]  # (id, label, position by date): Views.session_positions
+    retrieved: set[str]  # a trace's memories and their timelines: views.retrieved_ids
     texts: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def turns(self, ids: list[str]) -> dict[str, tuple[str, str]]:
@@ -163,7 +163,7 @@ class GraphHost:
 
 
 def render(s: Synthetic, found=(), open_id: str = "", scope: str = "", limit: int | None = None) -> str:
-    """One render's HTML through the app's code path (ui.graph_view.graph_html), as Handlers._graph
+    """One render's HTML through the app's code path (ui.graph_view.graph_html), as Views.graph
     makes it (no memories new since the last close)."""
     from ui import graph_view
 

@@ -1,33 +1,40 @@
 """The page's "Your data" handlers: import a history, export it, delete a memory, Forget me.
 
-`DataHandlers` is the base of `ui.handlers.Handlers` and runs on its views and checks (`_view`,
-`_graph`, `_memory_choices`, `_settings_values`, `_start_build`, `_fail`, `building`), which the
-module docstring of ui/handlers.py describes.
+`DataHandlers` is a part of `ui.handlers.Handlers`: it runs on the shared views and checks of
+`ui.views.Views`, and repairs damaged values through `ui.data_actions.DataActions`.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gradio as gr
 
-from sessions import UserError, check_user_id
+from sessions import SessionService, UserError, check_user_id
 from sessions.service import forgotten
-from sessions.transfer import MAX_FILE_BYTES
+from sessions.transfer import MAX_FILE_BYTES, ExportFiles
 
 from . import panels
-from .data_actions import REPAIR
+from .components import Page
+from .data_actions import REPAIR, DataActions
+
+if TYPE_CHECKING:
+    from .views import Views
 
 
 class DataHandlers:
+    def __init__(self, service: SessionService, c: Page, views: Views, actions: DataActions, exports: ExportFiles):
+        self.svc, self.c, self.views, self.actions, self.exports = service, c, views, actions, exports
+
     def import_history(self, uid, path, sample_id):
         c = self.c
         try:
             uid = check_user_id(uid)
             if not path:
                 raise UserError("Choose a JSON file to import first.")
-            if self.building(uid):
+            if self.views.building(uid):
                 raise UserError("Memory is still being built; import again when the progress bar finishes.")
             if Path(path).stat().st_size > MAX_FILE_BYTES:
                 raise UserError(
@@ -35,13 +42,13 @@ class DataHandlers:
                 )
             data = Path(path).read_bytes()
             result = self.svc.import_history(uid, data, sample_id or "", build=False)
-            started = self._start_build(uid, "import")
-            view = self._view(uid)
+            started = self.views.start_build(uid, "import")
+            view = self.views.view(uid)
             view.update(started)
             view[c.data_status] = panels.status_html(result.message, "ok")
             return {**view, c.import_file: None}
         except Exception as e:
-            return {**self._fail(e, c.data_status), c.import_file: None}
+            return {**self.views.fail(e, c.data_status), c.import_file: None}
 
     def export(self, uid):
         c = self.c
@@ -55,7 +62,7 @@ class DataHandlers:
                 c.data_status: panels.status_html("Your export is ready to download.", "ok"),
             }
         except Exception as e:
-            return self._fail(e, c.data_status)
+            return self.views.fail(e, c.data_status)
 
     def ask_delete(self, uid, memory_id, redact=False):
         """The first click on Delete: which memory, and what goes with it; the second click deletes."""
@@ -81,7 +88,7 @@ class DataHandlers:
                 ),
             }
         except Exception as e:
-            return {**self._fail(e, c.data_status), c.delete_ask: gr.update(visible=False)}
+            return {**self.views.fail(e, c.data_status), c.delete_ask: gr.update(visible=False)}
 
     def keep_memory(self):
         return {self.c.delete_ask: gr.update(visible=False), self.c.data_status: ""}
@@ -92,40 +99,43 @@ class DataHandlers:
             uid = check_user_id(uid)
             if not memory_id:
                 raise UserError("Choose a memory to delete.")
-            if self.building(uid):
+            if self.views.building(uid):
                 raise UserError("Memory is being built; delete when the progress bar finishes.")
             if str(memory_id).startswith(REPAIR):
-                return {**self._repair(uid, str(memory_id)[len(REPAIR) :]), c.delete_ask: gr.update(visible=False)}
+                return {
+                    **self.actions.repair(uid, str(memory_id)[len(REPAIR) :]),
+                    c.delete_ask: gr.update(visible=False),
+                }
             gone = self.svc.delete_memory(uid, memory_id, redact=bool(redact))
             msg = gone["message"] if gone else "That memory no longer exists."
             out = {
-                c.graph: self._graph(uid),
-                c.memory: self._memory_choices(uid),
+                c.graph: self.views.graph(uid),
+                c.memory: self.views.memory_choices(uid),
                 c.data_status: panels.status_html(msg, "ok" if gone else "info"),
                 c.delete_ask: gr.update(visible=False),
             }
             if gone and gone.get("redacted"):
-                out.update({k: v for k, v in self._view(uid).items() if k in (c.chatbot, c.msg_ids)})
+                out.update({k: v for k, v in self.views.view(uid).items() if k in (c.chatbot, c.msg_ids)})
             return out
         except Exception as e:
-            return self._fail(e, c.data_status)
+            return self.views.fail(e, c.data_status)
 
-    def forget(self, uid, confirmed, request: gr.Request = None):  # type: ignore[assignment]
+    def forget(self, uid, confirmed, request: gr.Request = None):  # type: ignore[assignment]  # Gradio passes the request
         """Delete everything, then continue as a brand-new user with a new id."""
         c = self.c
         try:
             uid = check_user_id(uid)
             if not confirmed:
                 raise UserError("Tick the box to confirm that everything should be deleted.")
-            if self.building(uid):
+            if self.views.building(uid):
                 raise UserError("Memory is being built; forget me when the progress bar finishes.")
             gone = self.svc.forget(uid)
             self.exports.forget(uid)
             fresh = self.svc.new_user(request)
             return {
                 c.uid: fresh,
-                **self._view(fresh),
-                **self._settings_values(fresh),
+                **self.views.view(fresh),
+                **self.views.settings_values(fresh),
                 c.forget_confirm: False,
                 c.compare_row: gr.update(visible=False),
                 c.compare_view: "",
@@ -133,4 +143,4 @@ class DataHandlers:
                 c.data_status: panels.status_html(forgotten(gone), "ok"),
             }
         except Exception as e:
-            return self._fail(e, c.data_status)
+            return self.views.fail(e, c.data_status)

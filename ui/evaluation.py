@@ -26,6 +26,7 @@ from sessions.evaluation import CATEGORY_NAMES, EvalRun, Evaluations, my_turn_ro
 from sessions.service import user_message
 
 from . import panels
+from .events import FAST
 
 log = logging.getLogger(__name__)
 
@@ -152,26 +153,24 @@ class EvalTab:
 
     # --- events --------------------------------------------------------------------------------------
     def wire(self, demo: gr.Blocks, uid) -> None:
-        quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_limit": None}
         shown = self._result_outputs()
-        demo.load(self.load, [uid], [self.timer, self.progress, self.status, *shown], **quiet)
+        demo.load(self.load, [uid], [self.timer, self.progress, self.status, *shown], **FAST)
         self.source.change(
             lambda s: (gr.update(visible=s == FILE), gr.update(visible=s == HISTORY)),
             [self.source],
             [self.file_box, self.history_box],
-            **quiet,
+            **FAST,
         )
-        self.show_turns.click(self.my_turns, [uid], [self.turns, self.status], **quiet)
+        self.show_turns.click(self.my_turns, [uid], [self.turns, self.status], **FAST)
         inputs = [uid, self.source, self.file, self.only, self.questions]
         inputs += [self.methods, self.retrievers, self.budgets, self.summarisers]
-        self.run.click(self.start, inputs, [self.timer, self.progress, self.status], **quiet)
-        self.timer.tick(self.poll, [uid], [self.timer, self.progress, self.status, *shown], **quiet)
-        self.budget.input(self.at_budget, [uid, self.budget], [self.bars, self.table, self.context], **quiet)
-        self.table.select(self.show_context, [uid, self.budget], [self.context], **quiet)
+        self.run.click(self.start, inputs, [self.timer, self.progress, self.status], **FAST)
+        self.timer.tick(self.poll, [uid], [self.timer, self.progress, self.status, *shown], **FAST)
+        self.budget.input(self.at_budget, [uid, self.budget], [self.bars, self.table, self.context], **FAST)
+        self.table.select(self.show_context, [uid, self.budget], [self.context], **FAST)
 
     def on_forget(self, button, uid, confirmed) -> None:
-        quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_limit": None}
-        button.click(self.forget, [uid, confirmed], [self.results, self.progress, self.status], **quiet)
+        button.click(self.forget, [uid, confirmed], [self.results, self.progress, self.status], **FAST)
 
     def _result_outputs(self) -> list:
         return [

@@ -1,6 +1,5 @@
 """Handlers for looking around: Compare (every strategy on one message, kept across a reload) and the
-graph search over every memory. A mixin of ui.handlers.Handlers (it uses its service, components and
-graph view)."""
+graph search over every memory. A part of ui.handlers.Handlers (on the shared views of ui.views.Views)."""
 
 from __future__ import annotations
 
@@ -8,31 +7,28 @@ import logging
 
 import gradio as gr
 
-from memory.dates import human_date
 from memory.settings import COMPARE_COLUMNS
 from memory.text import plural
-from sessions import check_user_id
+from sessions import SessionService, check_user_id
 
 from . import panels
+from .components import Page
 from .graph_view import find_memories, short_text
+from .views import Views
 
 log = logging.getLogger(__name__)
 
 
 class ExploreHandlers:
-    svc: object
-    c: object
-
-    def _session_name(self, uid: str, session_id: str) -> str:
-        s = next((s for s in self.svc.sessions(uid) if s.session_id == session_id), None)
-        return f"Session {s.label} · {human_date(s.date)}" if s else ""
+    def __init__(self, service: SessionService, c: Page, views: Views) -> None:
+        self.svc, self.c, self.views = service, c, views
 
     # --- Compare ----------------------------------------------------------------------------------
     def compare(self, uid, message):
         c = self.c
         try:
             uid = check_user_id(uid)
-            where = self._session_name(uid, self.svc.current_session(uid).session_id)
+            where = self.views.session_name(uid, self.svc.current_session(uid).session_id)
             numbers = panels.session_numbers(self.svc.sessions(uid))
             for results in self.svc.compare(uid, message):
                 yield {
@@ -48,9 +44,9 @@ class ExploreHandlers:
                 )
             }
         except Exception as e:
-            yield self._fail(e, c.status)
+            yield self.views.fail(e, c.status)
 
-    def _last_compare(self, uid: str) -> dict:
+    def last_compare(self, uid: str) -> dict:
         """The latest comparison, shown again after a reload (it is stored per user)."""
         c = self.c
         last = self.svc.last_compare(uid)
@@ -61,7 +57,7 @@ class ExploreHandlers:
             last["results"],
             COMPARE_COLUMNS,
             when=last["created_at"],
-            where=self._session_name(uid, last["session_id"]),
+            where=self.views.session_name(uid, last["session_id"]),
             sessions=panels.session_numbers(self.svc.sessions(uid)),
         )
         return {c.compare_row: gr.update(visible=True), c.compare_view: html}
@@ -75,8 +71,8 @@ class ExploreHandlers:
             uid = check_user_id(uid)
             q = " ".join(str(query or "").split())[:200]
             if not q:
-                return {c.graph: self._graph(uid), c.graph_found: ""}
-            if self.building(uid):
+                return {c.graph: self.views.graph(uid), c.graph_found: ""}
+            if self.views.building(uid):
                 return {c.graph_found: panels.status_html("Memory is being built; search when it is done.", "info")}
             view = self.svc.graph(uid)
             hits = find_memories(view, q)
@@ -85,14 +81,14 @@ class ExploreHandlers:
                 msg = f"No memory holds “{q}” (searched all {plural(total, 'memory', 'memories')})."
                 return {c.graph_found: panels.status_html(msg, "info")}
             first = hits[0]
-            where = self._session_name(uid, str(first.get("session_id", "")))
+            where = self.views.session_name(uid, str(first.get("session_id", "")))
             msg = (
                 f"Found {plural(len(hits), 'memory', 'memories')} of {total} holding “{q}”; opened the newest"
                 f"{' (' + where + ')' if where else ''}: {short_text(first.get('event'), 120)}"
             )
             return {
-                c.graph: self._graph(uid, found=[str(h["id"]) for h in hits], open_id=str(first["id"])),
+                c.graph: self.views.graph(uid, found=[str(h["id"]) for h in hits], open_id=str(first["id"])),
                 c.graph_found: panels.status_html(msg, "ok"),
             }
         except Exception as e:
-            return self._fail(e, c.graph_found)
+            return self.views.fail(e, c.graph_found)

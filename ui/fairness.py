@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from memory.settings import env
 
+from .events import EventOptions
+
 
 @dataclass(frozen=True)
 class Serving:
@@ -24,11 +26,11 @@ class Serving:
     build_waiting: int = env("MEMORY_BUILD_WAITING", 8, lo=1, hi=1024)
 
 
-def reply_events(serving: Serving) -> dict:
+def reply_events(serving: Serving) -> EventOptions:
     return {"concurrency_id": "reply", "concurrency_limit": serving.concurrency}
 
 
-def build_events(serving: Serving) -> dict:
+def build_events(serving: Serving) -> EventOptions:
     return {"concurrency_id": "memory_build", "concurrency_limit": serving.build_waiting}
 
 

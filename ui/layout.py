@@ -6,7 +6,7 @@ UI events are api_visibility="private": the documented API is in api.py.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from typing import Any
 
 import gradio as gr
 
@@ -18,6 +18,8 @@ from sessions.users import Accounts
 
 from . import evaluation, fairness, panels, timetravel
 from .api import register_api
+from .components import Page
+from .events import FAST, QUIET, EventOptions
 from .graph_view import static_dir
 from .handlers import FIELD_LABELS, SETTING_FIELDS, Handlers
 
@@ -117,7 +119,7 @@ def build_demo(
     With `accounts` (MEMORY_HF_LOGIN=1), a "Sign in with Hugging Face" button: a signed-in account is the user."""
     allow_llm_change = fairness.llm_choice_allowed(service, allow_llm_change)
     serving = serving or fairness.Serving()
-    c = SimpleNamespace()  # every component the handlers read or update, by name
+    c = Page()  # every component the handlers read or update, by name (filled in below)
     gr.set_static_paths([static_dir()])  # the graph page and vis-network, fetched once per browser
     with gr.Blocks(title="Memory chat: THEANINE and SeCom") as demo:
         # The browser's user id, encrypted in its localStorage; the secret is stable across restarts.
@@ -142,7 +144,7 @@ def build_demo(
     return demo
 
 
-def _sidebar(c: SimpleNamespace) -> None:
+def _sidebar(c: Page) -> None:
     """The sessions list and the controls that end or start a session."""
     # The controls first, then the list (it scrolls on its own): with dozens of sessions the buttons stay in reach.
     with gr.Sidebar(label="Sessions", open=True, elem_id="sidebar", width=300):
@@ -167,7 +169,7 @@ def _sidebar(c: SimpleNamespace) -> None:
             c.sessions = gr.Radio([], show_label=False, elem_id="session-list")
 
 
-def _chat_column(c: SimpleNamespace, o: Options) -> None:
+def _chat_column(c: Page, o: Options) -> None:
     with gr.Column(scale=5, min_width=300):
         c.session_header = gr.HTML(elem_id="session-header-wrap")
         c.chatbot = gr.Chatbot(
@@ -206,7 +208,7 @@ def _chat_column(c: SimpleNamespace, o: Options) -> None:
             c.compare_view = gr.HTML(elem_id="compare")
 
 
-def _see_why_column(c: SimpleNamespace, service: SessionService) -> None:
+def _see_why_column(c: Page, service: SessionService) -> None:
     """Two tabs: "See why" (the memory graph with time travel, the trace of the selected reply) and
     "Evaluate memory designs" (ui/evaluation.py)."""
     with gr.Column(scale=6, min_width=300), gr.Tabs(elem_id="right-tabs"):
@@ -228,7 +230,7 @@ def _see_why_column(c: SimpleNamespace, service: SessionService) -> None:
         c.evaluation = evaluation.build_tab(service)
 
 
-def _settings_panel(c: SimpleNamespace, settings: Settings, allow_llm_change: bool) -> None:
+def _settings_panel(c: Page, settings: Settings, allow_llm_change: bool) -> None:
     o = settings.options
     with gr.Accordion("Settings", open=False):
         with gr.Row(visible=allow_llm_change, elem_id="llm-choice"):  # none offered when locked
@@ -276,7 +278,7 @@ def _settings_panel(c: SimpleNamespace, settings: Settings, allow_llm_change: bo
         c.settings_status = gr.HTML(elem_id="settings-status")
 
 
-def _data_panel(c: SimpleNamespace) -> None:
+def _data_panel(c: Page) -> None:
     """Import, export, delete a memory, forget me."""
     with gr.Accordion("Your data: import, export, delete a memory, forget me", open=False):
         with gr.Row():
@@ -310,7 +312,7 @@ def _data_panel(c: SimpleNamespace) -> None:
 
 def _wire(
     demo: gr.Blocks,
-    c: SimpleNamespace,
+    c: Page,
     service: SessionService,
     settings: Settings,
     allow_llm_change: bool,
@@ -319,72 +321,71 @@ def _wire(
 ):
     """Every event of the page (what each does is in handlers.py)."""
     h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key), accounts=accounts)
-    timetravel.wire(c.timetravel, service, c.uid, h.building)
+    timetravel.wire(c.timetravel, service, c.uid, h.views.building)
     evaluation.wire(c.evaluation, demo, c.uid, c.forget_btn, c.forget_confirm)
     option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order Handlers.save_settings reads them in
     settings_fields = [c.strategy, c.backend, c.model, c.base_url, c.model_in_use, *option_inputs]
     view = [c.chatbot, c.msg_ids, c.session_header, c.sessions, c.graph, c.why, c.memory, c.retry, c.date]
     # Events: private (the documented API is in api.py); no Gradio overlay (the page shows its own
-    # status line and one progress bar); cheap views never wait behind a running reply.
-    quiet = {"api_visibility": "private", "show_progress": "hidden"}
-    fast = {**quiet, "concurrency_limit": None}
+    # status line and one progress bar); cheap views (FAST) never wait behind a running reply.
 
     demo.load(
         h.load if accounts is None else h.load_signed_in,
         [c.uid],
         [c.uid, *view, *settings_fields, c.status, c.timer, c.job, c.compare_row, c.compare_view],
-        **fast,
+        **FAST,
     )
-    c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status, c.data_status], **fast)
+    c.timer.tick(h.poll, [c.uid], [c.timer, c.job, *view, c.status, c.data_status], **FAST)
     chat_out = [*view, c.msg, c.status, c.stop]
-    reply = {**quiet, **fairness.reply_events(serving)}  # one pool of reply workers shared by all users
-    replies = [
+    reply: EventOptions = {**QUIET, **fairness.reply_events(serving)}  # one pool of reply workers shared by all users
+    replies: list[dict[str, Any]] = [  # (Gradio's Dependency is a dict)
         c.msg.submit(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
         c.send.click(h.send, [c.uid, c.msg, c.strategy], chat_out, trigger_mode="multiple", **reply),
         c.retry.click(h.retry, [c.uid, c.strategy], chat_out, **reply),
     ]
-    replies.append(c.compare.click(h.compare, [c.uid, c.msg], [c.compare_row, c.compare_view, c.status], **reply))
-    c.stop.click(h.stopped, [c.uid], [*view, c.status, c.stop], cancels=replies, **fast)
+    compared = [c.compare_row, c.compare_view, c.status]
+    replies.append(c.compare.click(h.explore.compare, [c.uid, c.msg], compared, **reply))
+    c.stop.click(h.stopped, [c.uid], [*view, c.status, c.stop], cancels=replies, **FAST)
     for trigger in (c.graph_query.submit, c.graph_find.click):
-        trigger(h.find_memory, [c.uid, c.graph_query], [c.graph, c.graph_found], **fast)
+        trigger(h.explore.find_memory, [c.uid, c.graph_query], [c.graph, c.graph_found], **FAST)
     c.msg.input(None, None, None, js=CLEAR_ON_TYPE_JS, api_visibility="private")
-    c.chatbot.select(h.select, [c.uid, c.msg_ids], [c.why, c.graph, c.status], **fast)
-    c.strategy.input(h.set_strategy, [c.uid, c.strategy], [c.session_header, c.status], **fast)
-    c.sessions.input(h.view_session, [c.uid, c.sessions], [*view, c.status], **fast)
-    c.set_date.click(h.set_session_date, [c.uid, c.sessions, c.date], [*view, c.status, c.timer, c.job], **fast)
-    c.end.click(h.end_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **fast)
-    c.new.click(h.new_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **fast)
+    c.chatbot.select(h.select, [c.uid, c.msg_ids], [c.why, c.graph, c.status], **FAST)
+    c.strategy.input(h.set_strategy, [c.uid, c.strategy], [c.session_header, c.status], **FAST)
+    c.sessions.input(h.side.view_session, [c.uid, c.sessions], [*view, c.status], **FAST)
+    c.set_date.click(h.actions.set_session_date, [c.uid, c.sessions, c.date], [*view, c.status, c.timer, c.job], **FAST)
+    c.end.click(h.side.end_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **FAST)
+    c.new.click(h.side.new_session, [c.uid, c.date], [*view, c.status, c.timer, c.job], **FAST)
     if allow_llm_change:
-        c.backend.input(h.backend_note, [c.backend, c.base_url], [c.settings_status], **fast)
+        c.backend.input(h.side.backend_note, [c.backend, c.base_url], [c.settings_status], **FAST)
     c.save_settings.click(
-        h.save_settings,
+        h.side.save_settings,
         [c.uid, c.backend, c.model, c.base_url, *option_inputs],
         [*settings_fields, c.settings_status],
-        **fast,
+        **FAST,
     )
     c.import_btn.click(
-        h.import_history,
+        h.data.import_history,
         [c.uid, c.import_file, c.sample_id],
         [*view, c.data_status, c.import_file, c.timer, c.job],
-        **fast,
+        **FAST,
     )
-    c.export_btn.click(h.export, [c.uid], [c.export_file, c.data_status], **fast)
-    c.export_file.download(h.export_downloaded, [c.uid], [c.data_status], **fast)
+    c.export_btn.click(h.data.export, [c.uid], [c.export_file, c.data_status], **FAST)
+    c.export_file.download(h.actions.export_downloaded, [c.uid], [c.data_status], **FAST)
     # Delete asks once: the first click names the memory and shows "Yes, delete it" / "Keep it".
-    c.delete_btn.click(h.ask_delete, [c.uid, c.memory, c.redact], [c.delete_ask, c.data_status], **fast)
-    c.delete_no.click(h.keep_memory, None, [c.delete_ask, c.data_status], **fast)
-    c.memory.input(h.keep_memory, None, [c.delete_ask, c.data_status], **fast)
+    c.delete_btn.click(h.data.ask_delete, [c.uid, c.memory, c.redact], [c.delete_ask, c.data_status], **FAST)
+    c.delete_no.click(h.data.keep_memory, None, [c.delete_ask, c.data_status], **FAST)
+    c.memory.input(h.data.keep_memory, None, [c.delete_ask, c.data_status], **FAST)
     c.delete_yes.click(
-        h.delete_memory,
+        h.data.delete_memory,
         [c.uid, c.memory, c.redact],
         [c.graph, c.memory, c.data_status, c.chatbot, c.msg_ids, c.delete_ask],
-        **fast,
+        **FAST,
     )
     c.forget_btn.click(
-        h.forget,
+        h.data.forget,
         [c.uid, c.forget_confirm],
         [c.uid, *view, *settings_fields, c.forget_confirm, c.compare_row, c.compare_view, c.export_file, c.data_status],
-        **fast,
+        **FAST,
     )
 
 

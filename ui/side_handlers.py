@@ -1,18 +1,23 @@
 """Handlers of the sidebar (reading an earlier session, ending and starting sessions) and of the
-settings form. A mixin of ui.handlers.Handlers (it uses its service, components and views)."""
+settings form. A part of ui.handlers.Handlers (on the shared views of ui.views.Views)."""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import gradio as gr
 
-from sessions import UserError, check_user_id
+from sessions import SessionService, UserError, check_user_id
 from sessions.service import user_message
 from sessions.users import OPTION_FIELDS
 
 from . import panels, session_list
 from .chat_view import chat_messages
+from .components import Page
+
+if TYPE_CHECKING:
+    from .views import Views
 
 # The option inputs of the settings form, in this order (layout.py: one component per field, named like it).
 SETTING_FIELDS = OPTION_FIELDS
@@ -44,8 +49,14 @@ def field_message(exc: BaseException) -> str:
 
 
 class SideHandlers:
-    unfolded: set[str]
-    reading: dict[str, str]
+    def __init__(
+        self, service: SessionService, c: Page, views: Views, allow_llm_change: bool = True, has_api_key: bool = False
+    ) -> None:
+        self.svc, self.c, self.views = service, c, views
+        self.allow_llm_change, self.has_api_key = allow_llm_change, has_api_key
+        # The session last chosen in the sidebar by each user in this process (it stays chosen when a run of
+        # imported sessions folds or opens).
+        self.reading: dict[str, str] = {}
 
     # --- sessions -----------------------------------------------------------------------------------
     def view_session(self, uid, session_id):
@@ -55,13 +66,13 @@ class SideHandlers:
         try:
             uid = check_user_id(uid)
             if str(session_id or "").startswith(session_list.FOLD):  # a run of imported sessions: fold or list it
-                self.unfolded ^= {uid}
-                return {c.sessions: self._session_list(uid, self.reading.get(uid))}
+                self.views.unfolded ^= {uid}
+                return {c.sessions: self.views.session_list(uid, self.reading.get(uid))}
             self.reading[uid] = session_id
             rows = {s.session_id: s for s in self.svc.sessions(uid)}
             s = rows.get(session_id)
             if s is None or s.status == "open":
-                view = self._view(uid)
+                view = self.views.view(uid)
                 view.pop(c.sessions)
                 return view
             msgs, ids = chat_messages([m for m in self.svc.messages(uid, s.session_id) if m.status == "ok"])
@@ -73,13 +84,13 @@ class SideHandlers:
                 c.status: "",
             }
         except Exception as e:
-            return self._fail(e, c.status)
+            return self.views.fail(e, c.status)
 
     def _end(self, uid, date, what: str):
         c = self.c
         try:
             uid = check_user_id(uid)
-            if self.building(uid):
+            if self.views.building(uid):
                 raise UserError(
                     "Memory is still being built; wait until the progress bar finishes, then start the next session."
                 )
@@ -87,15 +98,15 @@ class SideHandlers:
                 result = self.svc.new_session(uid, date, build=False)
             else:
                 result = self.svc.end_session(uid, date or None, build=False)
-            view = self._view(uid)
+            view = self.views.view(uid)
             view[c.status] = panels.status_html(result.message, "ok")
             if any(s.status == "closing" for s in self.svc.sessions(uid)):
-                view.update(self._start_build(uid))
-                view[c.graph] = self._graph(uid)
-                view[c.sessions] = self._session_list(uid)
+                view.update(self.views.start_build(uid))
+                view[c.graph] = self.views.graph(uid)
+                view[c.sessions] = self.views.session_list(uid)
             return view
         except Exception as e:
-            return self._fail(e, c.status)
+            return self.views.fail(e, c.status)
 
     def end_session(self, uid, date=""):
         return self._end(uid, date, "end")
@@ -136,12 +147,12 @@ class SideHandlers:
             self.svc.save_settings(uid, options, llm)
             note = self.backend_note(backend, base_url)[c.settings_status] if self.allow_llm_change else ""
             return {
-                **self._settings_values(uid),
+                **self.views.settings_values(uid),
                 c.settings_status: note or panels.status_html("Settings saved; they apply from the next reply.", "ok"),
             }
         except Exception as e:
             try:
-                old = self._settings_values(check_user_id(uid))
+                old = self.views.settings_values(check_user_id(uid))
             except Exception:
                 old = {}
-            return {**old, **self._fail(e, c.settings_status)}
+            return {**old, **self.views.fail(e, c.settings_status)}

@@ -13,8 +13,9 @@ kept in the browser session's state: a step asks the server for that string only
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from html import escape
-from types import SimpleNamespace
 
 import gradio as gr
 
@@ -23,8 +24,10 @@ from memory.text import plural
 from sessions import SessionService, UserError, check_user_id
 from sessions.recall import MemoryHistory, Step, memory_history, recall
 from sessions.service import user_message
+from sessions.work import Work
 
 from . import panels
+from .events import FAST
 from .graph_view import fragment, graph_data, page_url, short_text
 
 log = logging.getLogger(__name__)
@@ -177,11 +180,27 @@ def step_html(history: MemoryHistory, k: int) -> str:
 # --- the panel ------------------------------------------------------------------------------------------
 
 
-def build_panel() -> SimpleNamespace:
+@dataclass(init=False, eq=False)
+class TimePanel:
+    """The time-travel components (filled in by build_panel)."""
+
+    box: gr.Accordion
+    steps: gr.State  # the "what changed" HTML of each step, made when the panel opens
+    slider: gr.Slider
+    refresh: gr.Button
+    status: gr.HTML
+    frame: gr.HTML
+    changes: gr.HTML
+    ask_box: gr.Textbox
+    ask_btn: gr.Button
+    recalled: gr.HTML
+
+
+def build_panel() -> TimePanel:
     """The time-travel components, where the caller places them (under the memory graph)."""
-    t = SimpleNamespace()
+    t = TimePanel()
     with gr.Accordion(ACCORDION, open=False, elem_id="timetravel") as t.box:
-        t.steps = gr.State([])  # the "what changed" HTML of each step, made when the panel opens
+        t.steps = gr.State([])
         with gr.Row():
             t.slider = gr.Slider(
                 minimum=0,
@@ -209,7 +228,9 @@ def build_panel() -> SimpleNamespace:
 
 
 class TimeTravel:
-    def __init__(self, service: SessionService, t: SimpleNamespace, running=None):
+    def __init__(
+        self, service: SessionService, t: TimePanel, running: Callable[[str], Work | None] | None = None
+    ) -> None:
         self.svc, self.t = service, t
         self.running = running or (lambda uid: None)  # uid -> the running memory build, if any
 
@@ -293,17 +314,18 @@ class TimeTravel:
         return head + body + (f"<p><b>Superseded by then:</b></p><ul>{gone}</ul>" if gone else "")
 
 
-def wire(t: SimpleNamespace, service: SessionService, uid, running=None) -> TimeTravel:
+def wire(
+    t: TimePanel, service: SessionService, uid: gr.BrowserState, running: Callable[[str], Work | None] | None = None
+) -> TimeTravel:
     """Connect the panel: opening it (or Reload) loads the history; the slider moves the frame in the
     browser and fetches that step's list. `uid` is the page's gr.BrowserState; `running(uid)` the
-    user's running memory work (`Handlers.building`)."""
+    user's running memory work (`Views.building`)."""
     tt = TimeTravel(service, t, running)
-    quiet = {"api_visibility": "private", "show_progress": "hidden", "concurrency_limit": None}
     outs = [t.steps, t.slider, t.frame, t.changes, t.status]
     for trigger in (t.box.expand, t.refresh.click):
-        trigger(tt.loading, None, [t.status], **quiet).then(tt.load, [uid], outs, **quiet)
+        trigger(tt.loading, None, [t.status], **FAST).then(tt.load, [uid], outs, **FAST)
     t.slider.change(None, [t.slider], None, js=POST_STEP_JS, api_visibility="private")
-    t.slider.change(tt.step, [t.slider, t.steps], [t.changes, t.status], trigger_mode="always_last", **quiet)
+    t.slider.change(tt.step, [t.slider, t.steps], [t.changes, t.status], trigger_mode="always_last", **FAST)
     for ask in (t.ask_btn.click, t.ask_box.submit):
         ask(tt.ask, [uid, t.slider, t.ask_box], [t.recalled], api_visibility="private")
     return tt
