@@ -319,11 +319,11 @@ def _wire(
     accounts: Accounts | None,
     serving: fairness.Serving,
 ):
-    """Every event of the page (what each does is in handlers.py)."""
+    """Every event of the page (what each does is in handlers.py and the parts it holds)."""
     h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key), accounts=accounts)
     timetravel.wire(c.timetravel, service, c.uid, h.views.building)
     evaluation.wire(c.evaluation, demo, c.uid, c.forget_btn, c.forget_confirm)
-    option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order Handlers.save_settings reads them in
+    option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order SideHandlers.save_settings reads them in
     settings_fields = [c.strategy, c.backend, c.model, c.base_url, c.model_in_use, *option_inputs]
     view = [c.chatbot, c.msg_ids, c.session_header, c.sessions, c.graph, c.why, c.memory, c.retry, c.date]
     # Events: private (the documented API is in api.py); no Gradio overlay (the page shows its own
