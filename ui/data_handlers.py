@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import gradio as gr
 
@@ -19,13 +18,13 @@ from sessions.transfer import MAX_FILE_BYTES, ExportFiles
 from . import panels
 from .components import Page
 from .data_actions import REPAIR, DataActions
-
-if TYPE_CHECKING:
-    from .views import Views
+from .views import Views
 
 
 class DataHandlers:
-    def __init__(self, service: SessionService, c: Page, views: Views, actions: DataActions, exports: ExportFiles):
+    def __init__(
+        self, service: SessionService, c: Page, views: Views, actions: DataActions, exports: ExportFiles
+    ) -> None:
         self.svc, self.c, self.views, self.actions, self.exports = service, c, views, actions, exports
 
     def import_history(self, uid, path, sample_id):
