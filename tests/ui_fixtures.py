@@ -149,6 +149,7 @@ class RunningApp:
         """Start app.py; returns the seconds it took to answer."""
         t0 = time.time()
         self._log = open(self.log_path, "ab")  # noqa: SIM115  (closed in stop())
+        log_start = self._log.tell()  # a restart appends: only what this start writes counts
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "app.py")],
             cwd=str(ROOT),
@@ -161,6 +162,11 @@ class RunningApp:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"app.py exited with {self.proc.returncode}:\n{self.log()}")
+            # The port was free when chosen, but another server (a parallel test worker, another run)
+            # may take it before app.py binds it: an answer counts only once this app says it listens.
+            if not self._listening(log_start):
+                time.sleep(1)
+                continue
             try:
                 with urllib.request.urlopen(self.url + "/", timeout=5) as r:
                     if r.status == 200:
@@ -169,6 +175,12 @@ class RunningApp:
                 time.sleep(1)
         self.stop()
         raise RuntimeError(f"app.py did not answer within {timeout}s:\n{self.log()}")
+
+    def _listening(self, log_start: int) -> bool:
+        """Gradio's launch line for this port, in what this start has logged."""
+        with open(self.log_path, "rb") as f:
+            f.seek(log_start)
+            return f"Running on local URL:  {self.url}".encode() in f.read()
 
     def log(self) -> str:
         try:
