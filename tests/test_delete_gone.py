@@ -33,7 +33,10 @@ MAX_SCAN_BYTES = 64 * 1024 * 1024
 def files_with(root: Path, token: str, since: float = 0.0) -> list[str]:
     """Files under `root` holding `token` (only those changed since `since`: the token is this run's)."""
     hits = []
-    for p in Path(root).rglob("*"):
+    # os.walk passes over a folder that vanishes while it is read (other processes' temp dirs under /tmp,
+    # e.g. a browser of a test running beside this one); rglob raises.
+    paths = (Path(d) / f for d, _, files in os.walk(root) for f in files)
+    for p in paths:
         try:
             st = p.stat()
             if (
