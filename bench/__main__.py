@@ -24,6 +24,7 @@ COMMANDS = {
             "relations",
             "refusals",
             "replyspeed",
+            "replies",
         )
     },
 }
