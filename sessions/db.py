@@ -280,11 +280,13 @@ class MessageRow:
     trace: dict | None
     created_at: float
     source_turn_id: str | None = None  # the turn's id in an imported history (LoCoMo "D3:7")
+    turn_no: int | None = None  # its number in the session (rows stored before numbering: their id)
     damaged: str = ""  # "trace" when the stored trace could not be read (quarantined; trace is None)
 
     def turn_id(self) -> str:
-        """The id memory provenance uses: the source's id for imported turns, else session:message."""
-        return self.source_turn_id or f"{self.session_id}:{self.id}"
+        """The id memory provenance uses: the source's id for imported turns, else session:number (per session,
+        so a turn id tells nothing of other users' messages)."""
+        return self.source_turn_id or f"{self.session_id}:{self.turn_no or self.id}"
 
 
 R = TypeVar("R", "SessionRow", "MessageRow")
