@@ -14,6 +14,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -39,7 +40,9 @@ def call(url: str, name: str, key: str = "", **args) -> tuple[bool, str]:
             res = await s.call_tool(name, args)
             return bool(res.isError), "".join(getattr(c, "text", "") for c in res.content)
 
-    return asyncio.run(run())
+    # A thread of its own: a caller may run an event loop already (Playwright's sync API does).
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(run())).result()
 
 
 @pytest.fixture(scope="module")

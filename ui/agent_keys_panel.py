@@ -25,16 +25,16 @@ INTRO = (
 
 def shown_once_html(key: str, name: str, mcp_url: str) -> str:
     """The new key, with the client setup that uses it: the only time the page shows it."""
-    config = (
+    config = esc(
         '{"mcpServers": {"memory-chat": {"command": "npx", "args": ["mcp-remote", '
-        f'"{esc(mcp_url)}", "--header", "Authorization: Bearer ${{MEMORY_KEY}}"], '
-        '"env": {"MEMORY_KEY": "<the key>"}}}}'
+        f'"{mcp_url}", "--header", "Authorization: Bearer ${{MEMORY_KEY}}"], '
+        f'"env": {{"MEMORY_KEY": "{key}"}}}}}}}}'
     )
     return (
         f'<div class="mc-status mc-ok" id="new-key-once"><b>Your key for “{esc(name)}”</b> (copy it now: it is '
         f'not shown again)<br><code class="mc-agent-key" style="user-select: all; overflow-wrap: anywhere">'
         f"{esc(key)}</code><br><span class='mc-muted'>An MCP client sends it as the header "
-        f"<code>Authorization: Bearer &lt;key&gt;</code>, e.g. through mcp-remote:</span>"
+        f"<code>Authorization: Bearer &lt;key&gt;</code>; e.g. Claude Desktop through mcp-remote:</span>"
         f'<pre class="mc-raw">{config}</pre></div>'
     )
 
@@ -43,7 +43,8 @@ def list_html(keys: list[AgentKey]) -> str:
     if not keys:
         return '<p class="mc-muted" id="no-keys">No agent keys yet.</p>'
     rows = "".join(
-        f"<tr><td data-label='Name'>{esc(k.name)}</td><td data-label='Key'><code>{esc(k.prefix)}…</code></td>"
+        f"<tr><td data-label='Name'>{esc(k.name)}</td>"
+        f"<td data-label='Key' style='width: auto'><code>{esc(k.prefix)}…</code></td>"
         f"<td data-label='Made'>{when(k.created_at)}</td><td data-label='Last use'>{when(k.last_used_at)}</td>"
         f"<td data-label='State'>{'revoked ' + when(k.revoked_at) if k.revoked_at else 'live'}</td></tr>"
         for k in keys
