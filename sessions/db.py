@@ -286,7 +286,12 @@ class MessageRow:
     def turn_id(self) -> str:
         """The id memory provenance uses: the source's id for imported turns, else session:number (per session,
         so a turn id tells nothing of other users' messages)."""
-        return self.source_turn_id or f"{self.session_id}:{self.turn_no or self.id}"
+        return self.source_turn_id or chat_turn_id(self.session_id, self.turn_no, self.id)
+
+
+def chat_turn_id(session_id: str, turn_no: int | None, message_id: int) -> str:
+    """A chat message's turn id: "s3:4", the 4th message of session 3 (a row stored before the numbering: its id)."""
+    return f"{session_id}:{turn_no or message_id}"
 
 
 R = TypeVar("R", "SessionRow", "MessageRow")

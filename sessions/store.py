@@ -31,7 +31,7 @@ from memory.text import clean_obj, register_secret
 from memory.userspace import user_key
 
 from . import damage, db, schema
-from .db import Damage, MessageRow, R, SessionRow, row_of
+from .db import Damage, MessageRow, R, SessionRow, chat_turn_id, row_of
 from .schema import compares as C
 from .schema import copy_sqlite_into
 from .schema import messages as M
@@ -287,7 +287,7 @@ class Store:
             }
             prefix = ""
             taken |= {  # and the user's chat turns (MessageRow.turn_id): a re-imported export names them
-                f"{r.session_id}:{r.turn_no or r.id}"
+                chat_turn_id(r.session_id, r.turn_no, r.id)
                 for r in c.execute(
                     sa.select(M.c.session_id, M.c.turn_no, M.c.id).where(
                         M.c.user_id == user_key(user_id), M.c.source_turn_id.is_(None)

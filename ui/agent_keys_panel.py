@@ -9,7 +9,7 @@ from __future__ import annotations
 import gradio as gr
 
 from sessions import SessionService
-from sessions.agent_keys import AgentKey, AgentKeys, when
+from sessions.agent_keys import AgentKey, when
 from sessions.service import user_message
 
 from .events import FAST
@@ -62,7 +62,7 @@ class KeyHandlers:
     """What the panel's events do; each returns (new key block, list, revoke menu, status)."""
 
     def __init__(self, service: SessionService):
-        self.service, self.keys = service, AgentKeys(service.store.engine)
+        self.service, self.keys = service, service.agent_keys
 
     def _view(self, uid, shown: str = "", status: str = "") -> tuple:
         keys = self.keys.list(self.service.user(uid))

@@ -35,7 +35,7 @@ import gradio as gr
 
 from memory.errors import InvalidOptions
 from sessions import SessionService, UserError
-from sessions.agent_keys import KEYS_ONLY, AgentKeys, KeyRefused
+from sessions.agent_keys import KEYS_ONLY, KeyRefused
 from sessions.db import database_down
 from sessions.lifecycle import EndResult
 from sessions.recall import recall as recall_memory
@@ -176,7 +176,7 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
     owner of its agent key (sessions/agent_keys.py), or an id /new_user issued; `require_keys`
     (MEMORY_REQUIRE_AGENT_KEYS) refuses every call without a key."""
     reply, build = fairness.reply_events(serving), fairness.build_events(serving)  # ui.fairness
-    keys = AgentKeys(service.store.engine)
+    keys = service.agent_keys
 
     def user(user_id: str, request: gr.Request | None) -> UserKey:
         headers = getattr(request, "headers", None) or {}
