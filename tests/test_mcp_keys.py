@@ -72,7 +72,10 @@ def test_an_agent_key_opens_its_owners_memory_and_nothing_else_does(live_app, pe
     assert isinstance(reply, str) and trace["llm_calls"][-1]["purpose"] == "reply"
     err, text = call(url, "export_memory", alice_key, user_id=alice)
     assert not err and "bees on my roof" in text, text
-    print(f"\nvalid key: send_message answered ({len(reply)} characters); export_memory holds the message")
+    # Her turn ids count her own session's messages, whatever other users said on this server before.
+    turn_ids = [t["id"] for s in json.loads(text)["sessions"] for t in s["turns"]]
+    assert turn_ids == ["s1:1", "s1:2"], turn_ids
+    print(f"\nvalid key: send_message answered ({len(reply)} characters); export_memory holds it, turns {turn_ids}")
 
     refused = {
         "no key": call(url, "export_memory", user_id=""),
