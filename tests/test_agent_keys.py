@@ -170,3 +170,34 @@ def test_an_imported_export_with_the_apps_own_turn_ids_never_meets_a_later_chat_
     svc.import_history(page, json.dumps(svc.export(page)))  # an own export imported again: prefixed
     ids = [t["id"] for s in svc.export(page)["sessions"] for t in s["turns"]]
     assert len(set(ids)) == len(ids) == 6, ids
+
+
+def test_keys_only_refuses_every_call_without_a_key_and_new_user_through_the_real_api(tmp_path):
+    """MEMORY_REQUIRE_AGENT_KEYS=1 (app.AppSettings.require_agent_keys) through Gradio's own API server."""
+    from gradio_client import Client
+
+    import app
+    from tests.servers import free_port
+    from ui import build_demo
+
+    assert app.AppSettings.from_env({"MEMORY_REQUIRE_AGENT_KEYS": "1"}).require_agent_keys
+    assert not app.AppSettings.from_env({}).require_agent_keys
+    settings = Settings(data_dir=tmp_path)
+    svc = SessionService(settings, ScriptedAgent(), identity=IdentityConfig(issued_only=True))
+    demo = build_demo(svc, settings, "test-secret-0123456789", require_agent_keys=True)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        page = svc.new_user()
+        key, _ = svc.agent_keys.create(svc.user(page), "script")
+        bare = Client(url, verbose=False)
+        with pytest.raises(Exception, match="agent key only"):
+            bare.predict(api_name="/new_user")
+        with pytest.raises(Exception, match="agent key only"):
+            bare.predict(page, api_name="/history")
+        keyed = Client(url, verbose=False, headers={"Authorization": f"Bearer {key}"})
+        reply, _trace = keyed.predict("", "Hello there", "", api_name="/send_message")
+        assert reply and svc.messages(page)[0].text == "Hello there"
+    finally:
+        demo.close()
