@@ -3,7 +3,7 @@
 
 A page's user is made the way the page makes it (`Identity.issue`, not /new_user), and its key the way
 Settings makes it (`AgentKeys.create`, what ui/agent_keys_panel.py calls), both in the running app's own
-database; the browser side of Settings is tests/test_agent_keys.py (handlers) and the docs' screenshots.
+database; Settings itself is tests/test_ui_agent_keys.py (Chromium) and tests/test_agent_keys.py (handlers).
 Every refusal is checked by what it says, so a person (or their agent) knows what to do.
 """
 

@@ -1,16 +1,51 @@
 """Settings → Agent keys in a real browser (Chromium) on the real app.py (tests/ui_fixtures.py's `live_app`):
 the key made in the page is shown once and listed with its name and last use; an MCP client holding it (the
 real `mcp` client, key in the Authorization header) writes into that browser's memory, which the page shows
-after a reload; once revoked in the page, the key is refused."""
+after a reload; the browser's own id, decrypted from its storage as anyone holding it can, is refused alone;
+once revoked in the page, the key is refused."""
 
 from __future__ import annotations
 
 import pytest
 
+from sessions.agent_keys import PAGE_ID_ALONE
 from tests.test_mcp_keys import call
 from tests.ui_fixtures import PAGE_WAIT, chromium_browser
 
 browser = pytest.fixture(scope="module")(chromium_browser)
+
+
+def browser_id(page, url: str) -> str:
+    """The page's user id as anyone holding the browser's storage reads it (the issue's finding): the stored
+    value, decrypted with the gr.BrowserState secret that the app serves in /config. CryptoJS's passphrase
+    form: OpenSSL's "Salted__" layout, key and IV from MD5 rounds over the passphrase (the secret's SHA-256
+    in hex) and the salt."""
+    import base64
+    import hashlib
+    import json
+    import urllib.request
+
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    stored = page.evaluate("() => localStorage.getItem('memory_chat_user')")
+    with urllib.request.urlopen(url + "/config", timeout=30) as r:
+        config = json.load(r)
+    secret = next(
+        c["props"]["secret"]
+        for c in config["components"]
+        if c.get("props", {}).get("storage_key") == "memory_chat_user"
+    )
+    blob = base64.b64decode(stored.split(":", 1)[1])
+    assert blob[:8] == b"Salted__"
+    salt, body = blob[8:16], blob[16:]
+    passphrase = hashlib.sha256(secret.encode()).hexdigest().encode()
+    derived, block = b"", b""
+    while len(derived) < 48:
+        block = hashlib.md5(block + passphrase + salt).digest()
+        derived += block
+    dec = Cipher(algorithms.AES(derived[:32]), modes.CBC(derived[32:48])).decryptor()
+    plain = dec.update(body) + dec.finalize()
+    return json.loads(plain[: -plain[-1]])
 
 
 def key_list(page) -> str:
@@ -53,6 +88,12 @@ def test_a_key_made_in_settings_is_shown_once_listed_used_by_an_agent_and_revoke
     url = live_app.url + "/gradio_api/mcp/"
     err, text = call(url, "send_message", key, user_id="", message="Note from my agent: the hives need checking.")
     assert not err, text
+    # The browser's own id, read out of its storage, opens nothing alone; beside its key it names the same memory.
+    uid = browser_id(page, live_app.url)
+    err, text = call(url, "export_memory", user_id=uid)
+    assert err and PAGE_ID_ALONE in text, text
+    err, text = call(url, "export_memory", key, user_id=uid)
+    assert not err and "hives" in text, text
 
     # Listed again (the fold closed and opened): the key is gone from the page, its last use is shown.
     page.get_by_text("Agent keys (for MCP clients and scripts)").first.click()
