@@ -76,6 +76,9 @@ class AppSettings:
     # Gradio's MCP server (/gradio_api/mcp/) with the memory endpoints as tools (docs/mcp.md). When unset:
     # on where the app listens on loopback only, off on a Space or a public address.
     mcp: bool = env("MEMORY_MCP", True)
+    # Every API and MCP call must bring an agent key (Settings → Agent keys; docs/mcp.md); /new_user is then
+    # refused. Off: a key, or an id /new_user issued to an API client (a page's id is refused alone either way).
+    require_agent_keys: bool = env("MEMORY_REQUIRE_AGENT_KEYS", False)
 
     # Read by from_env's rules (the deployment's reach, the LLM lock) or before it, not declared on a field.
     DERIVED: ClassVar[tuple[str, ...]] = (
@@ -194,6 +197,7 @@ def build(settings: AppSettings | None = None):
         allow_llm_change=settings.allow_llm_change,
         accounts=accounts(settings),
         serving=settings.serving,
+        require_agent_keys=settings.require_agent_keys,
     )
     # Replies share one pool (ui.fairness); memory builds wait in the service's own build pool.
     demo.queue(default_concurrency_limit=settings.serving.concurrency)

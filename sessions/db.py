@@ -280,11 +280,18 @@ class MessageRow:
     trace: dict | None
     created_at: float
     source_turn_id: str | None = None  # the turn's id in an imported history (LoCoMo "D3:7")
+    turn_no: int | None = None  # its number in the session (rows stored before numbering: their id)
     damaged: str = ""  # "trace" when the stored trace could not be read (quarantined; trace is None)
 
     def turn_id(self) -> str:
-        """The id memory provenance uses: the source's id for imported turns, else session:message."""
-        return self.source_turn_id or f"{self.session_id}:{self.id}"
+        """The id memory provenance uses: the source's id for imported turns, else session:number (per session,
+        so a turn id tells nothing of other users' messages)."""
+        return self.source_turn_id or chat_turn_id(self.session_id, self.turn_no, self.id)
+
+
+def chat_turn_id(session_id: str, turn_no: int | None, message_id: int) -> str:
+    """A chat message's turn id: "s3:4", the 4th message of session 3 (a row stored before the numbering: its id)."""
+    return f"{session_id}:{turn_no or message_id}"
 
 
 R = TypeVar("R", "SessionRow", "MessageRow")

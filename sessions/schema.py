@@ -50,6 +50,7 @@ users = sa.Table(
     sa.Column("user_id", sa.Text, primary_key=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("prefs", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("api_client", sa.Integer, nullable=False, server_default="0"),  # migration 7: issued by /new_user
 )
 
 sessions = sa.Table(
@@ -83,6 +84,7 @@ messages = sa.Table(
     sa.Column("trace", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("source_turn_id", sa.Text),  # migration 4: the turn's id in an imported history
+    sa.Column("turn_no", sa.Integer),  # migration 8: the message's number in its session (its turn id)
 )
 
 compares = sa.Table(
@@ -158,6 +160,20 @@ quarantine = sa.Table(
     sa.Column("session_id", sa.Text, nullable=False, server_default=""),
     sa.Column("raw", sa.Text),
     sa.Column("found_at", sa.Float, nullable=False),
+)
+
+# Agent keys (migration 7; sessions/agent_keys.py): a person's keys for MCP clients and scripts, stored as a
+# hash of the key; `prefix` is the key's first characters, not secret, to tell keys apart in a list.
+agent_keys = sa.Table(
+    "agent_keys",
+    metadata,
+    sa.Column("key_hash", sa.Text, primary_key=True),
+    sa.Column("user_key", sa.Text, nullable=False),
+    sa.Column("prefix", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("last_used_at", sa.Float),
+    sa.Column("revoked_at", sa.Float),
 )
 
 
@@ -307,6 +323,30 @@ def _v6_store_keys_not_ids(conn: Connection) -> None:
                 conn.execute(sa.text(f"UPDATE {t} SET user_id = :k WHERE user_id = :u"), {"k": key, "u": uid})
 
 
+# Version 7: agent keys (sessions/agent_keys.py); which users were issued to an API client (/new_user) rather
+# than to a page: only those ids are served alone by the API and MCP (a page's id needs an agent key).
+V7 = """
+CREATE TABLE agent_keys (
+    key_hash     TEXT PRIMARY KEY,
+    user_key     TEXT NOT NULL,
+    prefix       TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    created_at   {float} NOT NULL,
+    last_used_at {float},
+    revoked_at   {float}
+);
+CREATE INDEX agent_keys_by_user ON agent_keys (user_key);
+ALTER TABLE users ADD COLUMN api_client INTEGER NOT NULL DEFAULT 0
+"""
+
+# Version 8: a message's turn id numbers it within its session ("s3:4"), not by the server-wide message
+# counter; stored rows keep the number they had (their id), so memory already built still names them.
+V8 = """
+ALTER TABLE messages ADD COLUMN turn_no INTEGER;
+UPDATE messages SET turn_no = id
+"""
+
+
 MIGRATIONS: list[tuple[int, str, str | Callable[[Connection], None]]] = [
     (1, "sessions, messages, traces, preferences, compare runs", V1),
     (2, "THEANINE graph: memories, edges, built sessions, per-user version", V2),
@@ -314,6 +354,8 @@ MIGRATIONS: list[tuple[int, str, str | Callable[[Connection], None]]] = [
     (4, "source turn ids; how a memory was made and its excerpt", V4),
     (5, "quarantine of damaged stored values", V5),
     (6, "users stored by key, not by id", _v6_store_keys_not_ids),
+    (7, "agent keys; users issued to an API client", V7),
+    (8, "turn numbers per session", V8),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -21,6 +21,7 @@ from memory.url_guard import check_url
 
 from . import upkeep
 from . import users as _prefs
+from .agent_keys import AgentKeys
 from .db import DATABASE_DOWN, NOT_STORED, DatabaseUnavailable, MemoryVersions, UserError, database_down
 from .graph_store import SqlGraphStore
 from .lifecycle import Chat, ChatUpdate, EndResult, Lifecycle, check_date
@@ -61,6 +62,7 @@ class SessionService(Upkeep):
         graphs.import_json_folders(settings.data_dir)  # a data dir from before: JSON graph files
         agent.use_graph_store(graphs, MemoryVersions(self.store.engine))
         self.identity = Identity(self.store, identity)  # which ids are served (sessions/users.py)
+        self.agent_keys = AgentKeys(self.store.engine)  # what agents hold instead of an id (Settings → Agent keys)
         self.limits = limits or Limits()
         self._allow_llm_change = allow_llm_change
         self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)

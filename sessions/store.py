@@ -18,6 +18,7 @@ Session status: "open" (the user is chatting in it; at most one per user),
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,7 +31,7 @@ from memory.text import clean_obj, register_secret
 from memory.userspace import user_key
 
 from . import damage, db, schema
-from .db import Damage, MessageRow, R, SessionRow, row_of
+from .db import Damage, MessageRow, R, SessionRow, chat_turn_id, row_of
 from .schema import compares as C
 from .schema import copy_sqlite_into
 from .schema import messages as M
@@ -38,6 +39,8 @@ from .schema import sessions as S
 from .schema import users as U
 from .users import check_user_id
 from .work import close_claim
+
+CHAT_TURN_ID = re.compile(r"s\d+:\d+")  # MessageRow.turn_id of a chat message
 
 _N_OK = (
     sa.select(sa.func.count())
@@ -133,6 +136,7 @@ class Store:
         with self._write() as c:
             for table in (M, C, S, U):
                 c.execute(table.delete().where(table.c.user_id == user_key(user_id)))
+            c.execute(schema.agent_keys.delete().where(schema.agent_keys.c.user_key == user_key(user_id)))
             damage.clear(c, user_key(user_id))
 
     # --- sessions ----------------------------------------------------------------------
@@ -282,6 +286,14 @@ class Store:
                 )
             }
             prefix = ""
+            taken |= {  # and the user's chat turns (MessageRow.turn_id): a re-imported export names them
+                chat_turn_id(r.session_id, r.turn_no, r.id)
+                for r in c.execute(
+                    sa.select(M.c.session_id, M.c.turn_no, M.c.id).where(
+                        M.c.user_id == user_key(user_id), M.c.source_turn_id.is_(None)
+                    )
+                )
+            }
             if taken.intersection(t[3] for _, turns in sessions for t in turns if t[3]):
                 n = c.execute(
                     sa.select(sa.func.count())
@@ -312,8 +324,9 @@ class Store:
                                 "status": "ok",
                                 "created_at": now,
                                 "source_turn_id": prefix + tid if tid else None,
+                                "turn_no": n,
                             }
-                            for r, s, t, tid in turns
+                            for n, (r, s, t, tid) in enumerate(turns, 1)
                         ],
                     )
                 ids.append(sid)
@@ -326,6 +339,7 @@ class Store:
         """Store a user message in `session_id` if it is still the open session, else return None
         (another tab ended it a moment ago: the caller sends into the new one)."""
         with self._write() as c:
+            self._lock_user(c, user_id)  # first, as end_open_session takes it: the same order, no deadlock
             # FOR UPDATE (PostgreSQL): an end_open_session of another replica waits for this insert, or wins first.
             is_open = c.execute(
                 sa.select(S.c.session_id)
@@ -336,11 +350,23 @@ class Store:
                 return None
             return self._insert_message(c, user_id, session_id, "user", text)
 
-    @staticmethod
-    def _insert_message(c: Connection, user_id: str, session_id: str, role: str, text: str, **columns) -> int:
+    def _insert_message(self, c: Connection, user_id: str, session_id: str, role: str, text: str, **columns) -> int:
         """One chat message, stored as given; returns its id. Its text is clean already: what people type is
-        cleaned once on input (lifecycle.check_message) and what a model writes once on output (LLMSession)."""
-        values = {"user_id": user_key(user_id), "session_id": session_id, "role": role, "speaker": role, **columns}
+        cleaned once on input (lifecycle.check_message) and what a model writes once on output (LLMSession).
+        It is numbered after the session's last message (its turn id, MessageRow.turn_id), under the user's
+        lock: the number says nothing about other users."""
+        self._lock_user(c, user_id)
+        key = user_key(user_id)
+        last = c.execute(
+            sa.select(sa.func.max(M.c.turn_no)).where(M.c.user_id == key, M.c.session_id == session_id)
+        ).scalar()
+        # Past the imported turns that kept an id of this shape (an export of this app, imported): ids stay unique.
+        shaped = c.execute(
+            sa.select(M.c.source_turn_id).where(M.c.user_id == key, M.c.source_turn_id.like(f"{session_id}:%"))
+        ).scalars()
+        numbers = [int(t.rsplit(":", 1)[1]) for t in shaped if CHAT_TURN_ID.fullmatch(t)]
+        values = {"user_id": key, "session_id": session_id, "role": role, "speaker": role, **columns}
+        values["turn_no"] = max([int(last or 0), *numbers]) + 1
         stmt = M.insert().values(**values, text=text, created_at=time.time()).returning(M.c.id)
         return int(c.execute(stmt).scalar_one())
 

@@ -159,7 +159,7 @@ def test_kill9_during_reply_and_during_close_loses_nothing_and_recovers(tmp_path
     s1 = store.session(uid, "s1")
     assert s1 is not None
     rec = SessionRecord(
-        "s1", s1.date, [Turn(m.speaker, m.text, f"s1:{m.id}") for m in store.messages(uid, "s1", include_errors=False)]
+        "s1", s1.date, [Turn(m.speaker, m.text, m.turn_id()) for m in store.messages(uid, "s1", include_errors=False)]
     )
     again = agent.close_session(uid, rec, settings.options)
     assert again.already_built and not again.new_memories and not again.new_segments

@@ -1,13 +1,15 @@
 """Documented API endpoints for gradio_client.
 
-An API client has no browser storage, so these endpoints take the user id as
-their first parameter. The id is a bearer secret: get one from /new_user and
-keep it private (the web page keeps its own id in the browser and never shows it).
-Every id is validated before use: only ids this server issued (by /new_user or to a page) are served.
+Whose memory a call uses: the owner of the agent key the client sends as `Authorization: Bearer <key>`
+(made in the page's Settings → Agent keys; sessions/agent_keys.py), with user_id "" (or the owner's id).
+Without a key, the first parameter is a user id that /new_user issued to an API client: a bearer secret,
+to keep private. A page's own id is refused alone (the browser's storage does not protect it), and so is
+every call without a key where the deployment requires keys (MEMORY_REQUIRE_AGENT_KEYS).
 
     from gradio_client import Client
-    c = Client("http://127.0.0.1:7860/")
-    uid = c.predict(api_name="/new_user")
+    c = Client("http://127.0.0.1:7860/", headers={"Authorization": f"Bearer {key}"})
+    uid = ""                                                    # "": the key's owner
+    # (a script's own memory, without a key: c = Client(url); uid = c.predict(api_name="/new_user"))
     reply, trace = c.predict(uid, "I adopted a puppy named Rex.", "theanine", api_name="/send_message")
     if trace.get("error"):                                       # the model failed; the message is saved
         reply, trace = c.predict(uid, "theanine", api_name="/reply_again")
@@ -33,10 +35,12 @@ import gradio as gr
 
 from memory.errors import InvalidOptions
 from sessions import SessionService, UserError
+from sessions.agent_keys import KEYS_ONLY, KeyRefused
 from sessions.db import database_down
 from sessions.lifecycle import EndResult
 from sessions.recall import recall as recall_memory
 from sessions.service import user_message
+from sessions.users import UserKey
 
 from . import fairness
 
@@ -167,24 +171,38 @@ def mcp_lifespan(demo: gr.Blocks):
     return lifespan
 
 
-def register_api(service: SessionService, serving: fairness.Serving) -> None:
-    """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`)."""
+def register_api(service: SessionService, serving: fairness.Serving, require_keys: bool = False) -> None:
+    """Add the endpoints to the Blocks being built (call inside `with gr.Blocks()`). Each call's user is the
+    owner of its agent key (sessions/agent_keys.py), or an id /new_user issued; `require_keys`
+    (MEMORY_REQUIRE_AGENT_KEYS) refuses every call without a key."""
     reply, build = fairness.reply_events(serving), fairness.build_events(serving)  # ui.fairness
+    keys = service.agent_keys
+
+    def user(user_id: str, request: gr.Request | None) -> UserKey:
+        headers = getattr(request, "headers", None) or {}
+        return keys.user_for(user_id, headers.get("authorization", ""), service.user, require_keys)
 
     @refused_for_people
     def new_user(request: gr.Request) -> str:
-        """Create a new user and return its id (a secret: whoever holds it reads that user's memory).
-        Only ids made here are accepted; on a public deployment each address may make a few per hour."""
-        return service.new_user(request)
+        """Create a new user and return its id (a secret: whoever holds it reads that user's memory), for a
+        script without a page. Only ids made here are accepted; on a public deployment each address may make
+        a few per hour. Refused where the server takes agent keys only (MEMORY_REQUIRE_AGENT_KEYS)."""
+        if require_keys:
+            raise KeyRefused(KEYS_ONLY)
+        uid = service.new_user(request)
+        keys.mark_api_client(service.user(uid))  # an API client's id: served alone (a page's id is not)
+        return uid
 
     @refused_for_people
-    def send_message(user_id: str, message: str, strategy: str = "") -> tuple[str, dict]:
+    def send_message(
+        user_id: str, message: str, strategy: str = "", request: gr.Request | None = None
+    ) -> tuple[str, dict]:
         """Say `message` to the memory chat as the user, in their open session, and get the assistant's reply,
         written with what it recalled from the user's earlier sessions. The message and reply are stored;
         end_session turns the session into long-term memory. To look memory up without replying, use recall.
 
         Args:
-            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+            user_id: "" when the client sends its agent key (Authorization: Bearer); else a secret id from /new_user
             message: the user's message, as they would type it in the chat
             strategy: the memory to reply with: "theanine", "secom" or "none"; "" (default) = the user's saved choice
 
@@ -192,39 +210,40 @@ def register_api(service: SessionService, serving: fairness.Serving) -> None:
             [reply text, trace]; the trace names the memory the reply read (memories, timelines or segments)
             the LLM calls, tokens and timings; trace["error"] is set when the model failed (the message stays saved)
         """
-        return _answer(service.send(user_id, message, strategy or None))
+        return _answer(service.send(user(user_id, request), message, strategy or None))
 
     @refused_for_people
-    def reply_again(user_id: str, strategy: str = "") -> tuple[str, dict]:
+    def reply_again(user_id: str, strategy: str = "", request: gr.Request | None = None) -> tuple[str, dict]:
         """Answer again the last message of the open session when its reply failed or never came
         (the Retry button of the page). Returns (reply text, trace dict) like /send_message."""
-        return _answer(service.retry(user_id, strategy or None))
+        return _answer(service.retry(user(user_id, request), strategy or None))
 
     @refused_for_people
-    def end_session(user_id: str, next_date: str = "") -> dict:
+    def end_session(user_id: str, next_date: str = "", request: gr.Request | None = None) -> dict:
         """End the user's open session: build its long-term memory (THEANINE's memory graph and SeCom's
         segments, from the stored turns) and open the next session. Call it when a conversation is over, so
         that later sessions (and recall) can use what was said; it can take a while.
 
         Args:
-            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+            user_id: "" when the client sends its agent key (Authorization: Bearer); else a secret id from /new_user
             next_date: the next session's date, e.g. "2023-05-15" (not before the session just ended); "" = today
 
         Returns:
             {"message", "errors", "closed": [{"session_id", "error", "new_memories", "new_segments"}], "session"}
         """
-        return _end(service.end_session(user_id, next_date or None))
+        return _end(service.end_session(user(user_id, request), next_date or None))
 
     @refused_for_people
-    def new_session(user_id: str, date: str) -> dict:
+    def new_session(user_id: str, date: str, request: gr.Request | None = None) -> dict:
         """Start a session dated `date` (e.g. "2023-05-15"; not before the previous session); the open one
         is ended first if it has messages."""
-        return _end(service.new_session(user_id, date))
+        return _end(service.new_session(user(user_id, request), date))
 
     @refused_for_people
-    def history(user_id: str) -> dict:
+    def history(user_id: str, request: gr.Request | None = None) -> dict:
         """The user's sessions (oldest first), each with its messages; "damaged" lists stored values that
         could not be read (left out; /repair_damage rebuilds or drops them)."""
+        user_id = user(user_id, request)
         sessions = service.sessions(user_id)
         return {
             "sessions": [
@@ -234,7 +253,7 @@ def register_api(service: SessionService, serving: fairness.Serving) -> None:
         }
 
     @refused_for_people
-    def import_history(user_id: str, data: str, sample_id: str = "") -> dict:
+    def import_history(user_id: str, data: str, sample_id: str = "", request: gr.Request | None = None) -> dict:
         """Import past conversations as the user's earlier sessions (closed, dated before the open one) and build
         their long-term memory, as end_session does for each; it can take minutes. The app's format is
         {"sessions": [{"date": "2023-05-08", "turns": [{"speaker": "user", "text": "I adopted a puppy."},
@@ -242,42 +261,44 @@ def register_api(service: SessionService, serving: fairness.Serving) -> None:
         a LoCoMo file is read too (turns keep their ids, "D3:7"). Up to 20 MB.
 
         Args:
-            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+            user_id: "" when the client sends its agent key (Authorization: Bearer); else a secret id from /new_user
             data: the JSON text of the history: the app's format (export_memory's result is one) or LoCoMo's
             sample_id: the conversation to import from a LoCoMo file with several, e.g. "conv-30"; "" = the only one
 
         Returns:
             {"closed": [per session: "session_id", "new_memories", "new_segments"], "memories", "segments", "errors"}
         """
-        out = _end(service.import_history(user_id, data, sample_id or ""))
+        out = _end(service.import_history(user(user_id, request), data, sample_id or ""))
         out["memories"] = sum(len(c["new_memories"]) for c in out["closed"])
         out["segments"] = sum(len(c["new_segments"]) for c in out["closed"])
         return out
 
     @refused_for_people
-    def export_memory(user_id: str) -> dict:
+    def export_memory(user_id: str, request: gr.Request | None = None) -> dict:
         """Everything the app keeps about the user, as JSON: every session with its turns (importable again by
         import_history), the THEANINE memory graph (memories with their source turns, and the edges between
         them), the SeCom segments, and the user's settings. Large for a long history: to answer a question,
         use recall.
 
         Args:
-            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+            user_id: "" when the client sends its agent key (Authorization: Bearer); else a secret id from /new_user
 
         Returns:
             {"format", "sessions", "memory": {"theanine_graph", "secom_segments"}, "settings", "damaged"}
         """
-        return service.export(user_id)
+        return service.export(user(user_id, request))
 
     @refused_for_people
-    def recall(user_id: str, query: str, strategy: str = "", as_of: str = "") -> dict:
+    def recall(
+        user_id: str, query: str, strategy: str = "", as_of: str = "", request: gr.Request | None = None
+    ) -> dict:
         """Search the user's long-term memory (their ended sessions) for what is relevant to `query`, without
         replying: the memory lines a reply would read, each with its score and its provenance, the turns it
         came from (turn id, session id and date, speaker, text). Memories a later one superseded (a changed
         fact) are listed with what replaced them. Use it to answer from what the user said in past sessions.
 
         Args:
-            user_id: the user's memory id, a secret the person gives you (the app's /new_user issues it); never show it
+            user_id: "" when the client sends its agent key (Authorization: Bearer); else a secret id from /new_user
             query: what to look up, e.g. "Where does the user live?" or "the user's dog"
             strategy: "theanine" (memories and their timelines), "secom" (segments) or "" (the user's choice)
             as_of: "" (now), a session id (memory as it stood after that session ended) or a date ("2023-05-02")
@@ -286,13 +307,14 @@ def register_api(service: SessionService, serving: fairness.Serving) -> None:
             {"strategy", "as_of", "lines": [{"text", "score", "turns": [{"id", "session_id", "date", "speaker"
             "text"}]}], "superseded": [{"id", "event", "time", "superseded_by"}]}
         """
-        return _with_sessions(service, user_id, recall_memory(service, user_id, query, strategy, as_of))
+        who = user(user_id, request)
+        return _with_sessions(service, who, recall_memory(service, who, query, strategy, as_of))
 
     @refused_for_people
-    def repair_damage(user_id: str, item: str, action: str = "rebuild") -> str:
+    def repair_damage(user_id: str, item: str, action: str = "rebuild", request: gr.Request | None = None) -> str:
         """Repair a damaged stored value listed under "damaged" by /history or /export_memory: "rebuild"
         (a memory: its session's memory is built again from the stored turns) or "drop" it."""
-        return service.repair(user_id, item, action)
+        return service.repair(user(user_id, request), item, action)
 
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)

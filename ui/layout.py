@@ -16,7 +16,7 @@ from sessions import SessionService
 from sessions.lifecycle import MAX_MESSAGE_CHARS
 from sessions.users import Accounts
 
-from . import evaluation, fairness, panels, timetravel
+from . import agent_keys_panel, evaluation, fairness, panels, timetravel
 from .api import register_api
 from .components import Page
 from .events import FAST, QUIET, EventOptions
@@ -114,9 +114,11 @@ def build_demo(
     allow_llm_change: bool | None = None,
     accounts: Accounts | None = None,
     serving: fairness.Serving | None = None,
+    require_agent_keys: bool = False,
 ) -> gr.Blocks:
     """The page: sessions sidebar, chat beside "See why", settings and data panels; then the events.
-    With `accounts` (MEMORY_HF_LOGIN=1), a "Sign in with Hugging Face" button: a signed-in account is the user."""
+    With `accounts` (MEMORY_HF_LOGIN=1), a "Sign in with Hugging Face" button: a signed-in account is the user.
+    `require_agent_keys` (MEMORY_REQUIRE_AGENT_KEYS): every API and MCP call needs an agent key (ui/api.py)."""
     allow_llm_change = fairness.llm_choice_allowed(service, allow_llm_change)
     serving = serving or fairness.Serving()
     c = Page()  # every component the handlers read or update, by name (filled in below)
@@ -137,9 +139,9 @@ def build_demo(
         with gr.Row(equal_height=False):
             _chat_column(c, settings.options)
             _see_why_column(c, service)
-        _settings_panel(c, settings, allow_llm_change)
+        _settings_panel(c, settings, allow_llm_change, service)
         _data_panel(c)
-        register_api(service, serving)  # first, so the documented endpoints get the plain names
+        register_api(service, serving, require_agent_keys)  # first, so the documented endpoints get the plain names
         _wire(demo, c, service, settings, allow_llm_change, accounts, serving)
     return demo
 
@@ -230,7 +232,7 @@ def _see_why_column(c: Page, service: SessionService) -> None:
         c.evaluation = evaluation.build_tab(service)
 
 
-def _settings_panel(c: Page, settings: Settings, allow_llm_change: bool) -> None:
+def _settings_panel(c: Page, settings: Settings, allow_llm_change: bool, service: SessionService) -> None:
     o = settings.options
     with gr.Accordion("Settings", open=False):
         with gr.Row(visible=allow_llm_change, elem_id="llm-choice"):  # none offered when locked
@@ -276,6 +278,7 @@ def _settings_panel(c: Page, settings: Settings, allow_llm_change: bool) -> None
         )
         c.save_settings = gr.Button("Apply settings", elem_id="apply-settings-btn")
         c.settings_status = gr.HTML(elem_id="settings-status")
+        agent_keys_panel.panel(service, c.uid)
 
 
 def _data_panel(c: Page) -> None:
