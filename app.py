@@ -1,8 +1,8 @@
 """Run the memory chat app: `python app.py`, then open http://127.0.0.1:7860.
 
-Configured by environment variables (or .env), read once, at start, by `AppSettings.from_env` and
-listed in docs/settings.md. The memory's own settings (memory.settings.Settings: the LLM, where
-memory lives, the strategies' options) are passed to the memory library; the app's (how users
+Configured by environment variables (or .env), read once, at start, by `AppSettings.from_env`
+(sessions/settings.py) and listed in docs/settings.md. The memory's own settings (memory.settings.Settings:
+the LLM, where memory lives, the strategies' options) are passed to the memory library; the app's (how users
 share the server, the per-user bounds, which ids are served, the database, the browser secret,
 sign-in, MCP) are passed to the session service and the page. Where it listens (GRADIO_SERVER_NAME /
 GRADIO_SERVER_PORT) is read by Gradio's launch().
@@ -15,111 +15,21 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 from memory.errors import InvalidSetting
-from memory.settings import Settings, env, env_names, read_env
-from sessions.users import IdentityConfig
-from sessions.work import Limits
-from ui.fairness import Serving
+
+# The app's settings live in sessions/settings.py (`python -m sessions` reads them too); named here as well.
+from sessions.settings import AppSettings, listens_publicly, llm_change_allowed, load_dotenv_file
+
+__all__ = ["AppSettings", "build", "listens_publicly", "llm_change_allowed", "main"]
 
 log = logging.getLogger("app")
 
 
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
-
-
-def listens_publicly(server_name: str) -> bool:
-    """Whether the app's listen address (GRADIO_SERVER_NAME) is reachable from other machines."""
-    import ipaddress
-
-    name = (server_name or "127.0.0.1").strip().lower()
-    if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
-        return False
-    try:
-        return not ipaddress.ip_address(name.strip("[]")).is_loopback
-    except ValueError:
-        return True  # a host name other than localhost (or 0.0.0.0 / ::): other machines can reach it
-
-
-def llm_change_allowed(env: Mapping[str, str]) -> bool:
-    """May visitors choose the LLM backend, model and URL? Locked on public deployments by default.
-
-    MEMORY_LOCK_LLM=1 always locks; MEMORY_ALLOW_LLM_CHANGE=1 opts in; otherwise a Space
-    (SPACE_ID) or a non-loopback listen address (GRADIO_SERVER_NAME) locks it.
-    """
-    if env.get("MEMORY_LOCK_LLM", "0") == "1":
-        return False
-    if env.get("MEMORY_ALLOW_LLM_CHANGE", "0") == "1":
-        return True
-    return not (env.get("SPACE_ID") or listens_publicly(env.get("GRADIO_SERVER_NAME", "")))
-
-
-@dataclass(frozen=True)
-class AppSettings:
-    """Everything the app reads from the environment, once: the memory's settings and the app's own."""
-
-    memory: Settings = field(default_factory=Settings)
-    limits: Limits = field(default_factory=Limits)
-    identity: IdentityConfig = field(default_factory=IdentityConfig)
-    serving: Serving = field(default_factory=Serving)
-    allow_llm_change: bool = True  # visitors may pick backend/model/URL (llm_change_allowed)
-    database_url: str = env("DATABASE_URL", "", secret=True)  # "" = MEMORY_DATA_DIR/sessions.sqlite3
-    # The key of the browser-stored user id; "" = a random one kept in the data dir (browser_secret).
-    browser_secret: str = env("MEMORY_BROWSER_SECRET", "", secret=True)
-    # "Sign in with Hugging Face" as the identity (sessions/users.py), and the key of its ids.
-    hf_login: bool = env("MEMORY_HF_LOGIN", False)
-    hf_id_secret: str = env("MEMORY_HF_ID_SECRET", "", secret=True)
-    # Gradio's MCP server (/gradio_api/mcp/) with the memory endpoints as tools (docs/mcp.md). When unset:
-    # on where the app listens on loopback only, off on a Space or a public address.
-    mcp: bool = env("MEMORY_MCP", True)
-    # Every API and MCP call must bring an agent key (Settings → Agent keys; docs/mcp.md); /new_user is then
-    # refused. Off: a key, or an id /new_user issued to an API client (a page's id is refused alone either way).
-    require_agent_keys: bool = env("MEMORY_REQUIRE_AGENT_KEYS", False)
-
-    # Read by from_env's rules (the deployment's reach, the LLM lock) or before it, not declared on a field.
-    DERIVED: ClassVar[tuple[str, ...]] = (
-        "MEMORY_DOTENV",
-        "GRADIO_SERVER_NAME",
-        "GRADIO_SERVER_PORT",
-        "MEMORY_LOCK_LLM",
-        "MEMORY_ALLOW_LLM_CHANGE",
-    )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> AppSettings:
-        """InvalidSetting (which variable, its value, what is allowed) for a value the app cannot use."""
-        e = dict(os.environ if env is None else env)
-        public = bool(e.get("SPACE_ID")) or listens_publicly(e.get("GRADIO_SERVER_NAME", ""))
-        identity = read_env(IdentityConfig, e)
-        identity.setdefault("issued_only", True)
-        identity.setdefault("new_users_per_hour", 10 if public else 0)
-        own = read_env(cls, e)
-        own.setdefault("mcp", not public)
-        return cls(
-            memory=Settings.from_env(e),
-            limits=Limits(**read_env(Limits, e)),
-            identity=IdentityConfig(**identity, behind_proxy=bool(e.get("SPACE_ID"))),
-            serving=Serving(**read_env(Serving, e)),
-            allow_llm_change=llm_change_allowed(e),
-            **own,
-        )
-
-    @classmethod
-    def variables(cls) -> list[str]:
-        """Every environment variable the app reads (docs/settings.md documents each one)."""
-        return sorted({*env_names(cls), *cls.DERIVED, *Settings.variables()})
-
-
 def load_env() -> None:
     # Before anything reads the environment; MEMORY_DOTENV=0 skips .env (the tests use it).
-    if os.environ.get("MEMORY_DOTENV", "1") != "0":
-        from dotenv import load_dotenv
-
-        load_dotenv()
+    load_dotenv_file()
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     # Memory builds compute on their own low-priority thread (sessions.work.BuildPool): no tokenizers pool
@@ -238,14 +148,14 @@ def main() -> None:
         handler.addFilter(RedactSecrets())
     logging.getLogger("mcp").setLevel(logging.WARNING)  # the MCP server logs every request at INFO
     load_env()
-    from ui import launch_kwargs
-    from ui.api import mcp_lifespan
-
-    try:
+    try:  # before ui/ is imported: it takes its defaults (GRAPH_MAX_NODES) from the checked environment
         settings = AppSettings.from_env()
         demo = build(settings)
     except InvalidSetting as e:  # a bad environment variable: say which, without a traceback
         raise SystemExit(f"Cannot start: {e} (docs/settings.md lists every setting).") from None
+    from ui import launch_kwargs
+    from ui.api import mcp_lifespan
+
     # GRADIO_SERVER_NAME / GRADIO_SERVER_PORT are read by launch(); the default is 127.0.0.1:7860.
     # The MCP server (http://127.0.0.1:7860/gradio_api/mcp/) offers the memory endpoints only (ui.api.MCP_TOOLS);
     # mcp_server is always given, so Gradio's own GRADIO_MCP_SERVER variable is not read.

@@ -1,5 +1,6 @@
 """The app's maintenance commands, run with the same environment as the app (MEMORY_DATA_DIR,
-DATABASE_URL, CHROMA_HOST, ...; like app.py, this entry point reads it, and passes it on):
+DATABASE_URL, CHROMA_HOST, ...; like app.py, this entry point reads it through
+sessions.settings.AppSettings, and passes it on):
 
     python -m sessions check [--repair | --drop] [--data-dir DIR]
         read every stored JSON value of every user; a damaged one is quarantined and reported
@@ -19,28 +20,28 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import logging
-import os
 import sys
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from . import damage, schema
+from memory.errors import InvalidSetting
+
+from . import damage, migrations, schema
 from .graph_store import SqlGraphStore
+from .settings import AppSettings, load_dotenv_file
 from .store import Store, open_store
 from .users import UserKey, fingerprint, idle_users
 
 
 def check(args: argparse.Namespace) -> int:
-    if args.data_dir is None:
-        from memory.settings import Settings
-
-        args.data_dir = Settings.from_env(dict(os.environ)).data_dir
-    url = os.environ.get("DATABASE_URL", "").strip()
-    store = Store.for_data_dir(Path(args.data_dir), url)  # applies migrations (the quarantine table)
+    settings = AppSettings.from_env()
+    data_dir = settings.memory.data_dir if args.data_dir is None else args.data_dir
+    # Opening the store applies the migrations (the quarantine table).
+    store = Store.for_data_dir(Path(data_dir), settings.database_url.strip())
     rep = damage.scan(store.engine)
     if args.repair or args.drop:
-        damage.repair_all(store.engine, rep, drop=args.drop)
+        damage.repair_all(store.engine, SqlGraphStore(store.engine), rep, drop=args.drop)
     print(damage.render(rep))
     damaged_left = rep.findings and not (args.repair or args.drop)
     return 1 if damaged_left or rep.integrity not in ("", "ok") else 0
@@ -70,10 +71,10 @@ def migrate(args: argparse.Namespace) -> int:
     print(f"data dir {data}: {len(before)} files (Chroma not counted)")
     for p in before:
         print("  ", p)
-    store = open_store(data, os.environ.get("DATABASE_URL", ""))
+    store = open_store(data, AppSettings.from_env().database_url)
     print(
         f"database: {store.engine.url.render_as_string(hide_password=True)}, "
-        f"schema version {schema.version(store.engine)}"
+        f"schema version {migrations.version(store.engine)}"
     )
     moved = SqlGraphStore(store.engine).import_json_folders(data)
     for k, n in moved.items():
@@ -87,17 +88,12 @@ def migrate(args: argparse.Namespace) -> int:
 
 def _service():
     from memory.agent import MemoryAgent
-    from memory.settings import Settings
 
     from .service import SessionService
 
-    if os.environ.get("MEMORY_DOTENV", "1") != "0":  # the app's .env, as app.py reads it
-        from dotenv import load_dotenv
-
-        load_dotenv()
-    settings = Settings.from_env()
-    agent = MemoryAgent.from_settings(settings)
-    return SessionService(settings, agent, database_url=os.environ.get("DATABASE_URL", ""), locks=agent.locks)
+    settings = AppSettings.from_env()
+    agent = MemoryAgent.from_settings(settings.memory)
+    return SessionService(settings.memory, agent, database_url=settings.database_url, locks=agent.locks)
 
 
 def idle(args: argparse.Namespace, service=None, out=sys.stdout, now: float | None = None) -> int:
@@ -140,15 +136,19 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, service=None, out=sys.stdout, now: float | None = None) -> int:
     """`service`, `out` and `now` are for tests of the idle report."""
+    load_dotenv_file()  # the app's .env, as app.py reads it, for every command
     ap = parser()
     args = ap.parse_args(argv)
-    if args.command == "check":
-        return check(args)
-    if args.command == "migrate":
-        return migrate(args)
-    if args.days < 1:
+    if args.command == "idle" and args.days < 1:
         ap.error("--days must be at least 1")
-    return idle(args, service, out, now)
+    try:
+        if args.command == "check":
+            return check(args)
+        if args.command == "migrate":
+            return migrate(args)
+        return idle(args, service, out, now)
+    except InvalidSetting as e:  # a bad environment variable: say which, as app.py does
+        raise SystemExit(f"Cannot run: {e} (docs/settings.md lists every setting).") from None
 
 
 if __name__ == "__main__":

@@ -42,11 +42,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from . import db, graph_store, schema
+from . import db, schema
 from .db import Damage
 from .schema import compares as C
 from .schema import messages as M
@@ -157,19 +158,28 @@ def describe(d: Damage, seq: int | None = None) -> str:
     return "Your saved settings could not be read; the defaults are in use. Save your settings again (or drop them)."
 
 
-def repair(engine: Engine, user_id: str, key: str, d: Damage, action: str) -> str:
-    """Rebuild or drop one damaged value of user `user_id` (hash `key`); returns what was done."""
+class GraphRepair(Protocol):
+    """What a repair needs of the graph store it rebuilds with (sessions.graph_store.SqlGraphStore, which
+    imports this module: so it is passed in)."""
+
+    def unbuild(self, c: Connection, k: str, session_id: str) -> None: ...
+
+    def drop_memory_row(self, c: Connection, k: str, memory_id: str) -> None: ...
+
+
+def repair(engine: Engine, graphs: GraphRepair, user_id: str, key: str, d: Damage, action: str) -> str:
+    """Rebuild or drop one damaged value of user `user_id` (hash `key`); a damaged memory is dropped or
+    unbuilt in `graphs`, the graph store on `engine`. Returns what was done."""
     if action not in ACTIONS:
         raise ValueError(f"action must be one of {ACTIONS}")
     with db.write(engine) as c:
-        done = _repair(c, user_id, key, d, action)
+        done = _repair(c, graphs, user_id, key, d, action)
         clear(c, key, d.table, d.row_key)
     return done
 
 
-def _repair(c: Connection, user_id: str, key: str, d: Damage, action: str) -> str:
+def _repair(c: Connection, graphs: GraphRepair, user_id: str, key: str, d: Damage, action: str) -> str:
     if d.table == "graph_memories":
-        graphs = graph_store.SqlGraphStore(c.engine)
         if action == "drop":
             graphs.drop_memory_row(c, key, d.row_key)
             return "memory dropped"
@@ -266,12 +276,12 @@ def scan(engine: Engine) -> Report:
     return rep
 
 
-def repair_all(engine: Engine, rep: Report, drop: bool = False) -> None:
+def repair_all(engine: Engine, graphs: GraphRepair, rep: Report, drop: bool = False) -> None:
     for f in rep.findings:
         action = "drop" if drop or f.damage.table not in ("graph_memories", "sessions") else "rebuild"
         if not f.user_id:  # no such user any more: nothing to rebuild for, the row is dropped
             action = "drop"
-        f.done = repair(engine, f.user_id, f.key, f.damage, action)
+        f.done = repair(engine, graphs, f.user_id, f.key, f.damage, action)
 
 
 def render(rep: Report) -> str:

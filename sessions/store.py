@@ -2,7 +2,7 @@
 
 Embedded SQLite under the data directory by default (WAL: readers never wait for
 the writer); a PostgreSQL server when DATABASE_URL is set, shared by every app
-replica. The schema comes from numbered migrations (sessions/schema.py),
+replica. The schema comes from numbered migrations (sessions/migrations.py),
 applied at start. Every query names the user id in its WHERE clause: no row of
 one user can be read or changed through another user's id.
 
@@ -30,10 +30,9 @@ from sqlalchemy.engine import Connection
 from memory.text import clean_obj, register_secret
 from memory.userspace import user_key
 
-from . import damage, db, schema
+from . import damage, db, migrations, schema
 from .db import Damage, MessageRow, R, SessionRow, chat_turn_id, row_of
 from .schema import compares as C
-from .schema import copy_sqlite_into
 from .schema import messages as M
 from .schema import sessions as S
 from .schema import users as U
@@ -64,7 +63,7 @@ class Store:
         self.postgres = db.is_postgres(self.engine)
         # SQLite is one machine's file: a close is claimed with a file lock next to it (see claims.py).
         self.lock_dir = Path(lock_dir) if lock_dir else (self.path.parent / "locks" if self.path else None)
-        schema.upgrade(self.engine)
+        migrations.upgrade(self.engine)
 
     @classmethod
     def for_data_dir(cls, data_dir: Path | str, database_url: str = "") -> Store:
@@ -499,5 +498,5 @@ def open_store(data_dir: Path | str, database_url: str = "") -> Store:
     store = Store.for_data_dir(data_dir, url)
     old = Path(data_dir) / "sessions.sqlite3"
     if url and old.exists():  # first start of a single-process data dir on the shared database
-        copy_sqlite_into(Store(old), store)
+        migrations.copy_sqlite_into(Store(old), store)
     return store

@@ -246,7 +246,9 @@ class Upkeep:
         if d is None:
             raise UserError("Nothing damaged by that name (already repaired?).")
         with self.work.hold(user_id, "close"), self.store.close_claim(user_id):
-            done = damage.repair(self.store.engine, user_id, user_key(user_id), d, action)
+            done = damage.repair(
+                self.store.engine, SqlGraphStore(self.store.engine), user_id, user_key(user_id), d, action
+            )
             theanine = getattr(self.agent, "theanine", None)
             if d.table == "graph_memories" and action == "drop" and theanine is not None:
                 theanine.store.delete(user_id, THEANINE_KIND, ids=[d.row_key])  # its vector, too

@@ -71,16 +71,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from urllib.parse import urlparse
 
 from memory.errors import InvalidOptions, InvalidSetting
-from memory.settings import BACKENDS, LLMConfig, Options, env
+from memory.settings import BACKENDS, LLMConfig, Options
 from memory.text import clean_text
 from memory.url_guard import UnsafeURL, check_url
 from memory.userspace import is_user_key, user_key
 
 from .db import UserError
+from .settings import IdentityConfig
 from .work import LimitReached
 
 # --- ids ---------------------------------------------------------
@@ -125,16 +126,6 @@ def is_user_id(value: object) -> bool:
 # --- identity ----------------------------------------------------
 
 UNKNOWN = "Unknown user id: ids are given by this server. Reload the page (or call /new_user) to get one."
-
-
-@dataclass(frozen=True)
-class IdentityConfig:
-    """Which user ids are served; read by app.AppSettings (MEMORY_NEW_USERS_PER_HOUR defaults to 10 where the
-    app is public: a Space or a non-loopback listen address)."""
-
-    issued_only: bool = env("MEMORY_ISSUED_IDS_ONLY", False)  # the library default; the app's default is on
-    new_users_per_hour: int = env("MEMORY_NEW_USERS_PER_HOUR", 0, lo=0)  # per client address; 0: no bound
-    behind_proxy: bool = False  # on a Space: the client address is the first X-Forwarded-For hop
 
 
 class Identity:

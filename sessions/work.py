@@ -75,24 +75,10 @@ import sqlalchemy as sa
 
 from memory.locks import UserLocks
 from memory.records import Progress
-from memory.settings import env
 from memory.userspace import user_key
 
 from . import db
 from .db import UserError
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-user bounds of the session service (the build pool and import rate here, the stored sessions and
-    memories in the service); 0 turns a bound off. Read by app.AppSettings."""
-
-    imports_per_hour: int = env("MEMORY_MAX_IMPORTS_PER_HOUR", 5, lo=0)
-    sessions: int = env("MEMORY_MAX_SESSIONS", 500, lo=0)
-    memories: int = env("MEMORY_MAX_MEMORIES", 20000, lo=0)
-    build_workers: int = env("MEMORY_BUILD_WORKERS", 1, lo=1, hi=64)  # threads that build memory
-    build_nice: int = env("MEMORY_BUILD_NICE", 10, lo=0, hi=19)  # their CPU priority (Unix nice)
-
 
 # --- jobs --------------------------------------------------------
 

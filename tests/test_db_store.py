@@ -18,9 +18,8 @@ from memory.theanine.graph import JsonGraphStore, Memory, MemoryGraph
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
 from memory.userspace import user_key
-from sessions import schema
+from sessions import migrations
 from sessions.graph_store import SqlGraphStore
-from sessions.schema import copy_sqlite_into
 from sessions.store import Store, open_store
 from tests.claim_waits import wait_for_a_claim_waiter
 from tests.fakes import ScriptedLLM
@@ -103,11 +102,11 @@ def test_concurrent_writers_number_sessions_without_gaps_or_duplicates(store):
 
 
 def test_migrations_are_numbered_and_run_once(store):
-    assert schema.version(store.engine) == schema.LATEST
-    assert schema.upgrade(store.engine) == []  # a second start: nothing to do
+    assert migrations.version(store.engine) == migrations.LATEST
+    assert migrations.upgrade(store.engine) == []  # a second start: nothing to do
     with store.engine.connect() as c:
         rows = c.exec_driver_sql("SELECT version FROM schema_version ORDER BY version").scalars().all()
-    assert rows == [v for v, _, _ in schema.MIGRATIONS]
+    assert rows == [v for v, _, _ in migrations.MIGRATIONS]
 
 
 def test_close_claim_serialises_two_holders(store):
@@ -207,7 +206,7 @@ def test_a_replica_sees_the_graph_another_wrote(store, chroma_store, fake_embedd
 
 # --- migration of an existing data directory ------------------------------------------------
 
-LEGACY_SCHEMA = schema.V1.format(id="INTEGER PRIMARY KEY AUTOINCREMENT", float="REAL")
+LEGACY_SCHEMA = migrations.V1.format(id="INTEGER PRIMARY KEY AUTOINCREMENT", float="REAL")
 
 
 def legacy_data_dir(root):
@@ -248,7 +247,7 @@ def test_existing_data_dir_is_migrated_on_first_start_nothing_lost(tmp_path):
     store = open_store(data)
     moved = SqlGraphStore(store.engine).import_json_folders(data)
     assert moved == {user_key(UID): 1}
-    assert schema.version(store.engine) == schema.LATEST
+    assert migrations.version(store.engine) == migrations.LATEST
     assert [m.text for m in store.messages(UID, "s1")] == ["I adopted a puppy named Rex.", "Lovely!"]
     assert store.get_prefs(UID) == {"strategy": "secom"} and store.open_session(UID, "x").session_id == "s2"
     parts, _ = SqlGraphStore(store.engine).load(UID)
@@ -269,7 +268,7 @@ def test_existing_data_dir_is_copied_into_postgres(tmp_path, pg_url):
     assert (data / "sessions.sqlite3.migrated").exists() and not (data / "sessions.sqlite3").exists()
     assert MemoryGraph.from_sessions(SqlGraphStore(store.engine).load(UID)[0]).to_dict() == before
     assert (store.add_user_message(UID, "s2", "new") or 0) > 2  # identity moved past the copied ids
-    assert copy_sqlite_into(Store(data / "sessions.sqlite3.migrated"), Store(url=url)) is None  # never twice
+    assert migrations.copy_sqlite_into(Store(data / "sessions.sqlite3.migrated"), Store(url=url)) is None  # never twice
 
 
 def test_secom_bm25_of_a_replica_is_rebuilt_when_another_wrote(store, chroma_store, fake_embedder):
@@ -323,6 +322,6 @@ def test_migrate_command_prints_what_moved(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     print(out.stdout)
-    assert f"schema version {schema.LATEST}" in out.stdout
+    assert f"schema version {migrations.LATEST}" in out.stdout
     assert "1 session part(s) moved from JSON into the database" in out.stdout
     assert "messages=2" in out.stdout and "theanine_graph.imported" in out.stdout

@@ -154,7 +154,7 @@ def test_check_reports_then_repairs_on_both_databases(store):
     }
     assert rep.scanned["messages.trace"] == 6 and rep.scanned["graph_memories.turns"] == 3
     assert "DAMAGED graph_memories.turns row s1:m0 (session s1)" in damage.render(rep)
-    damage.repair_all(store.engine, rep)
+    damage.repair_all(store.engine, graphs, rep)
     assert damage.scan(store.engine).findings == []
     assert damage.items(store.engine, user_key(UID)) == []
     assert store.message(UID, ids[0]).trace is None and store.message(UID, ids[0]).text == "reply 0"

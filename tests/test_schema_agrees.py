@@ -1,7 +1,7 @@
 """The schema is defined once: the tables in sessions/schema.py are what the migrations build.
 
 An empty SQLite file and an empty PostgreSQL database are migrated the way the app does at start
-(`schema.upgrade`), then reflected; every table of the metadata must be there with the same
+(`sessions.migrations.upgrade`), then reflected; every table of the metadata must be there with the same
 columns, nullability, primary key, type family and server default, and nothing else. A column added
 to the metadata without its migration (or a migration the metadata does not know) fails here.
 """
@@ -13,7 +13,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from sessions import schema
+from sessions import migrations, schema
 from tests.pg_server import postgres, unavailable_reason
 
 # Type families: SQLite reflects the declared names, PostgreSQL its own (DOUBLE PRECISION, BIGINT ...).
@@ -93,14 +93,14 @@ def differences(want: dict, got: dict) -> list[str]:
 
 def migrated_sqlite(tmp_path) -> sa.Engine:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'sessions.sqlite3'}")
-    schema.upgrade(engine)
+    migrations.upgrade(engine)
     return engine
 
 
 def test_the_migrations_build_exactly_the_metadata_on_sqlite(tmp_path):
     engine = migrated_sqlite(tmp_path)
     try:
-        assert schema.version(engine) == schema.LATEST
+        assert migrations.version(engine) == migrations.LATEST
         assert differences(shape_of_metadata(), shape_of_database(engine)) == []
     finally:
         engine.dispose()
@@ -118,8 +118,8 @@ def test_the_migrations_build_exactly_the_metadata_on_postgresql():
         admin.dispose()
         engine = sa.create_engine(url.rsplit("/", 1)[0] + "/" + name)
         try:
-            schema.upgrade(engine)
-            assert schema.version(engine) == schema.LATEST
+            migrations.upgrade(engine)
+            assert migrations.version(engine) == migrations.LATEST
             assert differences(shape_of_metadata(), shape_of_database(engine)) == []
         finally:
             engine.dispose()

@@ -10,20 +10,9 @@ event's position in the browser by itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from memory.settings import env
+from sessions.settings import Serving  # declared with the app's other settings
 
 from .events import EventOptions
-
-
-@dataclass(frozen=True)
-class Serving:
-    """How many events of each pool run at once (read by app.AppSettings)."""
-
-    concurrency: int = env("MEMORY_CONCURRENCY", 4, lo=1, hi=256)  # replies running at once
-    # Waiting builds hold a Gradio worker thread each while they wait in BuildPool: bounded.
-    build_waiting: int = env("MEMORY_BUILD_WAITING", 8, lo=1, hi=1024)
 
 
 def reply_events(serving: Serving) -> EventOptions:

@@ -14,7 +14,6 @@ so no tag can form even where a text ends up in HTML.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -24,19 +23,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 from memory.dates import human_date
-
-
-def _env_int(name: str, default: int) -> int:
-    try:
-        return max(1, int(os.environ.get(name) or default))
-    except ValueError:
-        return default
-
+from sessions.settings import Page
 
 # Most recent memories sent to the graph page (GRAPH_MAX_NODES); retrieved and searched-for ones are always
 # added. The page draws this reply's part of them one by one and summarises the rest by session
 # (ui/static/graph.js); "Show everything" draws them all.
-MAX_NODES = _env_int("GRAPH_MAX_NODES", 1500)
+MAX_NODES = Page.from_env().graph_max_nodes
 TURN_CHARS = 300  # each source turn, as shown on click
 EVENT_CHARS = 300
 STATIC_SRC = Path(__file__).resolve().parent / "static"
