@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -46,20 +47,27 @@ BUNDLED_MODELS = {
     "smollm2": "SmolLM2 135M Instruct",
     "gemma3": "Gemma 3 270M (base model)",
 }
+# SeCom: the guidance the project's earlier prompt gave beside the official instruction. It is advice on where
+# topics change, so it goes where the paper puts learned guidance (SECOM_PROJECT_RUBRIC turns it on;
+# a learned rubric, SECOM_RUBRIC, takes its place). It leans towards fewer, longer segments.
+PROJECT_RUBRIC = (
+    "Start a new segment only when the conversation clearly moves to a different topic. "
+    "A small follow-up, a clarification, a joke or a short aside stays in the segment of the topic it belongs to."
+)
 LLM_STEPS = ("auto", "on", "off")
 SEGMENTERS = ("embedding", "llm")
 EMBEDDERS = ("minilm", "openai")
 
-# Read by the libraries themselves (or the benchmarks); listed for docs/settings.md. The app's own variables
-# (deployment, identity, limits) are app.AppSettings'.
+# Read by the rules below or by other libraries (or the benchmarks), not declared on a field; listed for
+# docs/settings.md. The app's own variables (deployment, identity, limits, the page) are sessions/settings.py's.
 OTHER_VARIABLES = (
     "JUDGE_API_KEY",  # bench/llm_eval.py: the benchmark judge's key
     "JUDGE_MODEL",  # bench/llm_eval.py: the benchmark generator and judge model (--judge-model)
     "JUDGE_BASE_URL",  # bench/llm_eval.py: their endpoint (--judge-base-url)
     "HF_HUB_OFFLINE",  # read by huggingface_hub; memory/hub.py turns its switch on when the hub is unreachable
-    "TIKTOKEN_CACHE_DIR",  # memory/tokens.py
-    "MEMORY_MODEL_CACHE",  # memory/llm/bundled.py: where the bundled GGUF parts are assembled
-    "XDG_CACHE_HOME",  # memory/llm/bundled.py: the cache's default parent
+    "TIKTOKEN_CACHE_DIR",  # tiktoken_cache_dir (memory/tokens.py)
+    "DATA_GYM_CACHE_DIR",  # tiktoken_cache_dir: tiktoken's older name of the same folder
+    "XDG_CACHE_HOME",  # model_cache_dir: the bundled models' cache's default parent
 )
 
 
@@ -155,6 +163,26 @@ def _default_data_dir(e: Mapping[str, str] | None = None) -> Path:
     return Path("data")
 
 
+def model_cache_dir(e: Mapping[str, str] | None = None) -> Path:
+    """Where a bundled model's parts are assembled: MEMORY_MODEL_CACHE, else $XDG_CACHE_HOME/memory-chat, else
+    ~/.cache/memory-chat. The default of LLMConfig.model_cache, so a config made in code (the benchmarks'
+    LLMConfig(bundled_model=...)) finds the same cache as the app's."""
+    e = os.environ if e is None else e
+    if e.get("MEMORY_MODEL_CACHE", "").strip():
+        return Path(e["MEMORY_MODEL_CACHE"].strip())
+    return Path(e.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "memory-chat"
+
+
+def tiktoken_cache_dir(e: Mapping[str, str] | None = None) -> str:
+    """The folder tiktoken reads its cache from (tiktoken.load.read_file_cached's own rule). Read when the
+    token counter first runs, as tiktoken reads it then, so memory/tokens.py puts its file where tiktoken looks."""
+    e = os.environ if e is None else e
+    for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if name in e:
+            return e[name]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
 def _half_the_cores() -> int:
     # llama.cpp threads. Half the cores: its threads spin while waiting, and on a
     # busy 2-core machine 2 threads measured 3 tok/s against 17 tok/s for 1.
@@ -182,6 +210,8 @@ class LLMConfig:
     embedded_grammar: bool = env("LLM_EMBEDDED_GRAMMAR", False)
     guard_url: bool = False  # a user-chosen base URL: every request is checked (memory.url_guard)
     threads: int = env("LLM_THREADS", lo=0, hi=256, factory=_half_the_cores)  # llama.cpp threads; 0 = the default
+    # Where a bundled model's part packages are assembled into one GGUF (memory/llm/bundled.py).
+    model_cache: Path = env("MEMORY_MODEL_CACHE", factory=model_cache_dir)
 
     def describe(self) -> str:
         if self.backend == "embedded":
@@ -200,6 +230,7 @@ class LLMConfig:
         d = asdict(self)
         d.pop("api_key")
         d["api_key_set"] = bool(self.api_key)
+        d["model_cache"] = str(self.model_cache)
         return d
 
 
@@ -319,7 +350,7 @@ class Settings:
     # embedding | llm; when SECOM_SEGMENTER is unset, llm where the LLM steps run
     segmenter: str = env("SECOM_SEGMENTER", "embedding", choices=SEGMENTERS)
     rubric_path: str = env("SECOM_RUBRIC", "")  # SeCom: learned segmentation rubric (plain text)
-    # SeCom: the project's own guidance in the rubric slot when no rubric is learned (rubric_prompts.py;
+    # SeCom: the project's own guidance in the rubric slot when no rubric is learned (PROJECT_RUBRIC;
     # off: the official instruction alone, measured in docs/benchmarks.md)
     project_rubric: bool = env("SECOM_PROJECT_RUBRIC", False)
     # SeCom: embedding segmenter parameters fitted by `python -m bench learn embedding`
@@ -346,6 +377,7 @@ class Settings:
             del llm_vars["threads"]  # 0 = the default
         endpoint = e.get("OPENAI_API_KEY") or llm_vars.get("base_url")
         llm_vars.setdefault("backend", "openai" if endpoint else "embedded")
+        llm_vars.setdefault("model_cache", model_cache_dir(e))
         llm = LLMConfig(api_key=key, **llm_vars)
         own = read_env(cls, e)
         own.setdefault("data_dir", _default_data_dir(e))
@@ -364,8 +396,6 @@ class Settings:
         ("" = the official zero-shot instruction alone)."""
         if self.rubric_path:
             return Path(self.rubric_path).read_text(encoding="utf-8").strip()
-        from .secom.rubric_prompts import PROJECT_RUBRIC  # here: settings is imported before the memories
-
         return PROJECT_RUBRIC if self.project_rubric else ""
 
     def public(self) -> dict:

@@ -12,21 +12,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import os
-import tempfile
 from pathlib import Path
 
 from .files import atomic_write_bytes
+from .settings import tiktoken_cache_dir
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
-
-
-def tiktoken_cache_dir() -> str:
-    """The folder tiktoken reads its cache from (tiktoken.load.read_file_cached's own rule)."""
-    for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
-        if name in os.environ:
-            return os.environ[name]
-    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
 def ensure_offline_tiktoken() -> None:

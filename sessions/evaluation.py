@@ -34,9 +34,10 @@ from memory.files import atomic_write_json
 from memory.settings import Settings
 
 from .db import UserError
+from .settings import Limits
 from .transfer import MAX_FILE_BYTES
 from .users import check_user_id
-from .work import BuildPool, Limits, Progress, Progressing
+from .work import BuildPool, Progress, Progressing
 
 log = logging.getLogger(__name__)
 

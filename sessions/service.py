@@ -25,11 +25,12 @@ from .agent_keys import AgentKeys
 from .db import DATABASE_DOWN, NOT_STORED, DatabaseUnavailable, MemoryVersions, UserError, database_down
 from .graph_store import SqlGraphStore
 from .lifecycle import Chat, ChatUpdate, EndResult, Lifecycle, check_date
+from .settings import IdentityConfig, Limits
 from .store import MessageRow, SessionRow, Store, open_store
 from .transfer import MAX_FILE_BYTES, ImportFormatError, parse_history
 from .upkeep import Upkeep
-from .users import Identity, IdentityConfig, UserKey
-from .work import BuildPool, Busy, ImportRate, LimitReached, Limits, UserWork, Work
+from .users import Identity, UserKey
+from .work import BuildPool, Busy, ImportRate, LimitReached, UserWork, Work
 
 EXPORT_FORMAT = "memory-chat-export/1"
 REDACTED = "(removed at the user's request)"

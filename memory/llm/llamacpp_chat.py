@@ -47,7 +47,7 @@ class LlamaCppChat:
     def __init__(self, cfg: LLMConfig):
         from llama_cpp import Llama
 
-        path = cfg.gguf_path or bundled_gguf_path(cfg.bundled_model)
+        path = cfg.gguf_path or bundled_gguf_path(cfg.bundled_model, cache=cfg.model_cache)
         self.transcript = not cfg.gguf_path and cfg.bundled_model == "gemma3"  # base model: transcript prompts
         # A base model rarely mends a bad JSON answer when asked again: one try, then the fallback.
         self.json_attempts = 1 if self.transcript else 2

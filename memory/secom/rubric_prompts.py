@@ -4,16 +4,11 @@ rewrites a rubric from labelled dialogues (paper, section 4.2)."""
 from __future__ import annotations
 
 from memory.secom.prompts import format_exchanges, neutralise
+from memory.settings import PROJECT_RUBRIC  # the value of SECOM_PROJECT_RUBRIC, declared with it
+
+__all__ = ["MAX_RUBRIC_CHARS", "PROJECT_RUBRIC", "REFLECT_SCHEMA", "reflect_messages", "validate_rubric"]
 
 MAX_RUBRIC_CHARS = 3000
-
-# The guidance the project's earlier prompt gave beside the official instruction. It is advice on where
-# topics change, so it goes where the paper puts learned guidance (SECOM_PROJECT_RUBRIC turns it on;
-# a learned rubric, SECOM_RUBRIC, takes its place). It leans towards fewer, longer segments.
-PROJECT_RUBRIC = (
-    "Start a new segment only when the conversation clearly moves to a different topic. "
-    "A small follow-up, a clarification, a joke or a short aside stays in the segment of the topic it belongs to."
-)
 
 REFLECT_SCHEMA = {
     "type": "object",
