@@ -1,39 +1,5 @@
 """Damaged stored values: how they are flagged and kept aside (quarantine), what can be done with them
 (rebuild or drop), and the whole-database check behind `python -m sessions check`.
-
-Quarantine. Quarantine of damaged stored values (sessions/db.py finds them).
-
-A damaged row is kept where it is (and its raw text copied here, so no later rewrite of its
-neighbours loses it), flagged by one row of the `quarantine` table, and left out of every view,
-retrieval and export until the user (or `python -m sessions check --repair`) rebuilds or drops
-it. Rows are keyed by the hash of the user id, like the graph tables; Forget me deletes them.
-
-
-Repair. What can be done with a damaged stored value (sessions/damage.py): rebuild or drop it.
-
-* a memory of the THEANINE graph (`graph_memories.turns`): rebuild = the session's memory is
-  marked unbuilt and the session "closing", so the next End session or app start builds it again
-  from its stored turns; drop = that memory row and its edges are deleted.
-* a close report (`sessions.report`): rebuild = the close runs again (memory already built is
-  kept, the report is written anew); drop = the report is cleared.
-* a reply's trace, saved settings, a compare run: nothing to rebuild them from; both actions drop
-  the value (the reply text stays; settings return to the defaults; the compare run is deleted).
-
-Each step is one transaction and clears the row's flag. Used by the app (SessionService.repair)
-and by `python -m sessions check --repair`.
-
-
-Check. Check (and repair) the app's database: `python -m sessions check [--repair | --drop] [--data-dir DIR]`.
-
-Reads every stored JSON value (sessions/db.py lists the columns) of every user and
-reports the damaged ones; each is flagged in the quarantine table, so the app leaves it out and
-tells its owner. With --repair, each is rebuilt where it can be (a memory: its session's memory is
-built again from the stored turns at the app's next start; a close report: the close runs again)
-and dropped otherwise; --drop drops everything damaged. SQLite files also get PRAGMA
-integrity_check. The database is DATABASE_URL when set, else DATA_DIR/sessions.sqlite3.
-
-Exit status: 0 when nothing is damaged (or all was repaired), 1 when damage remains.
-
 """
 
 from __future__ import annotations
@@ -56,6 +22,12 @@ from .schema import sessions as S
 from .schema import users as U
 
 # --- quarantine --------------------------------------------------
+# Quarantine of damaged stored values (sessions/db.py finds them).
+#
+# A damaged row is kept where it is (and its raw text copied here, so no later rewrite of its
+# neighbours loses it), flagged by one row of the `quarantine` table, and left out of every view,
+# retrieval and export until the user (or `python -m sessions check --repair`) rebuilds or drops
+# it. Rows are keyed by the hash of the user id, like the graph tables; Forget me deletes them.
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +103,18 @@ def quarantined_memories(conn: Connection, key: str, session_id: str) -> list[st
 
 
 # --- repair ------------------------------------------------------
+# What can be done with a damaged stored value: rebuild or drop it.
+#
+# * a memory of the THEANINE graph (`graph_memories.turns`): rebuild = the session's memory is
+#   marked unbuilt and the session "closing", so the next End session or app start builds it again
+#   from its stored turns; drop = that memory row and its edges are deleted.
+# * a close report (`sessions.report`): rebuild = the close runs again (memory already built is
+#   kept, the report is written anew); drop = the report is cleared.
+# * a reply's trace, saved settings, a compare run: nothing to rebuild them from; both actions drop
+#   the value (the reply text stays; settings return to the defaults; the compare run is deleted).
+#
+# Each step is one transaction and clears the row's flag. Used by the app (SessionService.repair)
+# and by `python -m sessions check --repair`.
 
 ACTIONS = ("rebuild", "drop")
 
@@ -223,6 +207,16 @@ def session_numbers(engine: Engine, user_id: str) -> dict[str, int]:
 
 
 # --- check -------------------------------------------------------
+# Check (and repair) the app's database: `python -m sessions check [--repair | --drop] [--data-dir DIR]`.
+#
+# Reads every stored JSON value (sessions/db.py lists the columns) of every user and
+# reports the damaged ones; each is flagged in the quarantine table, so the app leaves it out and
+# tells its owner. With --repair, each is rebuilt where it can be (a memory: its session's memory is
+# built again from the stored turns at the app's next start; a close report: the close runs again)
+# and dropped otherwise; --drop drops everything damaged. SQLite files also get PRAGMA
+# integrity_check. The database is DATABASE_URL when set, else DATA_DIR/sessions.sqlite3.
+#
+# Exit status: 0 when nothing is damaged (or all was repaired), 1 when damage remains.
 
 # How each JSON table names a row and its owner: (key column, owner column, session column).
 _ROWS = {

@@ -1,33 +1,5 @@
 """The relational database: its engine and transactions, the rows it returns, the one reader of the JSON it
 keeps, per-user change counters, and the errors people see when it is down.
-
-Errors. Errors whose message is written for the person using the app (shown as is, never a stack trace).
-
-Engine. The relational database: one SQLAlchemy engine, embedded SQLite by default, PostgreSQL with DATABASE_URL.
-
-Every app replica points at the same PostgreSQL server; without DATABASE_URL the
-app keeps today's single-process layout (`sessions.sqlite3` in the data dir).
-
-Transactions: `write()` is one write transaction. On SQLite it starts with
-BEGIN IMMEDIATE, so a read-then-write step (the next session number) never
-races another writer; on PostgreSQL the per-user steps lock the user's row
-(`lock_user`), which serialises them across replicas. `read()` never blocks a
-writer (WAL on SQLite, MVCC on PostgreSQL).
-
-
-Stored JSON. The one reader of JSON kept in the database: every JSON column is decoded and shape-checked here.
-
-A stored value that does not decode, or decodes to the wrong shape, is *damaged*: the reader
-returns the column's empty value and says so, and the caller quarantines the row
-(sessions/damage.py) instead of failing the whole request. One bad row then costs one
-trace, one report or one memory, never the user's history.
-
-
-Rows. The rows the store returns (sessions, messages) and how a database row becomes one: plain
-columns by name, the JSON column through the checked reader (sessions/db.py).
-
-Versions. Per-user change counters in the shared database (memory_versions): a process that changed a
-user's memory of some kind bumps it; every replica compares it with the one its cache was built at.
 """
 
 from __future__ import annotations
@@ -50,6 +22,7 @@ from memory.userspace import user_key
 from . import schema
 
 # --- errors ------------------------------------------------------
+# Errors whose message is written for the person using the app (shown as is, never a stack trace).
 
 
 class UserError(ValueError):
@@ -79,6 +52,16 @@ def database_down(exc: BaseException) -> bool:
 
 
 # --- db ----------------------------------------------------------
+# The relational database: one SQLAlchemy engine, embedded SQLite by default, PostgreSQL with DATABASE_URL.
+#
+# Every app replica points at the same PostgreSQL server; without DATABASE_URL the
+# app keeps today's single-process layout (`sessions.sqlite3` in the data dir).
+#
+# Transactions: `write()` is one write transaction. On SQLite it starts with
+# BEGIN IMMEDIATE, so a read-then-write step (the next session number) never
+# races another writer; on PostgreSQL the per-user steps lock the user's row
+# (`lock_user`), which serialises them across replicas. `read()` never blocks a
+# writer (WAL on SQLite, MVCC on PostgreSQL).
 
 _WRITE = "memory_chat_write"  # execution option that marks a write transaction (SQLite: BEGIN IMMEDIATE)
 
@@ -191,6 +174,12 @@ class Damage:
 
 
 # --- stored_json -------------------------------------------------
+# The one reader of JSON kept in the database: every JSON column is decoded and shape-checked here.
+#
+# A stored value that does not decode, or decodes to the wrong shape, is *damaged*: the reader
+# returns the column's empty value and says so, and the caller quarantines the row
+# (sessions/damage.py) instead of failing the whole request. One bad row then costs one
+# trace, one report or one memory, never the user's history.
 
 
 def _is_dict(v: Any) -> bool:
@@ -243,6 +232,8 @@ def _copy(v: Any) -> Any:
 
 
 # --- rows --------------------------------------------------------
+# The rows the store returns (sessions, messages) and how a database row becomes one: plain
+# columns by name, the JSON column through the checked reader (above).
 
 
 @dataclass
@@ -317,6 +308,8 @@ def row_of(cls: type[R], r, damaged: list[Damage]) -> R:
 
 
 # --- versions ----------------------------------------------------
+# Per-user change counters in the shared database (memory_versions): a process that changed a
+# user's memory of some kind bumps it; every replica compares it with the one its cache was built at.
 
 
 class MemoryVersions:

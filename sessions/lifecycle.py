@@ -1,24 +1,5 @@
 """Sessions and replies: one open session per user, ending it builds memory; a reply stores the user's
 message first, then streams and stores the agent's answer.
-
-Lifecycle. Session lifecycle: one open session per user; ending it builds memory, then a new one starts.
-
-Ending is two steps. First, in one transaction, the open session becomes
-"closing" and a new open session is created, so the user can keep chatting at
-once. Then `MemoryAgent.close_session` builds both memories; only when it
-returns is the session marked "closed". A crash or an LLM failure in between
-leaves it "closing": the next End session, or the app's start, builds it again
-(the agent's close is idempotent per session id).
-
-Callers hold the user's memory lane (sessions/work.py) around a build; the build itself takes the
-close claim, the next lock of the order written there.
-
-
-Replies. Replies: store the user's message first, stream the agent's reply, store it (or its error).
-
-The user message is committed before the LLM is called, so a failing or
-interrupted model loses nothing: Retry answers the last stored message again.
-
 """
 
 from __future__ import annotations
@@ -43,6 +24,17 @@ from .db import NOT_STORED, DatabaseUnavailable, UserError, database_down
 from .store import MessageRow, SessionRow, Store
 
 # --- lifecycle ---------------------------------------------------
+# Session lifecycle: one open session per user; ending it builds memory, then a new one starts.
+#
+# Ending is two steps. First, in one transaction, the open session becomes
+# "closing" and a new open session is created, so the user can keep chatting at
+# once. Then `MemoryAgent.close_session` builds both memories; only when it
+# returns is the session marked "closed". A crash or an LLM failure in between
+# leaves it "closing": the next End session, or the app's start, builds it again
+# (the agent's close is idempotent per session id).
+#
+# Callers hold the user's memory lane (sessions/work.py) around a build; the build itself takes the
+# close claim, the next lock of the order written there.
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +260,10 @@ class Lifecycle:
 
 
 # --- chat --------------------------------------------------------
+# Replies: store the user's message first, stream the agent's reply, store it (or its error).
+#
+# The user message is committed before the LLM is called, so a failing or
+# interrupted model loses nothing: Retry answers the last stored message again.
 
 
 MAX_MESSAGE_CHARS = 200_000  # stored whole; the agent cuts what the LLM reads (with a notice)

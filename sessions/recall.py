@@ -1,25 +1,5 @@
 """Memory as of a time: what a reply would read for a query (now or as of a session or date), and how the
 memory grew, one ended session at a time.
-
-Recall. Recall as a service: the memory lines a reply would read for a query, now or as of a session or date.
-
-`recall` is what the /recall API endpoint returns: each line of memory with the turns it came
-from and its retrieval score, and which retrieved memories a later one superseded. `as_of` takes
-a session id (the memory after that session ended, as time travel's step for it) or a date.
-Everything is read from the one user's memory.
-
-
-Time travel. Time travel: how a user's memory grew, one ended session at a time.
-
-Step 0 is before the first session; step k is after the k-th ended session in time order. Every
-THEANINE memory gets the step of its session, every edge the step of its newer end (a close links
-its new memories to earlier ones: the edge is made by the newer memory's session), and every
-SeCom segment the step of the session it was cut from. The UI sends all of it once and moves
-between steps without asking the server for the graph again.
-
-Read through the service's public views (sessions, graph, the agent's export); nothing here
-writes, and everything is the one user's data.
-
 """
 
 from __future__ import annotations
@@ -33,6 +13,12 @@ from memory.trace import Trace
 from .users import check_user_id
 
 # --- recall ------------------------------------------------------
+# Recall as a service: the memory lines a reply would read for a query, now or as of a session or date.
+#
+# `recall` is what the /recall API endpoint returns: each line of memory with the turns it came
+# from and its retrieval score, and which retrieved memories a later one superseded. `as_of` takes
+# a session id (the memory after that session ended, as time travel's step for it) or a date.
+# Everything is read from the one user's memory.
 
 MAX_QUERY_CHARS = 4000
 
@@ -94,6 +80,16 @@ def recall(service, user_id: str, query: str, strategy: str = "", as_of: str = "
 
 
 # --- timetravel --------------------------------------------------
+# Time travel: how a user's memory grew, one ended session at a time.
+#
+# Step 0 is before the first session; step k is after the k-th ended session in time order. Every
+# THEANINE memory gets the step of its session, every edge the step of its newer end (a close links
+# its new memories to earlier ones: the edge is made by the newer memory's session), and every
+# SeCom segment the step of the session it was cut from. The UI sends all of it once and moves
+# between steps without asking the server for the graph again.
+#
+# Read through the service's public views (sessions, graph, the agent's export); nothing here
+# writes, and everything is the one user's data.
 
 # The order the "what changed" list shows a close's links in: change and cause first, topic last.
 RELATION_ORDER = ("Changed", "Cause", "Reason", "HinderedBy", "React", "Want", "SameTopic")

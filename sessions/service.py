@@ -54,7 +54,7 @@ class SessionService(Upkeep):
         locks: UserLocks | None = None,
     ):
         """`settings` are the memory's; the app's own (limits, identity, whether visitors may choose the
-        LLM, the database) come from app.AppSettings as the arguments after them."""
+        LLM, the database) come from sessions.settings.AppSettings as the arguments after them."""
         self.settings, self.agent = settings, agent
         register_secret(settings.llm.api_key)  # never stored or shown (memory.text)
         self.store = store or open_store(settings.data_dir, database_url)
@@ -108,7 +108,7 @@ class SessionService(Upkeep):
 
     @property
     def allow_llm_change(self) -> bool:
-        """May visitors choose the LLM backend, model and URL (app.llm_change_allowed)?"""
+        """May visitors choose the LLM backend, model and URL (sessions.settings.llm_change_allowed)?"""
         return self._allow_llm_change
 
     def llm(self, user_id: str) -> LLMConfig | None:

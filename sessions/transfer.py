@@ -1,41 +1,5 @@
 """Histories in and out: parsing and validating an import before anything is stored, and private, temporary
 export files.
-
-Import. Parse and validate a history to import, before anything is stored.
-
-Two formats are accepted.
-
-The app's own format (also what the export's "sessions" key holds):
-
-    {"sessions": [
-        {"date": "2023-05-08",
-         "turns": [{"speaker": "user", "text": "I adopted a puppy named Rex."},
-                   {"speaker": "assistant", "text": "Congratulations! How old is Rex?"}]},
-        ...]}
-
-`speaker` is "user" or "assistant"; an optional `name` keeps a person's name;
-an optional `id` is kept as the turn's id (memory provenance names it);
-`date` is free text, ISO (YYYY-MM-DD) preferred; it must be a date memory.dates reads, with a year
-in 1900..2199 (the rule for typed dates too), else the whole file is refused, saying which session.
-
-LoCoMo's format (snap-research/LoCoMo, e.g. locomo10.json): one sample or a
-list of samples with a "conversation" object. The first speaker of a
-conversation is shown as the user, the other as the assistant, and both keep
-their names; each turn keeps its `dia_id` ("D3:7") as its id. A file with
-several conversations needs the sample id of the one to import.
-
-Validation is complete before any write, so a malformed file changes nothing.
-
-
-Export. Export files: private, temporary, one copy.
-
-Each export is written once, as `<root>/<random token>/memory-export.json`: the folders 0700,
-the file 0600 (only the app's OS user reads them). The page is handed that path and nobody else
-learns it (the token is 192 random bits). A file is deleted shortly after its download, at the
-latest `ttl_s` after it was written, at Forget me, and at the next start (exports are never
-kept). The UI puts `root` inside Gradio's cache folder, so Gradio serves the file from there and
-makes no second copy.
-
 """
 
 from __future__ import annotations
@@ -58,6 +22,30 @@ from memory.userspace import user_key
 from .db import UserError
 
 # --- importer ----------------------------------------------------
+# Parse and validate a history to import, before anything is stored.
+#
+# Two formats are accepted.
+#
+# The app's own format (also what the export's "sessions" key holds):
+#
+#     {"sessions": [
+#         {"date": "2023-05-08",
+#          "turns": [{"speaker": "user", "text": "I adopted a puppy named Rex."},
+#                    {"speaker": "assistant", "text": "Congratulations! How old is Rex?"}]},
+#         ...]}
+#
+# `speaker` is "user" or "assistant"; an optional `name` keeps a person's name;
+# an optional `id` is kept as the turn's id (memory provenance names it);
+# `date` is free text, ISO (YYYY-MM-DD) preferred; it must be a date memory.dates reads, with a year
+# in 1900..2199 (the rule for typed dates too), else the whole file is refused, saying which session.
+#
+# LoCoMo's format (snap-research/LoCoMo, e.g. locomo10.json): one sample or a
+# list of samples with a "conversation" object. The first speaker of a
+# conversation is shown as the user, the other as the assistant, and both keep
+# their names; each turn keeps its `dia_id` ("D3:7") as its id. A file with
+# several conversations needs the sample id of the one to import.
+#
+# Validation is complete before any write, so a malformed file changes nothing.
 
 MAX_SESSIONS = 300
 MAX_TURNS_PER_SESSION = 2000
@@ -195,6 +183,14 @@ def parse_history(obj, sample_id: str = "") -> list[ImportedSession]:
 
 
 # --- exports -----------------------------------------------------
+# Export files: private, temporary, one copy.
+#
+# Each export is written once, as `<root>/<random token>/memory-export.json`: the folders 0700,
+# the file 0600 (only the app's OS user reads them). The page is handed that path and nobody else
+# learns it (the token is 192 random bits). A file is deleted shortly after its download, at the
+# latest `ttl_s` after it was written, at Forget me, and at the next start (exports are never
+# kept). The UI puts `root` inside Gradio's cache folder, so Gradio serves the file from there and
+# makes no second copy.
 
 log = logging.getLogger(__name__)
 

@@ -1,22 +1,5 @@
 """Upkeep of stored data: deleting a memory from every copy of it, correcting a session's date, listing and
 repairing damaged values, purging deleted text from the stores' files.
-
-Delete means gone. Delete means gone: take a deleted memory out of every copy of it.
-
-A memory (its event sentence and its source turns) is copied into other places as it is used:
-neighbouring memories' excerpts (the dialogue shown to the relation prompt), the traces of
-replies that retrieved it (raw and refined timelines, retrieved memories, SeCom segments), compare
-runs and close reports. `Forgotten` says what to take out; `trace` and `excerpt` take it out of
-one value. A refined timeline is an LLM rewrite that may paraphrase, so a timeline that held the
-memory (or one of its turns) is dropped whole, with its refinement; so is a SeCom segment that
-covered one of the turns. Text left elsewhere is replaced by REMOVED.
-
-
-The service's upkeep. The service's upkeep of stored data: correcting a session's date, listing and repairing damaged
-values (sessions/damage.py, sessions/damage.py), and purging deleted text from the stores' files.
-
-A part of `SessionService` (mixed in); it uses the service's store, agent, work, lifecycle and checks.
-
 """
 
 from __future__ import annotations
@@ -45,6 +28,15 @@ from .schema import quarantine as Q
 from .schema import sessions as S
 
 # --- scrub -------------------------------------------------------
+# Delete means gone: take a deleted memory out of every copy of it.
+#
+# A memory (its event sentence and its source turns) is copied into other places as it is used:
+# neighbouring memories' excerpts (the dialogue shown to the relation prompt), the traces of
+# replies that retrieved it (raw and refined timelines, retrieved memories, SeCom segments), compare
+# runs and close reports. `Forgotten` says what to take out; `trace` and `excerpt` take it out of
+# one value. A refined timeline is an LLM rewrite that may paraphrase, so a timeline that held the
+# memory (or one of its turns) is dropped whole, with its refinement; so is a SeCom segment that
+# covered one of the turns. Text left elsewhere is replaced by REMOVED.
 
 REMOVED = "(removed)"
 MIN_TURN_CHARS = 12  # shorter turn texts ("ok") are only removed where their turn id says so
@@ -176,6 +168,10 @@ def database(engine: Engine, user_id: str, f: Forgotten) -> int:
 
 
 # --- upkeep ------------------------------------------------------
+# The service's upkeep of stored data: correcting a session's date, listing and repairing damaged
+# values (sessions/damage.py), and purging deleted text from the stores' files.
+#
+# A part of `SessionService` (mixed in); it uses the service's store, agent, work, lifecycle and checks.
 
 if TYPE_CHECKING:
     from .lifecycle import Lifecycle

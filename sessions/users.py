@@ -1,64 +1,4 @@
-"""Users: their ids and who may hold them, signed-in accounts, their saved preferences, and who has been idle.
-
-Ids. User ids: unguessable bearer tokens, validated before any use.
-
-A user id is the only credential a browser (or an API client) holds, so it is
-random (secrets), and its shape is checked at every entry point: an id that
-does not match never reaches the database, the memory store or a file path.
-
-Inside the server a user is its key (`UserKey`, a hash of the id: memory.userspace): the database,
-the memory stores, the files and the per-user locks all hold the key, so a copy of the database
-is no list of credentials.
-
-
-Identity. Who holds which user id: ids are issued by this server, and only issued ids are served.
-
-A user id is the bearer credential of a browser or an API client (sessions/users.py). With
-`issued_only` (the app's default), an id the server did not issue (a chosen "aaaa...", one of a
-forgotten user) is refused, so per-user limits are per issued id; issuing is rate-limited per
-client address on public deployments, so one client cannot mint ids to multiply those limits.
-The database stores only each id's key (memory.userspace): an id shaped like a key is refused, so
-the keys in a copy of the database are no credentials.
-
-
-Accounts. Signed-in accounts as user ids: "Sign in with Hugging Face" (MEMORY_HF_LOGIN=1, on a Space).
-
-A signed-in account's user id is derived on the server: a keyed hash (HMAC-SHA256) of the account's
-stable id with a secret from the environment (MEMORY_HF_ID_SECRET). So the same account gets the same
-memory in every browser, no id shows the username, and nobody without the secret can compute an
-account's id. The stable id is the OpenID subject (`sub`), which stays when an account is renamed;
-the username only when a profile has no subject.
-
-Account ids start with ACCOUNT_PREFIX, so a page that loads without a signed-in profile (the person
-signed out) drops its stored copy of an account id instead of serving it.
-
-
-Preferences. Per-user preferences: the memory options and the LLM backend chosen in the settings panel.
-
-Values are validated by `memory.settings.Options` (InvalidOptions carries a
-message for people) before they are saved, so stored prefs are always valid.
-API keys never come from a user: they stay in the process settings (env/.env)
-and are attached only when the chosen endpoint is the one the key was
-configured for, so typing another base URL cannot send the key elsewhere.
-
-On a public deployment the choice is locked (memory.settings.llm_change_allowed):
-saving another LLM is refused and saved choices are ignored. Where it is allowed, a
-base URL other than the deployer's is checked by memory.url_guard: one that is or
-resolves to a loopback, private, link-local (metadata) or otherwise non-public
-address is refused when saved, and every request to it is checked again.
-
-
-Idle users. Report users idle for more than N days and, only when asked, delete them.
-
-    python -m sessions idle --days 90            # report only: nothing is changed
-    python -m sessions idle --days 90 --delete   # delete those users (sessions, messages, both memories)
-
-Nothing is ever deleted without --delete, and every deletion is printed. Users are
-shown by a short fingerprint of their id (the id itself is their credential). Run it
-with the same environment as the app (MEMORY_DATA_DIR, CHROMA_HOST, ...), best while
-the app is stopped (the embedded Chroma is not meant to be shared by two processes).
-
-"""
+"""Users: their ids and who may hold them, signed-in accounts, their saved preferences, and who has been idle."""
 
 from __future__ import annotations
 
@@ -85,6 +25,15 @@ from .settings import IdentityConfig
 from .work import LimitReached
 
 # --- ids ---------------------------------------------------------
+# User ids: unguessable bearer tokens, validated before any use.
+#
+# A user id is the only credential a browser (or an API client) holds, so it is
+# random (secrets), and its shape is checked at every entry point: an id that
+# does not match never reaches the database, the memory store or a file path.
+#
+# Inside the server a user is its key (`UserKey`, a hash of the id: memory.userspace): the database,
+# the memory stores, the files and the per-user locks all hold the key, so a copy of the database
+# is no list of credentials.
 
 USER_ID_RE = re.compile(r"^[A-Za-z0-9_-]{20,64}$")
 
@@ -124,6 +73,14 @@ def is_user_id(value: object) -> bool:
 
 
 # --- identity ----------------------------------------------------
+# Who holds which user id: ids are issued by this server, and only issued ids are served.
+#
+# A user id is the bearer credential of a browser or an API client (ids, above). With
+# `issued_only` (the app's default), an id the server did not issue (a chosen "aaaa...", one of a
+# forgotten user) is refused, so per-user limits are per issued id; issuing is rate-limited per
+# client address on public deployments, so one client cannot mint ids to multiply those limits.
+# The database stores only each id's key (memory.userspace): an id shaped like a key is refused, so
+# the keys in a copy of the database are no credentials.
 
 UNKNOWN = "Unknown user id: ids are given by this server. Reload the page (or call /new_user) to get one."
 
@@ -202,6 +159,16 @@ class Identity:
 
 
 # --- accounts ----------------------------------------------------
+# Signed-in accounts as user ids: "Sign in with Hugging Face" (MEMORY_HF_LOGIN=1, on a Space).
+#
+# A signed-in account's user id is derived on the server: a keyed hash (HMAC-SHA256) of the account's
+# stable id with a secret from the environment (MEMORY_HF_ID_SECRET). So the same account gets the same
+# memory in every browser, no id shows the username, and nobody without the secret can compute an
+# account's id. The stable id is the OpenID subject (`sub`), which stays when an account is renamed;
+# the username only when a profile has no subject.
+#
+# Account ids start with ACCOUNT_PREFIX, so a page that loads without a signed-in profile (the person
+# signed out) drops its stored copy of an account id instead of serving it.
 
 ACCOUNT_PREFIX = "hf-"
 
@@ -240,6 +207,19 @@ class Accounts:
 
 
 # --- prefs -------------------------------------------------------
+# Per-user preferences: the memory options and the LLM backend chosen in the settings panel.
+#
+# Values are validated by `memory.settings.Options` (InvalidOptions carries a
+# message for people) before they are saved, so stored prefs are always valid.
+# API keys never come from a user: they stay in the process settings (env/.env)
+# and are attached only when the chosen endpoint is the one the key was
+# configured for, so typing another base URL cannot send the key elsewhere.
+#
+# On a public deployment the choice is locked (memory.settings.llm_change_allowed):
+# saving another LLM is refused and saved choices are ignored. Where it is allowed, a
+# base URL other than the deployer's is checked by memory.url_guard: one that is or
+# resolves to a loopback, private, link-local (metadata) or otherwise non-public
+# address is refused when saved, and every request to it is checked again.
 
 OPTION_FIELDS = (
     "temperature",
@@ -360,6 +340,15 @@ def llm_public(default: LLMConfig, prefs: dict, allow_change: bool = True) -> di
 
 
 # --- idle --------------------------------------------------------
+# Report users idle for more than N days and, only when asked, delete them.
+#
+#     python -m sessions idle --days 90            # report only: nothing is changed
+#     python -m sessions idle --days 90 --delete   # delete those users (sessions, messages, both memories)
+#
+# Nothing is ever deleted without --delete, and every deletion is printed. Users are
+# shown by a short fingerprint of their id (the id itself is their credential). Run it
+# with the same environment as the app (MEMORY_DATA_DIR, CHROMA_HOST, ...), best while
+# the app is stopped (the embedded Chroma is not meant to be shared by two processes).
 
 DAY = 86400.0
 

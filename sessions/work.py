@@ -1,59 +1,5 @@
 """Per-user work and the order of its locks: the lanes of running work, the cross-process close claim, and
 fair sharing of memory builds between users.
-
-Fair sharing. Fair sharing between users: a bounded pool for memory builds, and per-user limits.
-(Which work each user runs, one piece per lane, is sessions/work.py.)
-
-* `BuildPool`: memory builds (session closes, imports) run on their own few worker
-  threads, at a lower CPU priority, so replies of other users never queue behind
-  them. A build waiting for a worker reports its place in line through the
-  progress callback.
-* `ImportRate`: the per-user bound on imports per hour (the bounds themselves are
-  `Limits`, declared in sessions/settings.py with the other settings of the app).
-
-
-The close claim. The cross-process claim on a user's session closes: one process builds them, the others wait.
-
-PostgreSQL: a session-level advisory lock held on a connection of its own for the whole
-build. It needs no row, no lease and no clean-up: if the holder dies (even kill -9) the
-server drops its connection and with it the lock, and the next replica proceeds.
-
-SQLite: the database is a file on one machine, so the processes sharing it share that
-machine's file locks: an exclusive flock on a per-user lock file (released by the kernel when
-the holder dies). A write transaction held for the whole build would do the same but block
-every other user's messages for its duration (the build waits on the LLM for seconds).
-
-Whoever gets the claim re-reads the pending sessions, so a session the previous holder built
-is skipped; the graph commit also refuses to build a session twice (graph_store.py).
-
-
-Lanes and the lock order. The one registry of a user's running work, and the one order of the per-user locks.
-
-A user's work runs in lanes, one piece of work per lane (LANES): the chat (a reply or a compare),
-the memory (a build, an import, deleting a memory, Forget me) and evaluations. So the chat stays usable while the
-user's memory is built (a build can take minutes), and still no user runs more than one piece of
-work of a kind. A second piece for a busy lane is refused at once with `Busy`, before anything is
-stored, so nothing the user typed is half-saved or stored twice. The page, the API and the service
-all ask this registry what a user is running (`running`); background work (`start`) reports its
-progress on its `Work` record, and whoever needs its end waits for it (`Work.wait`).
-
-Lock order. Every per-user lock is a level of one owner, memory.locks.UserLocks, which the app
-makes once and gives to the agent and this registry; whoever holds one may take a later one, never an
-earlier one:
-
-1. The user's lanes (`UserWork.hold`, `stream`, `start`, on `UserLocks.take`): never waits (a busy
-   lane raises `Busy`).
-2. The close claim (`Store.close_claim`, `close_claim` here): across processes (replicas), so it
-   cannot be a lock of the owner, which lives in one process; waits. Held while the user's memory
-   is built (`Lifecycle.close_pending`), deleted (Forget me) or a memory is deleted.
-3. The user's writer lock (`UserLocks.writer`, taken by `MemoryAgent`): one build or deletion of the
-   user's memory at a time, also where the library runs without this registry (the benchmarks).
-4. The user's data lock (`UserLocks.data`, taken by THEANINE's graph cache), reentrant, never held
-   across an LLM call.
-
-Not per-user, and so not levels: the tables' own guards (SeCom's BM25 cache, the build pool's queue,
-this registry's finished work), each held for a dictionary update only.
-
 """
 
 from __future__ import annotations
@@ -82,6 +28,14 @@ from .db import UserError
 from .settings import Limits as Limits  # declared with the app's other settings; named here too
 
 # --- jobs --------------------------------------------------------
+# Fair sharing between users: a bounded pool for memory builds, and per-user limits.
+#
+# * `BuildPool`: memory builds (session closes, imports) run on their own few worker
+#   threads, at a lower CPU priority, so replies of other users never queue behind
+#   them. A build waiting for a worker reports its place in line through the
+#   progress callback.
+# * `ImportRate`: the per-user bound on imports per hour (the bounds themselves are
+#   `Limits`, declared in sessions/settings.py with the other settings of the app).
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +177,19 @@ class ImportRate:
 
 
 # --- claims ------------------------------------------------------
+# The cross-process claim on a user's session closes: one process builds them, the others wait.
+#
+# PostgreSQL: a session-level advisory lock held on a connection of its own for the whole
+# build. It needs no row, no lease and no clean-up: if the holder dies (even kill -9) the
+# server drops its connection and with it the lock, and the next replica proceeds.
+#
+# SQLite: the database is a file on one machine, so the processes sharing it share that
+# machine's file locks: an exclusive flock on a per-user lock file (released by the kernel when
+# the holder dies). A write transaction held for the whole build would do the same but block
+# every other user's messages for its duration (the build waits on the LLM for seconds).
+#
+# Whoever gets the claim re-reads the pending sessions, so a session the previous holder built
+# is skipped; the graph commit also refuses to build a session twice (graph_store.py).
 
 CLOSE_LOCK = 7302  # advisory lock namespace of session closes
 
@@ -271,6 +238,32 @@ def _flock(path):
 
 
 # --- work --------------------------------------------------------
+# The one registry of a user's running work, and the one order of the per-user locks.
+#
+# A user's work runs in lanes, one piece of work per lane (LANES): the chat (a reply or a compare),
+# the memory (a build, an import, deleting a memory, Forget me) and evaluations. So the chat stays usable while the
+# user's memory is built (a build can take minutes), and still no user runs more than one piece of
+# work of a kind. A second piece for a busy lane is refused at once with `Busy`, before anything is
+# stored, so nothing the user typed is half-saved or stored twice. The page, the API and the service
+# all ask this registry what a user is running (`running`); background work (`start`) reports its
+# progress on its `Work` record, and whoever needs its end waits for it (`Work.wait`).
+#
+# Lock order. Every per-user lock is a level of one owner, memory.locks.UserLocks, which the app
+# makes once and gives to the agent and this registry; whoever holds one may take a later one, never an
+# earlier one:
+#
+# 1. The user's lanes (`UserWork.hold`, `stream`, `start`, on `UserLocks.take`): never waits (a busy
+#    lane raises `Busy`).
+# 2. The close claim (`Store.close_claim`, `close_claim` here): across processes (replicas), so it
+#    cannot be a lock of the owner, which lives in one process; waits. Held while the user's memory
+#    is built (`Lifecycle.close_pending`), deleted (Forget me) or a memory is deleted.
+# 3. The user's writer lock (`UserLocks.writer`, taken by `MemoryAgent`): one build or deletion of the
+#    user's memory at a time, also where the library runs without this registry (the benchmarks).
+# 4. The user's data lock (`UserLocks.data`, taken by THEANINE's graph cache), reentrant, never held
+#    across an LLM call.
+#
+# Not per-user, and so not levels: the tables' own guards (SeCom's BM25 cache, the build pool's queue,
+# this registry's finished work), each held for a dictionary update only.
 
 
 # What each kind of work is, for people ("Busy with ...").
