@@ -22,6 +22,7 @@ COMMANDS = {
             "knowledge_update",
             "answers",
             "relations",
+            "changed_pairs",
             "refusals",
             "replyspeed",
         )
