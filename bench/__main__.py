@@ -24,6 +24,7 @@ COMMANDS = {
             "relations",
             "changed_pairs",
             "refusals",
+            "refinecalls",
             "replyspeed",
         )
     },
