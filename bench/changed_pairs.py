@@ -133,6 +133,16 @@ def load_pairs(data_path: Path) -> list[dict]:
     return out
 
 
+def balanced(pairs: list[dict], limit: int, seed: int) -> list[dict]:
+    """At most `limit` pairs per source, half of them changes where there are enough (a slow LLM's run)."""
+    rng, out = random.Random(seed), []
+    for src in SOURCES:
+        for kind in (True, False):
+            got = [p for p in pairs if p["source"] == src and p["changed"] == kind]
+            out += rng.sample(got, min(len(got), limit // 2 if kind else limit - min(len(got), limit // 2)))
+    return out
+
+
 def offline_labels(pairs: list[dict], embedder) -> list[bool]:
     return ChangeRule().changed([(p["old"], p["new"]) for p in pairs])
 
@@ -234,6 +244,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--data", default=str(DEV), help="the dev LoCoMo file the locomo pairs refer to")
     p.add_argument("--modes", default="offline", help=f"subset of {','.join(MODES)}")
     p.add_argument("--model", default="", help="bundled model for the llm modes (default: the configured LLM)")
+    p.add_argument("--sources", default=",".join(SOURCES), help=f"subset of {','.join(SOURCES)}")
+    p.add_argument("--limit", type=int, default=0, help="per source, at most this many pairs (half changes), sampled")
     p.add_argument("--superseded", action="store_true", help="also import each dev conversation and count")
     p.add_argument("--sample", type=int, default=5, help="superseded memories shown per conversation")
     a = p.parse_args(argv)
@@ -245,7 +257,9 @@ def main(argv: list[str]) -> int:
 
     settings = Settings.from_env()
     embedder = make_embedder("minilm")
-    pairs = load_pairs(Path(a.data))
+    pairs = [q for q in load_pairs(Path(a.data)) if q["source"] in a.sources.split(",")]
+    if a.limit:
+        pairs = balanced(pairs, a.limit, a.seed)
     result: dict = {"config": vars(a), "machine": machine(), "modes": {}}
     for mode in modes:
         t0 = time.perf_counter()

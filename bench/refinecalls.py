@@ -109,6 +109,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--sessions", type=int, default=6, help="sessions closed into memory before the questions")
     p.add_argument("--questions", type=int, default=10)
     p.add_argument("--plans", default="all,3,1,0", help="refined timelines per reply: all, or a number")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per LLM request (queued ones wait)")
     p.add_argument("--count-only", action="store_true", help="a stand-in LLM: counts only, no seconds")
     a = p.parse_args(argv)
     from dataclasses import replace
@@ -125,7 +126,9 @@ def main(argv: list[str]) -> int:
     qs = random.Random(a.seed).sample(pool, min(a.questions, len(pool)))
     result: dict = {"config": vars(a), "machine": machine(), "plans": {}}
     with tempfile.TemporaryDirectory(prefix="bench-refine-") as tmp:
-        cfg = LLMConfig(backend="openai", base_url=a.base_url or Settings.from_env().llm.base_url, model=a.model)
+        base_url = a.base_url or Settings.from_env().llm.base_url
+        # A long timeout: llama.cpp's server answers one request at a time, the others wait their turn.
+        cfg = LLMConfig(backend="openai", base_url=base_url, model=a.model, timeout=a.timeout)
         settings = replace(Settings.from_env(), data_dir=Path(tmp), llm=cfg, llm_steps="auto")
         stand_in = None
         if a.count_only:
