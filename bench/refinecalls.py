@@ -1,7 +1,7 @@
 """`python -m bench refinecalls`: THEANINE's refinement per reply on an OpenAI-compatible endpoint: calls,
 tokens, seconds and answers, for each count of refined timelines.
 
-    python -m llama_cpp.server --model "$(python -m memory.llm.bundled qwen0.5b)" --host 127.0.0.1 \
+    python -m llama_cpp.server --model "$(python -m memory.llm qwen0.5b)" --host 127.0.0.1 \
         --port 18744 --n_ctx 8192 --n_threads 2 &
     python -m bench refinecalls --base-url http://127.0.0.1:18744/v1 --plans 3,1,0 --questions 10
 
