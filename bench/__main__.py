@@ -22,7 +22,9 @@ COMMANDS = {
             "knowledge_update",
             "answers",
             "relations",
+            "changed_pairs",
             "refusals",
+            "refinecalls",
             "replyspeed",
             "replies",
         )

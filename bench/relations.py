@@ -112,7 +112,7 @@ def label(probe: Probe, mode: str, llm_session, embedder) -> dict[str, str]:
         cands,
         {m.id: m for m in probe.later.values()},
         None if mode == "offline" else llm_session,
-        ChangeRule(embedder),
+        ChangeRule(),
         explain=mode == "llm-explain",
     )
     return {k: got[(probe.a.id, probe.later[k].id)] for k in kinds}

@@ -45,15 +45,23 @@ OFFLINE_REPLY = (
 )
 
 
+# At most three timelines are refined per reply, as the official code does (one per top-3 retrieved
+# memory): refining every timeline that reached the reply made 26.5 calls per reply (max 32) at the
+# app's options, 3 make 3 (`python -m bench refinecalls`, docs/memory.md "Refinement").
+REFINE_TIMELINES = 3
+
+
 @dataclass(frozen=True)
 class RefinePlan:
-    """How a reply refines its THEANINE timelines (Phase II-2): `first` None = every timeline that
-    reached the reply; `workers` calls at once (an endpoint serves them in parallel); `per_timeline`
-    answer tokens each."""
+    """How a reply refines its THEANINE timelines (Phase II-2): the `first` timelines that reached the
+    reply (None = every one), one call each, `workers` calls at once (an endpoint serves them in
+    parallel), `per_timeline` answer tokens each, reading the open session's last `turns` turns (None =
+    every turn the reply holds: memory.agent.recent_history)."""
 
-    first: int | None = None
+    first: int | None = REFINE_TIMELINES
     workers: int = 1
     per_timeline: int = 120
+    turns: int | None = None
 
 
 # The bundled model refines only the first timeline, briefly: refining on 2 cores costs seconds
@@ -274,7 +282,7 @@ class MemoryAgent:
                 plan = refine or RefinePlan()
                 texts = self.theanine.refine(
                     session,
-                    dialogue_text(history, message),
+                    dialogue_text(history, message, last=len(history) if plan.turns is None else plan.turns),
                     raw,
                     trace,
                     each=opts.refine_each,

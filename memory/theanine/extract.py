@@ -10,7 +10,9 @@ the designed path instead, and also what a failed summary falls back to:
   exclamation that says nothing of the speaker ("Way to go, Jon!") is a cheer;
 * a shorter sentence is kept when it states a fact (`is_short_fact`): a name ("Her name is Mia."),
   a number ("She is 3.", "It cost $40."), a place ("We moved to Berlin."), a role ("I'm a nurse.")
-  or, said in the first person, a change ("I also changed jobs.", "I quit smoking."). It must speak
+  or, said in the first person, a change ("I also changed jobs.", "I quit smoking.") or a lasting
+  personal fact (memory.theanine.personal_facts: "I love jazz.", "I have a dog.", "My sister is
+  pregnant.", "I live alone.", "I don't eat meat."). It must speak
   of someone (a personal pronoun, or a name as its subject) and not hedge or deny ("I won't quit.",
   "I might move to Lyon.", "I didn't move."; "not ... anymore" and "no longer" do state a change);
 * a short fact that opens with a pronoun (he, she, it, they, his, her, its, their, this ...) carries
@@ -35,6 +37,7 @@ import re
 from collections.abc import Sequence
 
 from ..records import Turn
+from .personal_facts import is_personal_fact
 
 # How a memory was made (Memory.built_by), in the words the UI shows.
 BUILT_BY = {
@@ -184,6 +187,8 @@ def is_short_fact(sentence: str) -> bool:
     changed = "anymore" in words or "longer" in words  # "not ... anymore", "no longer": a stated change
     if _HEDGES.intersection(words) or any(w.endswith(("'ll", "'d")) for w in words):
         return False
+    if is_personal_fact(sentence):  # "I love jazz.", "I have a dog.", "I don't eat meat."
+        return True
     if _negated(words) and not changed:
         return False
     if _NAMED.search(sentence) or _FIGURE.search(sentence) or _NUMERALS.intersection(words):

@@ -253,13 +253,14 @@ REFINE_ASK = (
 )
 
 
-def refine_messages(dialogue: str, timelines: list[str], sentences: str = "one or two sentences") -> list[dict]:
+def refine_messages(dialogue: str, timelines: list[str], sentences: str = "") -> list[dict]:
     """Phase II-2: the relation definitions, the current dialogue and the timelines, one refined text
     per timeline (the official instruction, in our words: one call per timeline in the official code;
-    several timelines per call where the caller batches them). `sentences` sizes the answer."""
+    several timelines per call where the caller batches them). `sentences` sizes the answer ("": no
+    length asked, as the official instruction; the caller's answer tokens bound it)."""
     numbered = "\n".join(f"Timeline {i}: {t}" for i, t in enumerate(timelines))
     which = "the timeline" if len(timelines) == 1 else "each timeline"
-    ask = REFINE_ASK.format(which=which, length=f"Write {sentences} per timeline.")
+    ask = REFINE_ASK.format(which=which, length=f"Write {sentences} per timeline." if sentences else "").rstrip()
     return [
         {"role": "system", "content": "You prepare memories for a conversational agent. Answer in JSON only."},
         {

@@ -48,10 +48,11 @@ def refine(
     each: bool = False,
     workers: int = 1,
     per_timeline: int = ANSWER_PER_TIMELINE,
-    sentences: str = "one or two sentences",
+    sentences: str = "",
 ) -> list[str]:
     """One refined text per timeline of `texts`, in order. `each`: one call per timeline, `workers`
-    of them at a time; `per_timeline`: answer tokens allowed per timeline."""
+    of them at a time; `per_timeline`: answer tokens allowed per timeline; `sentences` ("" = as the
+    official instruction, no length asked) sizes the answer in words."""
     dialogue = _end_of(dialogue, llm.window // 4)
     out = list(texts)
     batches = [[i] for i in range(len(texts))] if each else _batches(llm, dialogue, texts, per_timeline)

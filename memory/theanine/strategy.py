@@ -182,9 +182,9 @@ class TheanineMemory:
             vecs = self.embedder.embed([m.event for m in mems]) if mems else np.zeros((0, 1))
             cands = self._candidates(graph, user_id, session_id, mems, vecs, options.j)
         with trace.timed("theanine_relations"):
-            # Offline Changed labels (memory.theanine.changes) compare masked sentences with the same embedder.
+            # Offline, Changed is labelled by the text rule of memory.theanine.changes.
             labels = linking.classify(
-                graph, cands, {m.id: m for m in mems}, llm, ChangeRule(self.embedder), options.explain_relations
+                graph, cands, {m.id: m for m in mems}, llm, ChangeRule(), options.explain_relations
             )
         with self.lock(user_id):
             try:
