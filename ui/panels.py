@@ -274,6 +274,9 @@ def trace_html(
     if trace.get("error"):
         out.append(f'<div class="mc-status mc-error">⚠ {esc(plain(trace["error"]))}</div>')
     out += [f'<div class="mc-notice">ℹ {esc(plain(n))}</div>' for n in trace.get("notices") or []]
+    from .answer_use_view import answer_use_parts  # (here: that module draws with this one's helpers)
+
+    out += answer_use_parts(trace, at, sessions)
     if strategy == "theanine":
         out += _theanine_parts(trace, at, sessions)
     elif strategy == "secom":

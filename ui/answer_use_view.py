@@ -1,0 +1,94 @@
+"""See why's "Did the reply use the memory?": the memory line the reply's words came from (or "no
+memory used"), and a warning when the reply names a value a later memory replaced.
+
+The trace records it (memory.answer_use, at the end of each reply); this draws it. Every text goes
+through `esc`, as in ui.panels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from memory.answer_use import marked
+from memory.text import plural
+
+from .panels import date_html, esc, memory_name
+
+STYLE = (
+    "<style>"
+    ".mc-answer q{quotes:'“' '”'}"
+    ".mc-answer mark{background:#fff1a8;padding:0 1px}"
+    ".mc-answer .mc-also{font-size:.9em}"
+    "</style>"
+)
+
+
+def _line_html(text: str, shared: list[str]) -> str:
+    """The memory line with the words it shares with the reply marked."""
+    return "".join(f"<mark>{esc(p)}</mark>" if hit else esc(p) for p, hit in marked(text, shared))
+
+
+def _name(src: dict, sessions: Mapping[str, str] | None) -> str:
+    name = esc(memory_name(src.get("id"), src.get("session_id"), sessions))
+    if src.get("kind") == "segment":
+        return f"a turn of the segment from {name}"
+    return name
+
+
+def _source_html(src: dict, sessions: Mapping[str, str] | None) -> str:
+    """One source: where it is from, the line with the shared words marked, which words, the longest run."""
+    words = ", ".join(f"<b>{esc(w)}</b>" for w in src.get("shared") or [])
+    span = src.get("span") or ""
+    run = f"; the longest run of words it shares with the reply: “{esc(span)}”" if span else ""
+    old = src.get("superseded_by")
+    stale = ' <span class="mc-warn">(a memory that a later one replaced)</span>' if old else ""
+    when = f" ({date_html(src.get('time'))})" if src.get("time") else ""
+    return (
+        f'<span class="mc-src" data-id="{esc(src.get("id"))}">{_name(src, sessions)}{when}{stale}: '
+        f"<q>{_line_html(str(src.get('text') or ''), list(src.get('shared') or []))}</q> — shares {words}{run}.</span>"
+    )
+
+
+def _stale_html(s: dict, sessions: Mapping[str, str] | None) -> str:
+    old, cur = s.get("old") or {}, s.get("current") or {}
+    named = ", ".join(f"“{esc(w)}”" for w in s.get("named") or [])
+    current = ", ".join(f"“{esc(w)}”" for w in s.get("current_values") or [])
+    return (
+        f'<div class="mc-status mc-error mc-stale" role="note" data-old="{esc(old.get("id"))}">⚠ The reply names '
+        f"{named}, from a memory that a later one replaced: <q>{esc(old.get('event'))}</q> "
+        f"({esc(memory_name(old.get('id'), None, sessions))}, {date_html(old.get('time'))}) was replaced on "
+        f"{date_html(cur.get('time'))} by <q>{esc(cur.get('event'))}</q>, whose {current} the reply does not "
+        "name. If the current memory reached the reply (above: Timelines), the model chose the old value.</div>"
+    )
+
+
+def answer_use_parts(trace: dict, at: Callable[[str], str], sessions: Mapping[str, str] | None = None) -> list[str]:
+    """The section, or nothing for a trace without the check (no memory, an error, an older trace)."""
+    use = trace.get("answer_use") or {}
+    if not use:
+        return []
+    sources = [s for s in use.get("sources") or [] if isinstance(s, dict)]
+    stale = [s for s in use.get("stale") or [] if isinstance(s, dict)]
+    out = [
+        STYLE,
+        f'<section{at("why-answer")} class="mc-answer" data-used="{int(bool(sources))}" data-stale="{len(stale)}">'
+        "<h5>Did the reply use the memory?</h5>",
+    ]
+    out += [_stale_html(s, sessions) for s in stale]
+    checked = plural(int(use.get("checked") or 0), "memory line")
+    if sources:
+        out.append(f"<p>Its words came from {_source_html(sources[0], sessions)}</p>")
+        if len(sources) > 1:
+            also = "".join(f"<li>{_source_html(s, sessions)}</li>" for s in sources[1:])
+            out.append(f'<div class="mc-also">Also sharing words with it:<ul>{also}</ul></div>')
+    else:
+        out.append(
+            f'<p class="mc-unused"><b>No memory used:</b> none of the {checked} that reached the reply shares a '
+            "name or figure, or two other content words, with it. If the answer was among them (below), the model "
+            "did not use it; if not, the memory did not find it.</p>"
+        )
+    out.append(
+        f'<p class="mc-muted">Compared by plain word overlap over the {checked} the reply read; words of your '
+        "message and earlier turns do not count.</p></section>"
+    )
+    return out
