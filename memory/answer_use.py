@@ -26,9 +26,15 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from .bm25 import tokenize
 from .trace import Trace
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .theanine.graph import MemoryGraph
 
 MIN_SCORE = 2  # two content words, or one name or figure
 MAX_SOURCES = 3  # the best line and, as "also", the next two
@@ -127,11 +133,23 @@ def _sid(d: dict) -> str:
     return str(d.get("session_id") or "")
 
 
-def superseded(trace: Trace) -> dict[str, tuple[dict, dict]]:
+def changes_behind(graph: MemoryGraph, segments: list[dict]) -> list[tuple[dict, dict]]:
+    """(old, current) for each THEANINE memory made from the turns of `segments` that a `Changed`
+    edge replaced: SeCom's segments know no change, the graph built from the same sessions does."""
+    turns = {str(t) for s in segments for t in s.get("covers") or ()}
+    out = []
+    for m in graph.memories():
+        if turns & set(m.turns) and (cur := graph.current(m.id)) != m.id:
+            c = graph.memory(cur)
+            out.append(({"id": m.id, "event": m.event, "time": m.time}, {"id": c.id, "event": c.event, "time": c.time}))
+    return out
+
+
+def superseded(trace: Trace, changes: Iterable[tuple[dict, dict]] = ()) -> dict[str, tuple[dict, dict]]:
     """{old memory id: (the old memory, the memory that holds its fact now)}, from what the trace
     records: a retrieved memory's `superseded_by`, the earlier versions a timeline gave with its
-    (current) anchor, and a `Changed` arrow along a timeline."""
-    out: dict[str, tuple[dict, dict]] = {}
+    (current) anchor, and a `Changed` arrow along a timeline; and `changes` (`changes_behind`)."""
+    out: dict[str, tuple[dict, dict]] = {str(old.get("id")): (old, cur) for old, cur in changes}
     for m in trace.memories:
         by = m.get("superseded_by")
         if isinstance(by, dict) and by.get("id"):
@@ -204,18 +222,19 @@ def _values(text: str, other: str) -> list[Word]:
     return list({w.key: w for w in pick}.values())
 
 
-def stale_values(reply: str, trace: Trace) -> list[dict]:
-    """Every replaced memory whose own value the reply names while it names none of the current one's."""
+def stale_values(reply: str, old: dict[str, tuple[dict, dict]]) -> list[dict]:
+    """Every replaced memory of `old` (`superseded`) whose own value the reply names while it names
+    none of the current one's."""
     got = keys(reply)
     out = []
-    for old_id, (old, cur) in superseded(trace).items():
-        old_text, cur_text = str(old.get("event") or ""), str(cur.get("event") or "")
+    for old_id, (was, cur) in old.items():
+        old_text, cur_text = str(was.get("event") or ""), str(cur.get("event") or "")
         named = [w.surface for w in _values(old_text, cur_text) if w.key in got]
         current = _values(cur_text, old_text)
         if named and current and not any(w.key in got for w in current):
             out.append(
                 {
-                    "old": {"id": old_id, "event": old_text, "time": str(old.get("time") or "")},
+                    "old": {"id": old_id, "event": old_text, "time": str(was.get("time") or "")},
                     "current": {"id": str(cur.get("id") or ""), "event": cur_text, "time": str(cur.get("time") or "")},
                     "named": named,
                     "current_values": [w.surface for w in current],
@@ -224,9 +243,10 @@ def stale_values(reply: str, trace: Trace) -> list[dict]:
     return out
 
 
-def answer_use(reply: str, trace: Trace, said: list[str]) -> dict:
+def answer_use(reply: str, trace: Trace, said: list[str], changes: Iterable[tuple[dict, dict]] = ()) -> dict:
     """Where the reply's words came from among the memory lines that reached it, and the stale values
-    it names. `said`: what the person typed (the message, their earlier turns). {} without memory."""
+    it names. `said`: what the person typed (the message, their earlier turns); `changes`: replaced
+    memories the trace does not record (`changes_behind`, for SeCom). {} without memory."""
     lines = reached_lines(trace)
     if not reply.strip() or (not lines and not trace.memories):
         return {}
@@ -234,9 +254,9 @@ def answer_use(reply: str, trace: Trace, said: list[str]) -> dict:
     got = keys(reply)
     found = [m for line in lines if (m := match(reply, line, said_keys, got)) is not None]
     found.sort(key=lambda m: (-m["score"], -len(m["span"].split())))  # stable: the prompt's order breaks ties
-    old = superseded(trace)
+    old = superseded(trace, changes)
     for m in found:
         if m["kind"] == "memory" and m["id"] in old:
             cur = old[m["id"]][1]
             m["superseded_by"] = {k: str(cur.get(k) or "") for k in ("id", "event", "time")}
-    return {"checked": len(lines), "sources": found[:MAX_SOURCES], "stale": stale_values(reply, trace)}
+    return {"checked": len(lines), "sources": found[:MAX_SOURCES], "stale": stale_values(reply, old)}

@@ -154,3 +154,11 @@ def test_the_page_escapes_what_it_quotes_and_marks_whole_words():
     assert "<img" not in html and "&lt;img" in html and "<mark>Rex</mark>" in html
     assert [p for p, hit in marked("Rexford and Rex", ["rex"]) if hit] == ["Rex"]
     assert [w.value for w in words("Rex is here. I met Rex")] == [False, False, False, False, False, True]
+
+
+def test_a_secom_reply_naming_the_old_city_is_flagged_from_the_graph_of_the_same_turns(agent):
+    """SeCom's segments know no change; the THEANINE graph built from the same sessions does."""
+    use = ask(agent, "secom", "Where do I live now?", "You live in Porto.").answer_use
+    [stale] = use["stale"]
+    assert stale["named"] == ["Porto"] and "Lisbon" in stale["current"]["event"]
+    assert ask(agent, "secom", "Where do I live now?", "You live in Lisbon.").answer_use["stale"] == []

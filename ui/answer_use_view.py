@@ -55,11 +55,15 @@ def _stale_html(s: dict, sessions: Mapping[str, str] | None) -> str:
     current = ", ".join(f"“{esc(w)}”" for w in s.get("current_values") or [])
     return (
         f'<div class="mc-status mc-error mc-stale" role="note" data-old="{esc(old.get("id"))}">⚠ The reply names '
-        f"{named}, from a memory that a later one replaced: <q>{esc(old.get('event'))}</q> "
+        f"{named} from a replaced memory: <q>{esc(_sentence(old.get('event')))}</q> "
         f"({esc(memory_name(old.get('id'), None, sessions))}, {date_html(old.get('time'))}) was replaced on "
-        f"{date_html(cur.get('time'))} by <q>{esc(cur.get('event'))}</q>, whose {current} the reply does not "
-        "name. If the current memory reached the reply (above: Timelines), the model chose the old value.</div>"
+        f"{date_html(cur.get('time'))} by <q>{esc(_sentence(cur.get('event')))}</q>. The reply does not name "
+        f"{current}: if that memory reached it (below), the model chose the old value.</div>"
     )
+
+
+def _sentence(event) -> str:
+    return str(event or "").strip().rstrip(".")
 
 
 def answer_use_parts(trace: dict, at: Callable[[str], str], sessions: Mapping[str, str] | None = None) -> list[str]:
