@@ -11,9 +11,13 @@ The rule, kept simple enough to explain on the page:
   SeCom's segment lines (the turns packed into the prompt).
 * A word counts when it is a content word (no stop word or chat filler), compared stemmed, and the
   person did not type it in the message or earlier in the session: echoing the question is not
-  using the memory. A name or a figure (a capitalised word inside a sentence, a number) counts 2,
-  another content word 1. A line whose words reach `MIN_SCORE` is a source; the best one leads
-  (then the longest run of words it shares with the reply).
+  using the memory.
+* A line is a source when it shares with the reply a name, a figure or its date (a capitalised word
+  inside a sentence, a number; the line's date as the reply may write it: "8 May", "2023-05-08"), or
+  a phrase holding two counted words ("aerial yoga"), or three counted words. Two loose words are not
+  enough: a chatty reply ("so happy you have such supportive friends and family") shares two with many
+  chatty memory lines (calibration on LoCoMo excerpts: docs/ui.md). The best source leads (names,
+  figures and dates count 2, other words 1, the phrase's words once more).
 * A memory is stale when a `Changed` edge replaced it. The reply is flagged when it names a value of
   the stale memory that the current one lacks (its names and figures, or its differing content
   words when neither has a name) and none of the current memory's own values. Here every word of
@@ -29,6 +33,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from .bm25 import tokenize
+from .dates import parse as parse_date
 from .trace import Trace
 
 if TYPE_CHECKING:
@@ -36,7 +41,8 @@ if TYPE_CHECKING:
 
     from .theanine.graph import MemoryGraph
 
-MIN_SCORE = 2  # two content words, or one name or figure
+MIN_WORDS = 3  # loose counted words that make a line a source (else a name, figure, date or phrase)
+MIN_PHRASE = 2  # counted words in one shared phrase that make a line a source
 MAX_SOURCES = 3  # the best line and, as "also", the next two
 
 # Words a reply uses whatever it answers; sharing them with a memory says nothing (stop words go too).
@@ -172,16 +178,21 @@ def keys(text: str) -> set[str]:
 
 
 def match(reply: str, line: Line, said: set[str], got: set[str] | None = None) -> dict | None:
-    """What `line` shares with the reply beyond the person's words, or None below MIN_SCORE.
+    """What `line` shares with the reply beyond the person's words, or None when it is no source.
     `got`: the reply's word keys, when the caller has them."""
     got = got if got is not None else keys(reply)
+    text = body(line.text)
     shared: dict[str, Word] = {}
-    for w in words(body(line.text)):
+    for w in words(text):
         if w.key and w.key in got and w.key not in said:
             old = shared.get(w.key)
             shared[w.key] = w if old is None or (w.value and not old.value) else old
-    score = sum(2 if w.value else 1 for w in shared.values())
-    if score < MIN_SCORE:
+    when = named_date(reply, line.time)
+    if when:
+        shared["date:" + line.time] = Word(when, "date:" + line.time, True)
+    span, in_span = shared_phrase(reply, text, set(shared))
+    has_value = any(w.value for w in shared.values())
+    if not (has_value or len(shared) >= MIN_WORDS or in_span >= MIN_PHRASE):
         return None
     return {
         "kind": line.kind,
@@ -192,22 +203,46 @@ def match(reply: str, line: Line, said: set[str], got: set[str] | None = None) -
         "covers": list(line.covers),
         "shared": [w.surface for w in shared.values()],
         "values": [w.surface for w in shared.values() if w.value],
-        "span": longest_span(reply, body(line.text), set(shared)),
-        "score": score,
+        "span": span,
+        "score": sum(2 if w.value else 1 for w in shared.values()) + in_span,
     }
 
 
-def longest_span(reply: str, text: str, counted: set[str]) -> str:
-    """The longest run of words `text` shares with the reply, as `text` writes it, when it holds one
-    of `counted` (a counted word) and more than one word; else ""."""
-    a, b = words(text), words(reply)
-    la = [w.surface.lower() for w in a]
-    lb = [w.surface.lower() for w in b]
-    m = SequenceMatcher(None, la, lb, autojunk=False).find_longest_match(0, len(la), 0, len(lb))
-    run = a[m.a : m.a + m.size]
-    if m.size < 2 or not any(w.key in counted for w in run):
+_MONTHS: tuple[str, ...] = ("january", "february", "march", "april", "may", "june")
+_MONTHS += ("july", "august", "september", "october", "november", "december")
+
+
+def named_date(reply: str, stored: str) -> str:
+    """The line's date as the reply names it ("8 May 2023"): its ISO day, its month's name with the
+    day, or with the year; "" when it does not."""
+    d = parse_date(stored) if stored else None
+    if d is None:
         return ""
-    return " ".join(w.surface for w in run)
+    if f"{d:%Y-%m-%d}" in reply:
+        return f"{d.day} {d:%B %Y}"
+    name = _MONTHS[d.month - 1]
+    month = r"\bMay\b" if name == "may" else rf"(?i:\b(?:{name}|{name[:3]})\b)"  # not "you may"
+    if re.search(month, reply):
+        if re.search(rf"(?<![\d:]){d.day}(?:st|nd|rd|th)?(?![\d:])", reply):
+            return f"{d.day} {d:%B}"
+        if re.search(rf"\b{d.year}\b", reply):
+            return f"{d:%B %Y}"
+    return ""
+
+
+def shared_phrase(reply: str, text: str, counted: set[str]) -> tuple[str, int]:
+    """The run of words `text` shares with the reply (stop words inside it too) that holds most of
+    `counted`, as `text` writes it, and how many it holds; ("", 0) without one of two words or more."""
+    a, b = words(text), words(reply)
+    la = [w.key or w.surface.lower() for w in a]
+    lb = [w.key or w.surface.lower() for w in b]
+    best, n_best = "", 0
+    for m in SequenceMatcher(None, la, lb, autojunk=False).get_matching_blocks():
+        run = a[m.a : m.a + m.size]
+        n = len({w.key for w in run if w.key in counted})
+        if m.size >= 2 and n and (n, m.size) > (n_best, len(best.split())):
+            best, n_best = " ".join(w.surface for w in run), n
+    return best, n_best
 
 
 def _values(text: str, other: str) -> list[Word]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from memory.agent import MemoryAgent
-from memory.answer_use import marked, words
+from memory.answer_use import Line, marked, match, named_date, words
 from memory.records import SessionRecord, Turn
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.strategy import SecomMemory
@@ -162,3 +162,22 @@ def test_a_secom_reply_naming_the_old_city_is_flagged_from_the_graph_of_the_same
     [stale] = use["stale"]
     assert stale["named"] == ["Porto"] and "Lisbon" in stale["current"]["event"]
     assert ask(agent, "secom", "Where do I live now?", "You live in Lisbon.").answer_use["stale"] == []
+
+
+def test_two_loose_chatty_words_are_no_source_but_a_phrase_a_name_or_the_lines_date_is():
+    family = Line(
+        "segment", "s1:seg0", "Maria: It's wonderful to have such a supportive and loving family.", "2023-05-08"
+    )
+    assert match("I'm so happy you have such supportive friends and family.", family, set()) is None
+    yoga = Line("memory", "s2:m3", "user: I started aerial yoga on Sundays.")
+    src = match("You do aerial yoga.", yoga, set())
+    assert src is not None and src["span"] == "aerial yoga" and src["values"] == []
+    assert match("You do aerial yoga.", yoga, {"aerial"}) is None  # the person's own word does not count
+    dated = match("That was on 8 May.", family, set())
+    assert dated is not None and dated["values"] == ["8 May"]
+    assert [named_date(r, "2023-05-08") for r in ("May 8th", "2023-05-08", "you may be 8", "in May 2023")] == [
+        "8 May",
+        "8 May 2023",
+        "",
+        "May 2023",
+    ]

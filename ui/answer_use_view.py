@@ -39,7 +39,7 @@ def _source_html(src: dict, sessions: Mapping[str, str] | None) -> str:
     """One source: where it is from, the line with the shared words marked, which words, the longest run."""
     words = ", ".join(f"<b>{esc(w)}</b>" for w in src.get("shared") or [])
     span = src.get("span") or ""
-    run = f"; the longest run of words it shares with the reply: “{esc(span)}”" if span else ""
+    run = f"; the phrase they share: “{esc(span)}”" if span else ""
     old = src.get("superseded_by")
     stale = ' <span class="mc-warn">(a memory that a later one replaced)</span>' if old else ""
     when = f" ({date_html(src.get('time'))})" if src.get("time") else ""
@@ -88,8 +88,8 @@ def answer_use_parts(trace: dict, at: Callable[[str], str], sessions: Mapping[st
     else:
         out.append(
             f'<p class="mc-unused"><b>No memory used:</b> none of the {checked} that reached the reply shares a '
-            "name or figure, or two other content words, with it. If the answer was among them (below), the model "
-            "did not use it; if not, the memory did not find it.</p>"
+            "name, figure or date with it, a phrase of two content words, or three content words. If the answer "
+            "was among them (below), the model did not use it; if not, the memory did not find it.</p>"
         )
     out.append(
         f'<p class="mc-muted">Compared by plain word overlap over the {checked} the reply read; words of your '
