@@ -8,6 +8,11 @@ generic chat replies that answer nothing (a source named for one is a false alar
 strategy, the gold replies given a source, among them those whose source holds an evidence turn,
 those whose evidence reached the prompt (and how many of them were given a source), and the generic
 replies given a source. `budget`: the bundled model's memory tokens (default 200).
+
+`python -m tests.answer_use_bench stale [budget]`: the warning, on the knowledge-update probe's histories
+(bench/ku_histories.py, built offline): its "current value" question answered with the old value, the new
+one, and both ("It was <old>, now it is <new>."). Prints, per strategy, the warnings for each reply, over
+the histories whose graph holds the change (a Changed edge out of a memory of an old-value turn).
 """
 
 from __future__ import annotations
@@ -110,5 +115,49 @@ def main(budget: int) -> None:
         )
 
 
+def stale(budget: int) -> None:
+    from bench.ku_histories import histories
+
+    emb = make_embedder("minilm")
+    llm = ScriptedLLM("ok")
+    tmp = Path(tempfile.mkdtemp(prefix="answer-use-stale-"))
+    store = VectorStore(path=tmp / "chroma")
+    agent = MemoryAgent(
+        Settings(data_dir=tmp),
+        store,
+        emb,
+        TheanineMemory(store, emb, tmp),
+        SecomMemory(store, emb, None, "", EmbeddingSegmenter(emb)),
+        llm_factory=lambda cfg: llm,
+    )
+    replies = {"old": "It is {old}.", "new": "It is {new}.", "both": "It was {old}, now it is {new}."}
+    warned = {s: dict.fromkeys(replies, 0) for s in ("theanine", "secom")}
+    changed = 0
+    hs = histories()
+    for h in hs:
+        for s in h.sessions:
+            agent.close_session(h.hid, s, llm_steps=False)
+        g = agent.theanine.graph(h.hid)
+        if not any(set(m.turns) & set(h.old_turns) and g.current(m.id) != m.id for m in g.memories()):
+            continue  # the offline rule missed this change: nothing to warn from
+        changed += 1
+        for strategy, w in warned.items():
+            for kind, reply in replies.items():
+                llm.script = [reply.format(old=h.old, new=h.new)]
+                opts = Options(strategy=strategy, bundled_budget=budget)
+                trace = list(agent.reply(h.hid, [], h.questions["current"], h.ask_date, opts))[-1].trace
+                assert trace is not None and trace.error is None, trace
+                w[kind] += bool(trace.answer_use.get("stale"))
+    print(f"memory budget {budget} tokens; {changed} of {len(hs)} histories hold their change in the graph")
+    for strategy, w in warned.items():
+        print(
+            f"{strategy:9s} warned: old value {w['old']}/{changed}, new value {w['new']}/{changed}, "
+            f"both {w['both']}/{changed}"
+        )
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    if sys.argv[1:2] == ["stale"]:
+        stale(int(sys.argv[2]) if len(sys.argv) > 2 else 200)
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
