@@ -1,18 +1,26 @@
 """See why's "Did the reply use the memory?": the memory line the reply's words came from (or "no
 memory used"), and a warning when the reply names a value a later memory replaced.
 
-The trace records it (memory.answer_use, at the end of each reply); this draws it. Every text goes
-through `esc`, as in ui.panels.
+The trace records it (memory.answer_use, at the end of each reply); this draws it, every text escaped.
+ui.panels calls it with its own way of naming memories and writing dates (passed in: this module does
+not import ui.panels, which imports it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from html import escape
 
 from memory.answer_use import marked
 from memory.text import plural
 
-from .panels import date_html, esc, memory_name
+Name = Callable[[object, object], str]  # (memory id, session id) -> its name as the sidebar numbers sessions
+DateHtml = Callable[[object], str]  # a stored date -> HTML in the page's date style
+
+
+def esc(value) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
 
 STYLE = (
     "<style>"
@@ -28,14 +36,14 @@ def _line_html(text: str, shared: list[str]) -> str:
     return "".join(f"<mark>{esc(p)}</mark>" if hit else esc(p) for p, hit in marked(text, shared))
 
 
-def _name(src: dict, sessions: Mapping[str, str] | None) -> str:
-    name = esc(memory_name(src.get("id"), src.get("session_id"), sessions))
+def _name(src: dict, name_of: Name) -> str:
+    name = esc(name_of(src.get("id"), src.get("session_id")))
     if src.get("kind") == "segment":
         return f"a turn of the segment from {name}"
     return name
 
 
-def _source_html(src: dict, sessions: Mapping[str, str] | None) -> str:
+def _source_html(src: dict, name_of: Name, date_html: DateHtml) -> str:
     """One source: where it is from, the line with the shared words marked, which words, the longest run."""
     words = ", ".join(f"<b>{esc(w)}</b>" for w in src.get("shared") or [])
     span = src.get("span") or ""
@@ -44,19 +52,19 @@ def _source_html(src: dict, sessions: Mapping[str, str] | None) -> str:
     stale = ' <span class="mc-warn">(a memory that a later one replaced)</span>' if old else ""
     when = f" ({date_html(src.get('time'))})" if src.get("time") else ""
     return (
-        f'<span class="mc-src" data-id="{esc(src.get("id"))}">{_name(src, sessions)}{when}{stale}: '
+        f'<span class="mc-src" data-id="{esc(src.get("id"))}">{_name(src, name_of)}{when}{stale}: '
         f"<q>{_line_html(str(src.get('text') or ''), list(src.get('shared') or []))}</q> — shares {words}{run}.</span>"
     )
 
 
-def _stale_html(s: dict, sessions: Mapping[str, str] | None) -> str:
+def _stale_html(s: dict, name_of: Name, date_html: DateHtml) -> str:
     old, cur = s.get("old") or {}, s.get("current") or {}
     named = ", ".join(f"“{esc(w)}”" for w in s.get("named") or [])
     current = ", ".join(f"“{esc(w)}”" for w in s.get("current_values") or [])
     return (
         f'<div class="mc-status mc-error mc-stale" role="note" data-old="{esc(old.get("id"))}">⚠ The reply names '
         f"{named} from a replaced memory: <q>{esc(_sentence(old.get('event')))}</q> "
-        f"({esc(memory_name(old.get('id'), None, sessions))}, {date_html(old.get('time'))}) was replaced on "
+        f"({esc(name_of(old.get('id'), None))}, {date_html(old.get('time'))}) was replaced on "
         f"{date_html(cur.get('time'))} by <q>{esc(_sentence(cur.get('event')))}</q>. The reply does not name "
         f"{current}: if that memory reached it (below), the model chose the old value.</div>"
     )
@@ -66,8 +74,9 @@ def _sentence(event) -> str:
     return str(event or "").strip().rstrip(".")
 
 
-def answer_use_parts(trace: dict, at: Callable[[str], str], sessions: Mapping[str, str] | None = None) -> list[str]:
-    """The section, or nothing for a trace without the check (no memory, an error, an older trace)."""
+def answer_use_parts(trace: dict, at: Callable[[str], str], name_of: Name, date_html: DateHtml) -> list[str]:
+    """The section, or nothing for a trace without the check (no memory, an error, an older trace).
+    `at(part)`: the section's id attribute (ui.panels.trace_html's)."""
     use = trace.get("answer_use") or {}
     if not use:
         return []
@@ -78,12 +87,12 @@ def answer_use_parts(trace: dict, at: Callable[[str], str], sessions: Mapping[st
         f'<section{at("why-answer")} class="mc-answer" data-used="{int(bool(sources))}" data-stale="{len(stale)}">'
         "<h5>Did the reply use the memory?</h5>",
     ]
-    out += [_stale_html(s, sessions) for s in stale]
+    out += [_stale_html(s, name_of, date_html) for s in stale]
     checked = plural(int(use.get("checked") or 0), "memory line")
     if sources:
-        out.append(f"<p>Its words came from {_source_html(sources[0], sessions)}</p>")
+        out.append(f"<p>Its words came from {_source_html(sources[0], name_of, date_html)}</p>")
         if len(sources) > 1:
-            also = "".join(f"<li>{_source_html(s, sessions)}</li>" for s in sources[1:])
+            also = "".join(f"<li>{_source_html(s, name_of, date_html)}</li>" for s in sources[1:])
             out.append(f'<div class="mc-also">Also sharing words with it:<ul>{also}</ul></div>')
     else:
         out.append(
