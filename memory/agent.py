@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .answer_use import answer_use, changes_behind
 from .errors import LLMError, StoreUnavailable
 from .llm import LLM, LLMSession, make_llm
 from .locks import UserLocks
@@ -235,6 +236,16 @@ class MemoryAgent:
         except Exception:
             log.exception("reply failed")
             trace.error = "Something went wrong while replying. Your message is saved; press Retry."
+        if text and trace.error is None:
+            try:  # for See why: did the reply use its memory (memory.answer_use; no model call)
+                said = [message, *(t.text for t in history if t.speaker != "assistant")]
+                changes = []
+                if trace.strategy == "secom":  # a segment knows no change; the graph of the same turns does
+                    with self.theanine.lock(user_id):
+                        changes = changes_behind(self.theanine.graph(user_id), trace.segments)
+                trace.answer_use = answer_use(text, trace, said, changes)
+            except Exception:
+                log.exception("answer-use check failed")  # the reply stands without it
         yield ReplyEvent("done", text, trace)
 
     def _refine_plan(self, cfg: LLMConfig | None, steps: bool, opts: Options) -> RefinePlan | None:

@@ -32,6 +32,8 @@ class Trace:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
     notices: list[str] = field(default_factory=list)  # e.g. "compression unavailable: ..."
     counts: dict[str, int] = field(default_factory=dict)  # the size of a step's work, e.g. {"relation_pairs": 12}
+    # memory.answer_use: the memory lines the reply's words came from, and stale values it named
+    answer_use: dict = field(default_factory=dict)
     memory_path: str = ""  # "llm" | "offline": whether LLM memory steps ran
     error: str | None = None  # a user-facing message, never a stack trace
 

@@ -101,7 +101,38 @@ def trace(t: dict, f: Forgotten) -> dict:
         for s in t.get("segments") or []
         if not f.turn_ids & set(s.get("covers") or []) and not f.turn_ids & set(str(s.get("turn_ids", "")).split(","))
     ]
+    if t.get("answer_use"):
+        out["answer_use"] = _answer_use(t["answer_use"], f)
     return out
+
+
+def _answer_use(u: dict, f: Forgotten) -> dict:
+    """Whether the reply used its memory (memory.answer_use) without the forgotten memory: a source
+    that is it or holds its turns, and a stale value it is part of, are left out."""
+
+    def gone(d) -> bool:
+        d = d if isinstance(d, dict) else {}
+        return str(d.get("id")) in f.memory_ids or bool(f.turn_ids & set(d.get("covers") or []))
+
+    def event(m: dict) -> dict:
+        return dict(m, event=f.replace(str(m.get("event", ""))))
+
+    sources = []
+    for s in u.get("sources") or []:
+        if not gone(s):
+            s = dict(s, text=f.replace(str(s.get("text", ""))))
+            by = s.pop("superseded_by", None)
+            if isinstance(by, dict) and not gone(by):
+                s["superseded_by"] = event(by)
+            sources.append(s)
+    stale = [
+        dict(s, old=event(s["old"]), current=event(s["current"]))
+        for s in u.get("stale") or []
+        if isinstance(s.get("old"), dict)
+        and isinstance(s.get("current"), dict)
+        and not (gone(s["old"]) or gone(s["current"]))
+    ]
+    return dict(u, sources=sources, stale=stale)
 
 
 def _timeline(t: dict, f: Forgotten) -> dict:

@@ -16,6 +16,7 @@ from memory.dates import human_date
 from memory.dates import parse as parse_date
 from memory.text import plural
 
+from .answer_use_view import answer_use_parts
 from .graph_view import RELATIONS, date_text
 
 STRATEGY_NAMES = {
@@ -274,6 +275,7 @@ def trace_html(
     if trace.get("error"):
         out.append(f'<div class="mc-status mc-error">⚠ {esc(plain(trace["error"]))}</div>')
     out += [f'<div class="mc-notice">ℹ {esc(plain(n))}</div>' for n in trace.get("notices") or []]
+    out += answer_use_parts(trace, at, lambda mid, sid: memory_name(mid, sid, sessions), date_html)
     if strategy == "theanine":
         out += _theanine_parts(trace, at, sessions)
     elif strategy == "secom":
