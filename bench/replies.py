@@ -115,8 +115,9 @@ def personal_people(path: Path = PERSONAL) -> list[Person]:
     return out
 
 
-def make_service(data_dir: Path):
-    """The app's agent and session service, as app.build makes them, over a scratch data dir."""
+def make_service(data_dir: Path, llm_factory=None):
+    """The app's agent and session service, as app.build makes them, over a scratch data dir
+    (`llm_factory`: the tests' scripted model)."""
     from app import AppSettings
     from memory.agent import MemoryAgent
     from memory.locks import UserLocks
@@ -125,7 +126,7 @@ def make_service(data_dir: Path):
     app = AppSettings.from_env()
     memory = dataclasses.replace(app.memory, data_dir=Path(data_dir), chroma_host="")
     locks = UserLocks()
-    agent = MemoryAgent.from_settings(memory, locks=locks)
+    agent = MemoryAgent.from_settings(memory, llm_factory=llm_factory, locks=locks)
     svc = SessionService(
         memory, agent, locks=locks, limits=dataclasses.replace(app.limits, imports_per_hour=0), identity=app.identity
     )
@@ -162,13 +163,17 @@ def ask(svc, uid: str, q: Question, first: bool, strategy: str) -> dict:
         "prompt_tokens": counters.get("prompt_tokens"),
         "prompt_tokens_cached": counters.get("prompt_tokens_cached"),
         "memory": read,
+        # See why's check (memory.answer_use): whether the reply's words came from a memory line, and
+        # whether it named a value a Changed memory replaced: a memory failure told from a model failure
+        "used_memory": bool((trace.get("answer_use") or {}).get("sources")),
+        "stale_value": bool((trace.get("answer_use") or {}).get("stale")),
         **score(reply, q),
         "parrot": parrots(reply, q.text),
     }
 
 
-def run_person(svc, p: Person, group: int, strategy: str) -> list[dict]:
-    uid = svc.new_user("127.0.0.1")
+def run_person(svc, p: Person, group: int, strategy: str, uid: str = "") -> list[dict]:
+    uid = uid or svc.new_user("127.0.0.1")
     t0 = time.perf_counter()
     res = svc.import_history(uid, json.dumps(p.history), p.name if "conversation" in p.history else "")
     progress(f"{p.name}: {res.message} ({time.perf_counter() - t0:.0f} s)")
@@ -182,7 +187,7 @@ def run_person(svc, p: Person, group: int, strategy: str) -> list[dict]:
 
 
 def _share(rows: list[dict], key: str) -> float | None:
-    return round(statistics.fmean(float(r[key]) for r in rows), 3) if rows else None
+    return round(statistics.fmean(float(r.get(key) or 0) for r in rows), 3) if rows else None
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -205,6 +210,8 @@ def summarise(rows: list[dict]) -> dict:
         },
         "refusals": _share(rows, "refusal"),
         "parroting": _share(rows, "parrot"),
+        "used_memory": _share(rows, "used_memory"),
+        "stale_value": _share(rows, "stale_value"),
         "errors": sum(1 for r in rows if r["error"]),
         "first_token_first_p50": p(firsts, "first_token_s", 50),
         "first_token_first_max": p(firsts, "first_token_s", 100),
@@ -226,6 +233,8 @@ def table(s: dict, label: str) -> str:
         ("personal", s["personal"]),
         ("refusals", s["refusals"]),
         ("parroting", s["parroting"]),
+        ("reply used a memory (See why)", s.get("used_memory")),
+        ("named a replaced value", s.get("stale_value")),
         ("1st token, first msg p50/max", f"{f(s['first_token_first_p50'])} / {f(s['first_token_first_max'])} s"),
         ("1st token, later p50/max", f"{f(s['first_token_later_p50'])} / {f(s['first_token_later_max'])} s"),
         ("complete p50", f"{f(s['complete_p50'])} s"),
@@ -265,6 +274,7 @@ def main(argv: list[str]) -> int:
         people = [x for x in people if x.name in a.only]
     label = a.label or Path(a.out).stem
     rows: list[dict] = []
+    out: dict = {"summary": summarise(rows)}
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-replies-") as tmp:
         svc, settings = make_service(Path(tmp))

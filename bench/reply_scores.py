@@ -32,7 +32,7 @@ def score(reply: str, q: Question) -> dict:
     named before the old one); f1: LoCoMo's token F1 against the best gold answer; refusal."""
     hit = next((g for g in q.answers if has_all_words(reply, g)), None)
     strict = hit is not None
-    if strict and q.old:
+    if hit is not None and q.old:
         old_at = _first_mention(reply, q.old)
         new_at = min((i for w in normalise(hit).split() if (i := _first_mention(reply, w)) >= 0), default=-1)
         strict = old_at < 0 or 0 <= new_at < old_at
