@@ -7,6 +7,7 @@ import sys
 COMMANDS = {
     "locomo": "locomo_recall",
     "learn": "secom.learn",
+    "queryforms": "query_forms",
     **{
         c: c
         for c in (
