@@ -154,11 +154,13 @@ def test_the_chat_turns_session_is_never_in_the_memory_searched(tmp_path, monkey
 
     def spy(self, user_id, history, message, opts, *a, **kw):
         searched = user_id.split("-offline")[0].removeprefix("locomo-")
+        said = {t.text for t in history if len(t.text.split()) >= 5}  # not "Bye!", said everywhere
+        segments = self.secom.export(user_id)
+        assert said and segments and not any(x in s["text"] for x in said for s in segments)
         chat = {(t.turn_id.split("/")[0], t.turn_id.split("/")[1].split(":")[0]) for t in history}
         assert len(chat) == 1 and searched not in {cid for cid, _ in chat}
-        own = {x for x in session_texts[chat.pop()] if len(x.split()) >= 5}  # not "Bye!", said everywhere
-        segments = self.secom.export(user_id)
-        assert segments and not any(x in s["text"] for x in own for s in segments)
+        own = {x for x in session_texts[chat.pop()] if len(x.split()) >= 5}
+        assert not any(x in s["text"] for x in own for s in segments)
         graph = self.theanine.graph(user_id)
         by_id = {t.turn_id: t.text for s in convs[searched].sessions for t in s.turns}
         sources = {by_id[t] for mid in graph.g for t in graph.memory(mid).turns if t in by_id}
