@@ -8,6 +8,7 @@ COMMANDS = {
     "locomo": "locomo_recall",
     "learn": "secom.learn",
     "queryforms": "query_forms",
+    "secompresent": "secom_present",
     **{
         c: c
         for c in (
