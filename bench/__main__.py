@@ -7,6 +7,8 @@ import sys
 COMMANDS = {
     "locomo": "locomo_recall",
     "learn": "secom.learn",
+    "queryforms": "query_forms",
+    "secompresent": "secom_present",
     **{
         c: c
         for c in (

@@ -108,7 +108,8 @@ def _parser():
         "--after-turns",
         type=int,
         default=RunSpec.after_turns,
-        help="--path agent: ask each question after this many real dialogue turns (default 4; 0: alone)",
+        help="--path agent: ask each question after this many real turns of another conversation of the file "
+        "(default 4; 0: alone)",
     )
     p.add_argument(
         "--retrievers",

@@ -65,8 +65,8 @@ class RefinePlan:
     turns: int | None = None
 
 
-# The bundled model refines only the first timeline, briefly: refining on 2 cores costs seconds
-# before the first token (measured in docs/defaults.md, "Refinement on the bundled model").
+# The bundled model in `auto` refines no timeline: one refinement on 2 cores costs seconds before the
+# first token and its answers were unusable (docs/defaults.md, "Refinement").
 BUNDLED_REFINE: RefinePlan | None = None
 ENDPOINT_WORKERS = 8
 
@@ -111,10 +111,31 @@ def recent_history(
     return out[::-1]
 
 
+# MiniLM reads a text's first 256 word pieces and drops the rest; a retrieval query is kept within
+# this many tokens (cl100k; English text takes a few more word pieces than cl100k tokens) so that
+# the message is always read, whatever the order of the turns beside it.
+QUERY_WINDOW_TOKENS = 180
+
+
 def retrieval_query(history: list[Turn], message: str, opts: Options) -> str:
-    """What both memories are searched with: the new message, after the last `opts.query_turns` turns
-    (0 = the message alone). The message leads: earlier turns dilute it (chosen by measurement, docs/defaults.md)."""
-    return dialogue_text(history, message, last=opts.query_turns) if opts.query_turns else message
+    """What both memories are searched with: the new message alone (`opts.query_turns` 0, the default),
+    or with the last `query_turns` turns, in time order (the message last, as the paper's dialogue) or
+    the message first and the turns newest first (`query_order`). The oldest turns are dropped until
+    the query fits QUERY_WINDOW_TOKENS, so the embedder never loses the message (docs/defaults.md)."""
+    turns = history[-opts.query_turns :] if opts.query_turns else []
+    lines = [f"{t.speaker}: {t.text}" for t in turns]
+    mine = f"user: {message}" if lines else message
+    budget = QUERY_WINDOW_TOKENS - count_tokens(mine)
+    kept: list[str] = []
+    for line in reversed(lines):  # newest first, while they fit
+        n = count_tokens(line) + 1
+        if n > budget:
+            break
+        kept.append(line)
+        budget -= n
+    if not kept:
+        return message
+    return "\n".join([mine, *kept] if opts.query_order == "message-first" else [*kept[::-1], mine])
 
 
 class MemoryAgent:

@@ -26,6 +26,7 @@ STRATEGIES = ("theanine", "secom", "none")
 COMPARE_COLUMNS = ("theanine", "secom", "none", "theanine-paper")  # the slowest (it refines) last
 RETRIEVERS = ("bm25", "dense", "hybrid")
 TIMELINE_ORDERS = ("recent", "rank")  # THEANINE: timelines in the reply newest first, or by retrieval rank
+QUERY_ORDERS = ("time", "message-first")  # the retrieval query's turns before the message, or after it
 TIMELINE_PACKINGS = ("whole", "anchors")  # THEANINE: whole timelines in rank order, or every retrieved memory first
 # THEANINE per chat: the app's measured settings, or the paper's own (Options.for_theanine)
 THEANINE_MODES = ("tuned", "paper")
@@ -256,7 +257,11 @@ class Options:
     # THEANINE, "anchors" packing: the timelines through the best-ranked memories go in whole first
     # (root -> retrieved memory -> leaf), then the other retrieved memories (docs/defaults.md)
     whole_timelines: int = env("THEANINE_WHOLE_TIMELINES", 2, lo=0, hi=20)
-    query_turns: int = 0  # earlier turns in the retrieval query before the new message (0 = the message alone)
+    # Earlier turns in the retrieval query beside the new message (0 = the message alone), and their order:
+    # "time" (the turns, then the message: the paper's dialogue) or "message-first" (the message, then
+    # the turns newest first). Either way the message is always within what the embedder reads.
+    query_turns: int = env("MEMORY_QUERY_TURNS", 0, lo=0, hi=12)
+    query_order: str = env("MEMORY_QUERY_ORDER", "time", choices=QUERY_ORDERS)
     # THEANINE: "tuned" (the settings above) or "paper" (PAPER_SETTING: k = 3, dense over the dialogue,
     # whole timelines, every timeline refined); a chat's choice in Settings
     theanine_mode: str = env("THEANINE_MODE", "tuned", choices=THEANINE_MODES)
@@ -285,6 +290,7 @@ class Options:
         "theanine_retriever": RETRIEVERS,
         "timeline_order": TIMELINE_ORDERS,
         "timeline_packing": TIMELINE_PACKINGS,
+        "query_order": QUERY_ORDERS,
         "theanine_mode": THEANINE_MODES,
     }
     _RANGES: ClassVar[dict[str, tuple[float, float]]] = {
@@ -319,8 +325,12 @@ class Options:
         return replace(self, **changes)
 
     def for_backend(self, cfg: LLMConfig) -> Options:
-        """The options a reply runs with on `cfg`: a bundled model reads `bundled_budget` tokens of memory."""
-        return self.with_(budget=self.bundled_budget) if cfg.is_bundled else self
+        """The options a reply runs with on `cfg`: a bundled model reads `bundled_budget` tokens of memory,
+        except THEANINE in the paper's setting, which keeps `budget` on every backend: the paper's three
+        whole timelines (at 200 tokens they were mostly one cut timeline; docs/defaults.md)."""
+        if not cfg.is_bundled or (self.strategy == "theanine" and self.theanine_mode == "paper"):
+            return self
+        return self.with_(budget=self.bundled_budget)
 
     def for_column(self, column: str) -> Options:
         """The options of one of Compare's COMPARE_COLUMNS."""

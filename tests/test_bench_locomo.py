@@ -107,23 +107,73 @@ def test_agent_path_closes_sessions_through_the_agent_with_each_summariser(tmp_p
     assert d["close"]["offline"]["conv-t0"]["llm_calls"] == 0  # llm_steps=False: no LLM call at all
 
 
-def test_questions_are_asked_after_real_turns_of_a_session_without_their_evidence():
+def test_questions_are_asked_after_real_turns_of_another_conversation():
+    """Issue 44: the turns before a question are consecutive real turns of ANOTHER conversation of the
+    file (every session of the question's own conversation is in the memory searched), seeded, the
+    user who asks spoke last; with one conversation only, turns of the neutral chat."""
     from bench.locomo_recall import load
     from memory.evaluation.agent_run import chat_before
+    from memory.evaluation.neutral_chat import NEUTRAL_CHAT
     from tests.conftest import LOCOMO_SMALL
 
-    conv = load(LOCOMO_SMALL, ["conv-26"])[0]
-    by_id = {t.turn_id: t for s in conv.sessions for t in s.turns}
-    for i, q in enumerate(conv.questions):
-        history = chat_before(conv, i, 4, seed=0)
-        assert len(history) == 4 and history == chat_before(conv, i, 4, seed=0)  # seeded
-        sessions = {t.turn_id.split(":")[0] for t in history}
-        assert len(sessions) == 1 and not sessions & {e.split(":")[0] for e in q.evidence}
-        # consecutive real turns; the last one's speaker is the user who asks next
-        numbers = [int(t.turn_id.split(":")[1]) for t in history]
-        assert numbers == list(range(numbers[0], numbers[0] + 4))
-        assert history[-1].speaker == "user" and all(t.text == by_id[t.turn_id].text for t in history)
-    assert chat_before(conv, 0, 0) == []
+    convs = load(LOCOMO_SMALL)
+    texts = {c.sample_id: {f"{c.sample_id}/{t.turn_id}": t.text for s in c.sessions for t in s.turns} for c in convs}
+    for conv in convs:
+        for i in range(len(conv.questions)):
+            history = chat_before(convs, conv, i, 4, seed=0)
+            assert len(history) == 4 and history == chat_before(convs, conv, i, 4, seed=0)  # seeded
+            owners = {t.turn_id.split("/")[0] for t in history}
+            assert len(owners) == 1 and conv.sample_id not in owners
+            other = owners.pop()
+            sessions = {t.turn_id.split("/")[1].split(":")[0] for t in history}
+            assert len(sessions) == 1  # consecutive turns of one session
+            numbers = [int(t.turn_id.split(":")[1]) for t in history]
+            assert numbers == list(range(numbers[0], numbers[0] + 4))
+            assert history[-1].speaker == "user" and all(t.text == texts[other][t.turn_id] for t in history)
+    alone = chat_before(convs[:1], convs[0], 0, 4)
+    assert [t.speaker for t in alone] == ["assistant", "user", "assistant", "user"]
+    assert {t.text for t in alone} <= {text for _, text in NEUTRAL_CHAT}
+    assert chat_before(convs, convs[0], 0, 0) == []
+
+
+def test_the_chat_turns_session_is_never_in_the_memory_searched(tmp_path, monkeypatch):
+    """Issue 44: the benchmark leaked its chat into the memory: the turns before a question came from a
+    session already closed into the memory searched, so a query that read the dialogue found those very
+    turns. Through the real path (`bench locomo`, memory closed by the agent, read by memory_context),
+    no turn of the chat turns' own session is in the searched user's segments or THEANINE memories."""
+    from memory.evaluation import agent_run
+    from tests.conftest import LOCOMO_SMALL
+
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LLM_BACKEND", "LLM_GGUF_PATH", "SECOM_SEGMENTER"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path / "data"))
+    convs = {c.sample_id: c for c in locomo_recall.load(LOCOMO_SMALL)}
+    session_texts = {(cid, s.session_id): {t.text for t in s.turns} for cid, c in convs.items() for s in c.sessions}
+    checked = []
+    real = agent_run.MemoryAgent.memory_context
+
+    def spy(self, user_id, history, message, opts, *a, **kw):
+        searched = user_id.split("-offline")[0].removeprefix("locomo-")
+        said = {t.text for t in history if len(t.text.split()) >= 5}  # not "Bye!", said everywhere
+        segments = self.secom.export(user_id)
+        assert said and segments and not any(x in s["text"] for x in said for s in segments)
+        chat = {(t.turn_id.split("/")[0], t.turn_id.split("/")[1].split(":")[0]) for t in history}
+        assert len(chat) == 1 and searched not in {cid for cid, _ in chat}
+        own = {x for x in session_texts[chat.pop()] if len(x.split()) >= 5}
+        assert not any(x in s["text"] for x in own for s in segments)
+        graph = self.theanine.graph(user_id)
+        by_id = {t.turn_id: t.text for s in convs[searched].sessions for t in s.turns}
+        sources = {by_id[t] for mid in graph.g for t in graph.memory(mid).turns if t in by_id}
+        assert sources and not own & sources
+        ctx = real(self, user_id, history, message, opts, *a, **kw)
+        assert not any(x in line for x in own for line in ctx.lines)
+        checked.append(searched)
+        return ctx
+
+    monkeypatch.setattr(agent_run.MemoryAgent, "memory_context", spy)
+    args = ["--data", str(LOCOMO_SMALL), "--out", str(tmp_path / "agent.json"), "--budgets", "1000"]
+    assert locomo_recall.main([*args, "--methods", "app-defaults", "--retrievers", "bm25"]) == 0
+    assert set(checked) == set(convs)
 
 
 def test_app_defaults_rows_use_the_installed_options(tmp_path, monkeypatch):

@@ -42,6 +42,7 @@ from ..settings import Settings
 from ..trace import Trace
 from .baselines import DialogueUnits
 from .machine import machine
+from .neutral_chat import NEUTRAL_CHAT
 from .reference_llm import ReferenceLLM
 from .scoring import Replayable, evidence_recall, mean, recall_fields
 from .spec import RunSpec
@@ -232,25 +233,33 @@ def _score_baselines(conv, spec: RunSpec, embedder, rows: _Rows, steps: _Steps) 
                 steps.step()
 
 
-def chat_before(conv, i: int, n: int, seed: int = 0) -> list[Turn]:
-    """`n` consecutive real turns of a session that holds none of question i's evidence, as the
-    user/assistant history of a chat that was about something else (the question's asker is the user)."""
+def chat_before(convs, conv, i: int, n: int, seed: int = 0) -> list[Turn]:
+    """`n` consecutive real turns of ANOTHER conversation of the loaded file (`convs`), as the
+    user/assistant history of a chat that was about something else (the speaker of the last turn is
+    the user, who asks the question next). Never turns of `conv`: its sessions are all closed into the
+    memory being searched, and a query that reads the dialogue would find those very turns. With one
+    conversation only, turns of a short neutral chat (NEUTRAL_CHAT). Turn ids name their conversation
+    ("conv-30/D4:7"; "neutral:3"), so that they are never taken for turns of `conv`."""
     if n <= 0:
         return []
-    q = conv.questions[i]
-    held = {e.split(":")[0] for e in q.evidence}
-    pool = [s for s in conv.sessions if len(s.turns) > n and s.turns[0].turn_id.split(":")[0] not in held]
-    if not pool:
-        return []
     rng = random.Random(f"{seed}:{conv.sample_id}:{i}")
-    sess = rng.choice(pool)
+    others = [c for c in convs if c.sample_id != conv.sample_id and any(len(s.turns) >= n for s in c.sessions)]
+    if not others:
+        ends = [e for e, (who, _) in enumerate(NEUTRAL_CHAT) if who == "user" and e >= n - 1]
+        end = rng.choice(ends) if ends else len(NEUTRAL_CHAT) - 2  # the user, who asks next, spoke last
+        start = max(0, end - n + 1)
+        return [Turn(w, text, f"neutral:{j}") for j, (w, text) in enumerate(NEUTRAL_CHAT) if start <= j <= end]
+    other = rng.choice(others)
+    sess = rng.choice([s for s in other.sessions if len(s.turns) >= n])
     at = rng.randrange(n, len(sess.turns) + 1)
     turns = sess.turns[at - n : at]
-    me = turns[-1].speaker  # the speaker of the last turn asks the question next
-    return [Turn("user" if t.speaker == me else "assistant", t.text, t.turn_id) for t in turns]
+    me = turns[-1].speaker
+    return [Turn("user" if t.speaker == me else "assistant", t.text, f"{other.sample_id}/{t.turn_id}") for t in turns]
 
 
-def _score_agent(b: Built, conv, method: str, retriever: str, spec: RunSpec, options, rows: _Rows, steps) -> None:
+def _score_agent(
+    b: Built, convs, conv, method: str, retriever: str, spec: RunSpec, options, rows: _Rows, steps
+) -> None:
     """Every question at every budget, scored on the memory text `MemoryAgent.reply` would put in its prompt.
 
     `method` "app-defaults:secom" / "app-defaults:theanine" keeps the installed options (k, retrievers,
@@ -260,7 +269,7 @@ def _score_agent(b: Built, conv, method: str, retriever: str, spec: RunSpec, opt
     strategy = "secom" if method.endswith("secom") else "theanine"
     session = LLMSession(b.llm, Trace("bench"), 0.0, 0) if b.llm is not None else None
     for i, q in enumerate(conv.questions):
-        history = chat_before(conv, i, spec.after_turns, spec.seed)
+        history = chat_before(convs, conv, i, spec.after_turns, spec.seed)
         for budget in spec.budgets:
             opts = options.with_(strategy=strategy, budget=budget)
             if not as_installed:
@@ -291,7 +300,7 @@ def _agent_rows(method: str, spec: RunSpec, options) -> list[tuple[str, str]]:
     return [(method, r) for r in spec.retrievers]
 
 
-def _score_summariser(conv, summ: str, spec: RunSpec, settings, options, tmp: Path, rows: _Rows, steps) -> dict:
+def _score_summariser(convs, conv, summ: str, spec: RunSpec, settings, options, tmp: Path, rows: _Rows, steps) -> dict:
     """Close the conversation's sessions into memory with one summariser, then score its strategies."""
     t0 = time.perf_counter()
     steps.say(f"  {summ}: closing {len(conv.sessions)} sessions into memory")
@@ -304,7 +313,7 @@ def _score_summariser(conv, summ: str, spec: RunSpec, settings, options, tmp: Pa
     for requested in [m for m in spec.methods if m not in ("turn", "session")]:
         for method, r in _agent_rows(requested, spec, options):
             t0 = time.perf_counter()
-            _score_agent(b, conv, method, r, spec, options, rows, steps)
+            _score_agent(b, convs, conv, method, r, spec, options, rows, steps)
             mine = [x[2] for x in rows.per[(summ, method, r, at)] if x[0] == conv.sample_id]
             steps.say(f"    {method:18s} {r:6s} recall@{at} {mean(mine)}  [{time.perf_counter() - t0:.1f}s]")
     return b.close
@@ -352,7 +361,7 @@ def evaluate(
             _score_baselines(conv, spec, embedder, rows, steps)
             for summ in spec.summarisers:
                 closes[summ][conv.sample_id] = _score_summariser(
-                    conv, summ, spec, settings, options, Path(tmp), rows, steps
+                    convs, conv, summ, spec, settings, options, Path(tmp), rows, steps
                 )
     return {"results": _summary(rows.per, rows.multi, rows.whole), "close": dict(closes), "questions": rows.questions}
 

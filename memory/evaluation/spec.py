@@ -27,8 +27,9 @@ class RunSpec:
     seed: int = 0
     contexts: bool = False  # keep each strategy's packed context in the per-question rows
     embedder: str | None = None  # None: the configured one
-    # Each question is asked after this many real dialogue turns (from a session that holds none of
-    # its evidence), as in a chat that was about something else; 0: the question alone.
+    # Each question is asked after this many real dialogue turns of another conversation of the file
+    # (agent_run.chat_before: never a session of the memory searched), as in a chat that was about
+    # something else; 0: the question alone.
     after_turns: int = 4
 
     def problems(self, has_llm: bool) -> list[str]:
