@@ -58,6 +58,22 @@ def plain(text) -> str:
     return " ".join(t.split())
 
 
+_DETAIL = re.compile(r"^(?P<head>[^(]{8,}?) \((?P<detail>.+)\)(?P<tail>[;,.][^()]*)?$")
+NOTICE_CHARS = 130
+
+
+def notice_html(text) -> str:
+    """A trace's notice on one line; a long one's detail (the parenthesised cause, or the rest) folded."""
+    t = plain(text)
+    if len(t) <= NOTICE_CHARS:
+        return f'<div class="mc-notice">ℹ {esc(t)}</div>'
+    m = _DETAIL.match(t)
+    head = (m["head"] + (m["tail"] or "")).strip() if m else t[: NOTICE_CHARS - 1] + "…"
+    if len(head) > NOTICE_CHARS:
+        head = head[: NOTICE_CHARS - 1] + "…"
+    return f'<details class="mc-notice"><summary>ℹ {esc(head)}</summary><div>{esc(t)}</div></details>'
+
+
 def status_html(text: str = "", kind: str = "info") -> str:
     """A one-line status (kind: info | ok | error | busy); empty text hides it."""
     if not text:
@@ -273,7 +289,7 @@ def trace_html(
     ]
     if trace.get("error"):
         out.append(f'<div class="mc-status mc-error">⚠ {esc(plain(trace["error"]))}</div>')
-    out += [f'<div class="mc-notice">ℹ {esc(plain(n))}</div>' for n in trace.get("notices") or []]
+    out += [notice_html(n) for n in trace.get("notices") or []]
     if strategy == "theanine":
         out += _theanine_parts(trace, at, sessions)
     elif strategy == "secom":
