@@ -177,8 +177,9 @@ def progress_html(elem_id: str, title: str, fraction: float, eta: float | None, 
     if eta is not None:
         # In steps of 5 s (a minute above 90 s), so a poll every second does not flicker the line.
         left = f" · about {max(5, 5 * round(eta / 5))} s left" if eta < 90 else f" · about {round(eta / 60)} min left"
+    eta_attr = "" if eta is None else f' data-eta="{round(eta)}"'
     return (
-        f'<div class="mc-job" id="{elem_id}" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
+        f'<div class="mc-job" id="{elem_id}"{eta_attr} role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
         f'aria-valuemax="100"><div class="mc-bar"><span style="width:{pct}%"></span></div>'
         f"<div><b>{esc(title)}: {pct}%</b>{esc(left)} · {esc(text)}</div>"
         f'<div class="mc-muted">{esc(note)}</div></div>'
