@@ -116,8 +116,8 @@ def main(argv: list[str]) -> int:
             page.set_viewport_size({"width": 1400, "height": 900})
             page.get_by_role("tab", name="Evaluate memory designs").click()
             page.wait_for_selector("#eval-run-btn", timeout=120_000)
-            small = Path(tmp) / "conv30_first5.json"
-            small.write_text(json.dumps([small_locomo(LOCOMO_SMALL, "conv-30", n_sessions=5)]))
+            small = Path(tmp) / "conv30_first4.json"
+            small.write_text(json.dumps([small_locomo(LOCOMO_SMALL, "conv-30", n_sessions=4)]))
             page.locator("#eval-file input[type=file]").set_input_files(str(small))
             page.wait_for_function("() => document.querySelector('#eval-file').innerText.includes('conv30')")
             page.locator("#eval-run-btn").click()

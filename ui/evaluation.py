@@ -299,7 +299,7 @@ class EvalTab:
             self.budget: gr.update(choices=[str(b) for b in budgets], value=str(at) if at else None),
             self.bars: category_figure(res, at) if at else None,
             self.table_strategies: gr.update(choices=labels, value=chosen),
-            self.table: question_table(res, at, chosen) if at else None,
+            self.table: table_update(question_table(res, at, chosen)) if at else None,
             self.context: "",
             self.download: gr.update(value=str(run.path) if run.path else None),
         }
@@ -310,7 +310,8 @@ class EvalTab:
             return {self.context: gr.update()}
         res, b = run.result or {}, int(budget)
         chosen = [s for s in strategy_labels(res) if s in (strategies or [])] or first_strategies(strategy_labels(res))
-        return {self.bars: category_figure(res, b), self.table: question_table(res, b, chosen), self.context: ""}
+        table = table_update(question_table(res, b, chosen))
+        return {self.bars: category_figure(res, b), self.table: table, self.context: ""}
 
     def show_context(self, uid, budget, evt: gr.SelectData):
         run = self._shown(uid)
@@ -532,6 +533,14 @@ def question_table(res: dict, budget: int, strategies: list[str] | None = None) 
         cells = [_held_cell(q["strategies"].get(lab, {}).get(str(budget)), q["evidence"]) for lab in labels]
         data.append([str(i), q["question"], str(q["category"]), ", ".join(q["evidence"]), *cells])
     return {"headers": headers, "data": data}
+
+
+def table_update(table: dict):
+    """The per-question table with column widths that add up to its box (a phone's too): the question takes
+    the most, each strategy's column an equal share of what is left; long words and headers wrap."""
+    n = max(0, len(table["headers"]) - 4)
+    share = f"{36 / n:.1f}%" if n else "0%"
+    return gr.update(value=table, column_widths=["6%", "38%", "8%", "12%", *[share] * n], wrap=True)
 
 
 def context_html(res: dict, i: int, budget: int, turns: dict) -> str:

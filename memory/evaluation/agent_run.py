@@ -132,13 +132,15 @@ def strategy_label(summariser: str, method: str, retriever: str) -> str:
 
 
 # What one step of a run costs, relative to the others, so that the fraction done is a fraction of the time
-# (the app's estimate of the time left is the measured pace of this fraction). Measured on the page's
+# (the app's estimate of the time left is the measured pace of this fraction). Profiled twice on the page's
 # defaults (every strategy, 3 retrievers, 4 budgets, offline memory) over the first 6 sessions and 33
-# questions of LoCoMo conv-30 on a loaded 2-core machine: a baseline question 0.06 s (all budgets), a session
-# closed offline 8.4 s, an agent question 0.1 s per strategy row, THEANINE's paper mode 1.4 s (it refines
-# whole timelines). Units: a baseline question at one budget. An LLM close is a guess (its calls dominate).
-STEP_COST = {"baseline": 0.25, "agent": 0.5, "theanine-paper": 6.0}
-CLOSE_COST = {"offline": 140.0, "reference": 140.0, "llm": 1000.0}
+# questions of LoCoMo conv-30 on a loaded 2-core machine (`agent_run.run` with a `report` that records each
+# step's time): a baseline question 0.06-0.14 s (all budgets), a session closed offline 8.4-12.8 s, an agent
+# question 0.02-0.2 s per strategy row, THEANINE's paper mode 1.4-2.6 s (it refines whole timelines). The
+# weights below are the ones that kept the estimate within a factor of 1.4 of the time then left, from the
+# first minute on, in both profiles. Units: a baseline question at one budget. An LLM close is a guess.
+STEP_COST = {"baseline": 0.25, "agent": 0.5, "theanine-paper": 10.0}
+CLOSE_COST = {"offline": 230.0, "reference": 230.0, "llm": 2000.0}
 
 
 def agent_step_cost(method: str) -> float:
