@@ -19,7 +19,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.bench_fixtures import small_locomo
 from tests.conftest import LOCOMO_SMALL
 from tests.test_ui_timetravel import import_file
 from tests.timetravel_bench import kept_state, shrink_png
@@ -80,7 +79,9 @@ def main(argv: list[str]) -> int:
                 src.write_text(json.dumps([sample]))
                 import_file(page, src, timeout=3_600_000)
                 ctx.storage_state(path=str(state))
-            # One question: the graph then marks what the reply read and what was only ranked.
+            # One question, answered with THEANINE: the graph then marks what the reply read and what was only ranked.
+            page.locator("#strategy label", has_text="THEANINE").first.click()
+            page.wait_for_timeout(1000)
             page.locator("#msg textarea").fill(QUESTION)
             page.locator("#msg textarea").press("Enter")
             page.wait_for_function(
@@ -88,6 +89,7 @@ def main(argv: list[str]) -> int:
                 " return b.length >= 1 && b[b.length - 1].innerText.trim() !== '…'; }",
                 timeout=600_000,
             )
+            page.wait_for_selector("#stop-btn", state="hidden", timeout=600_000)  # the reply is complete
             page.wait_for_timeout(3000)
             for name, (w, h) in SIZES.items():
                 page.set_viewport_size({"width": w, "height": h})
@@ -109,20 +111,29 @@ def main(argv: list[str]) -> int:
             for name, (w, h) in SIZES.items():
                 page.set_viewport_size({"width": w, "height": h})
                 page.wait_for_timeout(2500)
-                snap(page, out / f"edges_timetravel_{name}.png", "#timetravel")
+                # The panel's top (slider, frame, the start of the list): the whole list is pages long.
+                page.locator("#timetravel").scroll_into_view_if_needed()
+                page.evaluate("() => document.querySelector('#timetravel').scrollIntoView()")
+                box = page.locator("#timetravel").bounding_box()
+                path = out / f"edges_timetravel_{name}.png"
+                page.wait_for_timeout(700)
+                top = max(0.0, box["y"])
+                clip = {"x": box["x"], "y": top, "width": box["width"], "height": min(box["height"], h - top)}
+                page.screenshot(path=str(path), clip=clip)
+                log(f"screenshot: {path} ({shrink_png(path, 250 * 1024) / 1024:.0f} KB)")
             shown = tt.evaluate("() => window.ttShown")
             log(f"time travel at step {shown['step']}: {shown['memories']} drawn of {shown['upTo']}")
             # Evaluate: a small LoCoMo file, every strategy at the defaults; running (with its estimate), then done.
             page.set_viewport_size({"width": 1400, "height": 900})
             page.get_by_role("tab", name="Evaluate memory designs").click()
             page.wait_for_selector("#eval-run-btn", timeout=120_000)
-            small = Path(tmp) / "conv30_first4.json"
-            small.write_text(json.dumps([small_locomo(LOCOMO_SMALL, "conv-30", n_sessions=4)]))
-            page.locator("#eval-file input[type=file]").set_input_files(str(small))
-            page.wait_for_function("() => document.querySelector('#eval-file').innerText.includes('conv30')")
+            page.locator("#eval-file input[type=file]").set_input_files(str(LOCOMO_SMALL))  # 3 conversations
+            page.wait_for_function(
+                "() => document.querySelector('#eval-file').innerText.replace(/\\s+/g, '').includes('locomo_small')"
+            )
             page.locator("#eval-run-btn").click()
             page.wait_for_function("() => document.querySelector('#eval-progress')?.dataset.eta", timeout=600_000)
-            page.wait_for_timeout(20_000)
+            page.wait_for_timeout(8_000)
             for name, (w, h) in SIZES.items():
                 page.set_viewport_size({"width": w, "height": h})
                 page.wait_for_timeout(1500)

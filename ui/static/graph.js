@@ -288,9 +288,9 @@ function labelOrder(show) {
 }
 function setLabels(show) {
   var order = labelOrder(show);
-  // No label covers a star, diamond, square or summary (a small dot may sit under one).
+  // No label covers a star, diamond, square or summary (a small dot, a ranked one too, may sit under one).
   var kept = GraphLabels.place(network, nodes, box, [], order.must.concat(order.optional), labelText, fontSize(),
-                               function (id) { return isCore[id] || id.indexOf(GROUP) === 0 || (byId[id] && byId[id].fl); });
+                               function (id) { return isCore[id] || id.indexOf(GROUP) === 0 || (byId[id] && byId[id].fl & 7); });
   // Every edge keeps its relation as its label; it is drawn on the arrows of this render's memories (and
   // on every arrow once zoomed in) where it covers no node label and no other relation: a dense graph is
   // not covered in words, and the tooltip of an arrow names its relation.
@@ -590,8 +590,11 @@ network.on("click", function (p) {
   var now = el("span"); now.id = "legend-now"; lg.appendChild(now);
   legendNow();
   // A legend that wraps on a narrow frame pushes the graph down instead of covering it.
+  // (again whenever the legend's height changes: fonts arriving, the relations of a time-travel step).
   var wrap = document.getElementById("wrap");
-  wrap.style.top = Math.max(58, lg.offsetTop + lg.offsetHeight) + "px";
+  function place() { wrap.style.top = Math.max(58, lg.offsetTop + lg.offsetHeight) + "px"; }
+  place();
+  if (window.ResizeObserver) new ResizeObserver(place).observe(lg);
 })();
 
 // For tests: each marked memory's label, its on-screen font size, whether its node and its label's box
