@@ -89,7 +89,12 @@ def main(argv: list[str]) -> int:
                 " return b.length >= 1 && b[b.length - 1].innerText.trim() !== '…'; }",
                 timeout=600_000,
             )
-            page.wait_for_selector("#stop-btn", state="hidden", timeout=600_000)  # the reply is complete
+            page.wait_for_function(  # the reply is complete (no "Reading N tokens of memory…" line left)
+                "() => { const b = document.querySelectorAll('#chat [data-testid=\"bot\"]');"
+                " const t = b.length ? b[b.length - 1].innerText : '';"
+                " return t.trim() && !/Reading \\d+ tokens|^\\s*…/.test(t); }",
+                timeout=600_000,
+            )
             page.wait_for_timeout(3000)
             for name, (w, h) in SIZES.items():
                 page.set_viewport_size({"width": w, "height": h})

@@ -78,6 +78,12 @@ def test_the_graph_stars_what_the_reply_read_and_no_label_covers_another(browser
         assert frame.evaluate("() => window.labelOverlaps()") == 0
         edge = frame.evaluate("() => window.edgeLabelOverlaps()")
         assert edge["overlaps"] == 0, edge
+        # The drawing starts below the legend (the bar and the legend wrap on a narrow frame).
+        gap = frame.evaluate(
+            "() => document.getElementById('wrap').getBoundingClientRect().top"
+            " - document.getElementById('legend').getBoundingClientRect().bottom"
+        )
+        assert gap >= -1, gap
         # Zoomed in, every arrow may carry its relation: still none over a label, a node or another relation.
         frame.evaluate(
             "() => { network.moveTo({scale: network.getScale() * 3}); zoomedIn = true; setLabels(visible()); }"

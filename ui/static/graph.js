@@ -590,11 +590,16 @@ network.on("click", function (p) {
   var now = el("span"); now.id = "legend-now"; lg.appendChild(now);
   legendNow();
   // A legend that wraps on a narrow frame pushes the graph down instead of covering it.
-  // (again whenever the legend's height changes: fonts arriving, the relations of a time-travel step).
+  // (again whenever the legend or the bar above it changes height: fonts arriving, the count written, the
+  // relations of a time-travel step).
   var wrap = document.getElementById("wrap");
   function place() { wrap.style.top = Math.max(58, lg.offsetTop + lg.offsetHeight) + "px"; }
   place();
-  if (window.ResizeObserver) new ResizeObserver(place).observe(lg);
+  if (window.ResizeObserver) {  // the bar above it wraps too once its count is written
+    var ro = new ResizeObserver(place);
+    ro.observe(lg);
+    ro.observe(document.getElementById("bar"));
+  }
 })();
 
 // For tests: each marked memory's label, its on-screen font size, whether its node and its label's box
