@@ -82,17 +82,14 @@ def main(argv: list[str]) -> int:
             # One question, answered with THEANINE: the graph then marks what the reply read and what was only ranked.
             page.locator("#strategy label", has_text="THEANINE").first.click()
             page.wait_for_timeout(1000)
+            bots = "document.querySelectorAll('#chat [data-testid=\"bot\"]')"
+            before = page.evaluate(f"() => {bots}.length")
             page.locator("#msg textarea").fill(QUESTION)
             page.locator("#msg textarea").press("Enter")
-            page.wait_for_function(
-                "() => { const b = document.querySelectorAll('#chat [data-testid=\"bot\"]');"
-                " return b.length >= 1 && b[b.length - 1].innerText.trim() !== '…'; }",
-                timeout=600_000,
-            )
             page.wait_for_function(  # the reply is complete (no "Reading N tokens of memory…" line left)
-                "() => { const b = document.querySelectorAll('#chat [data-testid=\"bot\"]');"
-                " const t = b.length ? b[b.length - 1].innerText : '';"
-                " return t.trim() && !/Reading \\d+ tokens|^\\s*…/.test(t); }",
+                f"(n) => {{ const b = {bots}; const t = b.length > n ? b[b.length - 1].innerText : '';"
+                " return t.trim() && !/Reading \\d+ tokens|^\\s*(…|\\.\\.\\.)/.test(t); }",
+                arg=before,
                 timeout=600_000,
             )
             page.wait_for_timeout(3000)
