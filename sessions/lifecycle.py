@@ -124,18 +124,17 @@ class Lifecycle:
         return rows[-1] if rows else None
 
     def default_next_date(self, user_id: str) -> str:
-        """What "start the next session on" proposes: the last session's date plus one day. When the
-        open session is still empty, it is that next session: its own date is kept if someone chose
-        it (anything but today's automatic date) and it does not come earlier."""
+        """What "start the next session on" proposes: the last session's date plus one day. The open
+        session counts once it holds a message or carries a date someone chose (anything but today's
+        automatic date, e.g. the date typed at End session): the box never proposes the open session's
+        own date, which would start nothing new."""
         cur = self.current(user_id)
-        last = cur if cur.n_messages else self._latest(user_id, exclude=cur.session_id)
+        chosen = bool(cur.n_messages) or (cur.date != today() and parse_date(cur.date) is not None)
+        last = cur if chosen else self._latest(user_id, exclude=cur.session_id)
         d = parse_date(last.date) if last else None
         if d is None:
             return cur.date if parse_date(cur.date) else today()
-        proposed = iso_date(d + _dt.timedelta(days=1))
-        if not cur.n_messages and cur.date != today() and iso_key(cur.date) >= iso_key(proposed):
-            return cur.date
-        return proposed
+        return iso_date(d + _dt.timedelta(days=1))
 
     def check_order(self, user_id: str, date: str, cur: SessionRow) -> None:
         """A chat session may not start before the session that comes before it (imports keep their own dates)."""

@@ -177,7 +177,7 @@ def test_dates_are_validated(tmp_path):
     say(svc, uid, "again")
     svc.end_session(uid, "2023-06-01")
     assert [s.date for s in svc.sessions(uid)] == ["2023-05-09", "2023-05-09", "2023-06-01"]
-    assert svc.default_next_date(uid) == "2023-06-01"  # the empty open session keeps the date chosen
+    assert svc.default_next_date(uid) == "2023-06-02"  # the day after the open session, never its own date
 
 
 def test_sessions_are_listed_in_time_order_imports_by_their_own_dates(tmp_path):

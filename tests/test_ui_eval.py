@@ -166,8 +166,13 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
     assert shown == want
     assert {s for s, _ in shown} >= {"turn (bm25)", "secom [offline] (dense)", "theanine-timeline [offline] (dense)"}
 
-    # The per-question table at 1000 tokens: what each strategy's context held, as the CLI's rows say.
-    labels = list(dict.fromkeys(r["strategy"] for r in cli["results"]))
+    # The per-question table at 1000 tokens: what each strategy's context held, as the CLI's rows say (the
+    # strategies shown side by side at first: the app's own and a baseline; the chooser adds others).
+    from ui.evaluation import first_strategies
+
+    every = list(dict.fromkeys(r["strategy"] for r in cli["results"]))
+    labels = first_strategies(every)
+    assert len(labels) == 3 and all(lab in every for lab in labels)
     qs = cli["questions"]
     rows = _question_rows(page, len(qs), 4 + len(labels))
     for i, (row, q) in enumerate(zip(rows, qs, strict=True)):
@@ -180,7 +185,7 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
     page.wait_for_selector("#eval-context-view", timeout=PAGE_WAIT)
     view = page.locator("#eval-context-view")
     assert f"Question {last + 1}: {qs[last]['question']}" in view.inner_text()
-    for lab in labels:
+    for lab in every:
         cell = qs[last]["strategies"][lab]["1000"]
         summary = view.locator(f'details[data-strategy="{lab}"] summary').inner_text()
         assert f"recall {cell['recall']:.4f}" in summary

@@ -88,16 +88,27 @@ def test_the_frame_data_and_the_lists_are_escaped_and_sized_once(tmp_path):
     assert sum(len(x) for x in lists) < 400_000  # one small list per step
 
 
-def test_a_bad_step_gets_a_message():
-    from types import SimpleNamespace
+def test_every_step_list_is_sent_once_with_only_the_chosen_one_shown(tmp_path):
+    from ui.timetravel import exchanges_text, steps_html
 
-    from ui.timetravel import TimeTravel
+    svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent())
+    uid = new_user_id()
+    _history(svc, uid, [(f"2023-05-{d:02d}", [f"fact {d}-{i}" for i in range(3)]) for d in range(1, 6)])
+    h = memory_history(svc, uid)
+    page = steps_html(h, 2)
+    assert page.count('class="mc-why tt-step"') == 6  # steps 0..5, switched in the browser (no server call)
+    assert page.count('id="tt-changes-panel"') == 1
+    assert 'id="tt-changes-panel" class="mc-why tt-step" data-step="2"' in page
+    assert page.count("hidden class=") == 5
+    # Exchanges as a person counts them (stored from 0, the end included): never "exchanges 0–0".
+    assert exchanges_text(0, 0) == "exchange 1" and exchanges_text(0, 3) == "exchanges 1–4"
+    assert "exchanges 0–0" not in steps_html(h)
 
-    t = SimpleNamespace(changes="changes", status="status")
-    tt = TimeTravel(None, t)  # type: ignore[arg-type]  # step() needs no service
-    assert "choose 0 to 2" in tt.step(7, ["a", "b", "c"])["status"]
-    assert "Choose a step" in tt.step("x", ["a"])["status"]
-    assert tt.step(1, ["a", "b"]) == {"changes": "b", "status": ""}
+
+def test_ask_as_of_a_session_prints_rounded_scores():
+    from ui.timetravel import _score
+
+    assert _score(0.015873015873015872) == "score 0.016" and _score(None) == "no score"
 
 
 # --- in a real browser, on app.py's offline defaults --------------------------------------------------
@@ -172,17 +183,19 @@ def open_timetravel(page, timeout=PAGE_WAIT, click=True):
         page.get_by_text(ACCORDION).first.click()
     page.wait_for_selector("#tt-graph iframe", timeout=timeout)
     frame = page.locator("#tt-graph iframe").element_handle().content_frame()
-    frame.wait_for_function("() => window.graphReady === true && !!window.ttShown", timeout=timeout)
+    # Polled by time, not by animation frame: Chromium pauses animation frames in a cross-origin frame
+    # scrolled out of view (the page's own work goes on).
+    frame.wait_for_function("() => window.graphReady === true && !!window.ttShown", timeout=timeout, polling=100)
     return frame
 
 
 def set_step(page, frame, k: int, timeout=PAGE_WAIT) -> dict:
     """Move the slider to k as a person does (the range input) and wait until the frame shows step k."""
     page.locator("#tt-slider input[type=range]").fill(str(k))
-    frame.wait_for_function("(k) => window.ttShown && window.ttShown.step === k", arg=k, timeout=timeout)
+    frame.wait_for_function("(k) => window.ttShown && window.ttShown.step === k", arg=k, timeout=timeout, polling=50)
     return frame.evaluate(
         """() => ({
-          visible: nodes.get({filter: (n) => !n.hidden}).map((n) => n.id),
+          visible: nodes.get({filter: (n) => !n.hidden && !String(n.id).startsWith('g:')}).map((n) => n.id),
           marked: nodes.get({filter: (n) => !n.hidden && n.shape === 'diamond'}).map((n) => n.id),
           edges: edges.get({filter: (e) => !e.hidden}).map((e) => [e.from, e.to]),
           wideEdges: edges.get({filter: (e) => !e.hidden && e.width > 3}).map((e) => [e.from, e.to]),
@@ -212,7 +225,14 @@ def test_slider_shows_the_memory_after_sessions_1_2_n_and_marks_what_each_added(
     assert any(s["edges"] for s in per_session[1:])  # later closes linked new memories to earlier ones
     frame = open_timetravel(page)
     assert page.locator("#tt-memory-graph").get_attribute("data-steps") == str(N_SESSIONS)
-    assert frame.evaluate("() => nodes.length") == sum(len(s["memories"]) for s in per_session)  # sent once
+    assert frame.evaluate("() => raw.length") == sum(len(s["memories"]) for s in per_session)  # sent once
+    n_all = sum(len(s["memories"]) for s in per_session)
+    if n_all > 40:  # the default view is the graph's: this session's memories and neighbours, the rest by session
+        got = set_step(page, frame, N_SESSIONS)
+        added = set(per_session[-1]["memories"])
+        assert added <= set(got["visible"]) <= {m for s in per_session for m in s["memories"]}
+        assert got["shown"]["upTo"] == n_all and got["shown"]["memories"] == len(got["visible"])
+    frame.select_option("#scope", "all")  # "Everything up to this session": every memory that existed
     for k in (1, 2, N_SESSIONS, 0, 2):
         got = set_step(page, frame, k)
         existed = {m for s in per_session[:k] for m in s["memories"]}

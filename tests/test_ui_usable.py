@@ -231,8 +231,8 @@ def dates_and_sidebar(ann, server, screenshots):
     assert "2023-05-15" in ann.page.inner_text("#session-header")
     assert "Mon 15 May 2023" in ann.page.inner_text("#session-header")
     ann.wait_build_done()
-    ann.open()  # a reload keeps the date (not today): the open session's own
-    assert ann.date_field().input_value() == "2023-05-15"
+    ann.open()  # a reload proposes the day after the open session (not today, not its own date)
+    assert ann.date_field().input_value() == "2023-05-16"
     rows = ann.sessions()
     assert rows[0].startswith("Session 1 · Mon 8 May 2023") and "memory built" in rows[0]
     assert rows[-1].startswith("▶ Session 2 · Mon 15 May 2023") and "open now" in rows[-1]

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
@@ -26,6 +27,9 @@ class DataHandlers:
         self, service: SessionService, c: Page, views: Views, actions: DataActions, exports: ExportFiles
     ) -> None:
         self.svc, self.c, self.views, self.actions, self.exports = service, c, views, actions, exports
+        # The stored comparison as shown (ExploreHandlers.last_compare): an import renumbers the sessions by
+        # date, and Compare's header names the session it ran in.
+        self.compare_view: Callable[[str], dict] = lambda uid: {}
 
     def import_history(self, uid, path, sample_id):
         c = self.c
@@ -45,7 +49,7 @@ class DataHandlers:
             view = self.views.view(uid)
             view.update(started)
             view[c.data_status] = panels.status_html(result.message, "ok")
-            return {**view, c.import_file: None}
+            return {**view, **self.compare_view(uid), c.import_file: None}
         except Exception as e:
             return {**self.views.fail(e, c.data_status), c.import_file: None}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -21,6 +22,7 @@ from memory.evaluation.figures import answers_figure, bars_figure, strategy_figu
 from memory.evaluation.scoring import CATEGORY_NAMES as SCORED_NAMES
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, SUMMARISERS
 from memory.evaluation.teafarm import validity_of
+from memory.settings import Options
 from sessions import UserError, check_user_id
 from sessions.evaluation import CATEGORY_NAMES, EvalRun, Evaluations, my_turn_rows
 from sessions.service import user_message
@@ -58,6 +60,22 @@ INTRO = (
     "would read), the same code as <code>python -m bench locomo</code>. It runs in the background "
     "on a scratch copy: your memory is never changed, and the chat stays usable."
 )
+_INSTALLED = Options()
+# The words of the results, said once where they are shown (the form, the results).
+WORDS = (
+    '<details class="mc-words" id="eval-words"><summary>What the results say</summary><ul>'
+    "<li><b>evidence recall</b>: of the dialogue turns that answer a question (LoCoMo's evidence), the share "
+    "whose text the strategy put whole into the reply's memory context; 1.0 = all of them.</li>"
+    "<li><b>token budget</b>: how many tokens of memory the reply's prompt may hold; each strategy fills it "
+    "best first and stops there.</li>"
+    "<li><b>bm25 / dense / hybrid</b>: how memory is ranked for a question: bm25 by shared words (keywords), "
+    "dense by embedding similarity (meaning), hybrid both, fused by rank.</li>"
+    "<li><b>strategy names</b>: <code>method [memory built by] (retriever)</code>, e.g. "
+    "<code>theanine-timeline [offline] (hybrid)</code>; the baselines need no memory build. THEANINE's paper "
+    "settings always rank densely (as the paper); app defaults rank as installed (SeCom "
+    f"{_INSTALLED.retriever}, THEANINE {_INSTALLED.theanine_retriever}).</li></ul></details>"
+)
+TABLE_STRATEGIES = 3  # strategies side by side in the per-question table at first (it fits a phone)
 
 
 def _e(x) -> str:
@@ -71,7 +89,7 @@ class EvalTab:
 
     # --- layout --------------------------------------------------------------------------------------
     def layout(self) -> None:
-        gr.HTML(f'<div class="mc-intro">{INTRO}</div>')
+        gr.HTML(f'<div class="mc-intro">{INTRO}</div>{WORDS}')
         self.source = gr.Radio([FILE, HISTORY], value=FILE, label="Evaluate on", elem_id="eval-source")
         with gr.Group(visible=True) as self.file_box:
             self.file = gr.File(
@@ -109,7 +127,11 @@ class EvalTab:
             self.retrievers = gr.CheckboxGroup(
                 list(DEFAULT_RETRIEVERS),
                 value=list(DEFAULT_RETRIEVERS),
-                label="Retrievers (SeCom and the baselines; THEANINE retrieves densely, as the app does)",
+                label=(
+                    "Retrievers: each strategy is scored with each one ticked (THEANINE paper settings: dense; "
+                    f"app defaults: as installed, SeCom {_INSTALLED.retriever}, THEANINE "
+                    f"{_INSTALLED.theanine_retriever})"
+                ),
                 elem_id="eval-retrievers",
             )
             self.budgets = gr.Textbox(
@@ -134,6 +156,12 @@ class EvalTab:
                 choices=[], label="Budget for the category bars and the questions", elem_id="eval-budget"
             )
             self.bars = gr.Plot(label="Recall per LoCoMo category", show_label=False, elem_id="eval-bars")
+            self.table_strategies = gr.Dropdown(
+                choices=[],
+                multiselect=True,
+                label="Strategies side by side in the per-question table (all of them: the recall table above)",
+                elem_id="eval-table-strategies",
+            )
             self.table = gr.Dataframe(
                 interactive=False,
                 wrap=True,
@@ -166,7 +194,12 @@ class EvalTab:
         inputs += [self.methods, self.retrievers, self.budgets, self.summarisers]
         self.run.click(self.start, inputs, [self.timer, self.progress, self.status], **FAST)
         self.timer.tick(self.poll, [uid], [self.timer, self.progress, self.status, *shown], **FAST)
-        self.budget.input(self.at_budget, [uid, self.budget], [self.bars, self.table, self.context], **FAST)
+        self.budget.input(
+            self.at_budget, [uid, self.budget, self.table_strategies], [self.bars, self.table, self.context], **FAST
+        )
+        self.table_strategies.input(
+            self.at_budget, [uid, self.budget, self.table_strategies], [self.bars, self.table, self.context], **FAST
+        )
         self.table.select(self.show_context, [uid, self.budget], [self.context], **FAST)
 
     def on_forget(self, button, uid, confirmed) -> None:
@@ -180,6 +213,7 @@ class EvalTab:
             self.recall_table,
             self.budget,
             self.bars,
+            self.table_strategies,
             self.table,
             self.context,
             self.download,
@@ -255,6 +289,8 @@ class EvalTab:
         res = run.result or {}
         budgets = [int(b) for b in res.get("config", {}).get("budgets", [])]
         at = 1000 if 1000 in budgets else (budgets[-1] if budgets else None)
+        labels = strategy_labels(res)
+        chosen = first_strategies(labels)
         return {
             self.results: gr.update(visible=True),
             self.summary: summary_html(run),
@@ -262,17 +298,20 @@ class EvalTab:
             self.recall_table: recall_table_html(res),
             self.budget: gr.update(choices=[str(b) for b in budgets], value=str(at) if at else None),
             self.bars: category_figure(res, at) if at else None,
-            self.table: question_table(res, at) if at else None,
+            self.table_strategies: gr.update(choices=labels, value=chosen),
+            self.table: table_update(question_table(res, at, chosen)) if at else None,
             self.context: "",
             self.download: gr.update(value=str(run.path) if run.path else None),
         }
 
-    def at_budget(self, uid, budget):
+    def at_budget(self, uid, budget, strategies=None):
         run = self._shown(uid)
         if run is None or not budget:
             return {self.context: gr.update()}
         res, b = run.result or {}, int(budget)
-        return {self.bars: category_figure(res, b), self.table: question_table(res, b), self.context: ""}
+        chosen = [s for s in strategy_labels(res) if s in (strategies or [])] or first_strategies(strategy_labels(res))
+        table = table_update(question_table(res, b, chosen))
+        return {self.bars: category_figure(res, b), self.table: table, self.context: ""}
 
     def show_context(self, uid, budget, evt: gr.SelectData):
         run = self._shown(uid)
@@ -310,7 +349,11 @@ def _status(text: str, kind: str = "info") -> str:
 
 
 def progress_html(run: EvalRun) -> str:
-    note = "It runs in the background on a scratch copy; you can keep chatting."
+    took = round(time.time() - run.started)
+    note = (
+        f"Running for {took // 60} min {took % 60:02d} s; the time left is the pace measured so far. It runs in "
+        "the background on a scratch copy; you can keep chatting."
+    )
     return panels.progress_html("eval-progress", f"Evaluating {run.source}", run.fraction, run.eta(), run.text, note)
 
 
@@ -330,7 +373,8 @@ def summary_html(run: EvalRun) -> str:
     return (
         f'<div class="mc-muted" id="eval-summary-line">{_e(run.source)} · conversations '
         f"{_e(', '.join(cfg.get('conversations', [])))} · {cfg.get('n_questions', 0)} questions · "
-        f"{_e('; '.join(built))} · {cfg.get('seconds', '?')} s · embedder {_e(cfg.get('embedder', ''))}</div>"
+        f"{_e('; '.join(built))} · took {cfg.get('seconds', '?')} s · embedder {_e(cfg.get('embedder', ''))}</div>"
+        + WORDS
     )
 
 
@@ -435,8 +479,9 @@ def recall_table_html(res: dict) -> str:
         )
         body += f'<tr data-strategy="{_e(label)}"><th>{_e(label)}</th>{cells}</tr>'
     return (
-        '<table class="mc-table" id="eval-recall"><thead><tr><th>evidence recall: strategy \\ budget</th>'
-        f"{head}</tr></thead><tbody>{body}</tbody></table>"
+        '<table class="mc-table" id="eval-recall"><thead><tr><th title="the share of each question\'s evidence '
+        "turns the strategy's memory context held (see What the results say)\">evidence recall: strategy \\ "
+        f"token budget</th>{head}</tr></thead><tbody>{body}</tbody></table>"
     )
 
 
@@ -462,17 +507,40 @@ def _held_cell(cell: dict | None, evidence: list[str]) -> str:
     return f"{mark} {len(held)}/{len(evidence)}" + (f" ({', '.join(held)})" if 0 < len(held) < len(evidence) else "")
 
 
-def question_table(res: dict, budget: int) -> dict:
-    """One row per question: its number, text, category, evidence turns, and per strategy what its
+def strategy_labels(res: dict) -> list[str]:
+    """The run's strategies, in the order of its results."""
+    return list(dict.fromkeys(r["strategy"] for r in res.get("results", [])))
+
+
+def first_strategies(labels: list[str]) -> list[str]:
+    """The per-question table's first columns: the app's own strategies (app defaults) and the first
+    baseline, else the first few; a person adds others with the chooser above it."""
+    app = [lab for lab in labels if lab.startswith("app-defaults")]
+    base = [lab for lab in labels if lab.startswith("turn")][:1]
+    chosen = (app + base)[:TABLE_STRATEGIES] or labels[:TABLE_STRATEGIES]
+    return [lab for lab in labels if lab in chosen]
+
+
+def question_table(res: dict, budget: int, strategies: list[str] | None = None) -> dict:
+    """One row per question: its number, text, category, evidence turns, and per chosen strategy what its
     context held at `budget` (✓ all, ◐ some, ✗ none)."""
     qs = res.get("questions", [])
-    labels = list(dict.fromkeys(r["strategy"] for r in res.get("results", [])))
+    every = strategy_labels(res)
+    labels = [lab for lab in every if lab in strategies] if strategies is not None else every
     headers = ["#", "question", "category", "evidence", *labels]
     data = []
     for i, q in enumerate(qs, 1):
         cells = [_held_cell(q["strategies"].get(lab, {}).get(str(budget)), q["evidence"]) for lab in labels]
         data.append([str(i), q["question"], str(q["category"]), ", ".join(q["evidence"]), *cells])
     return {"headers": headers, "data": data}
+
+
+def table_update(table: dict):
+    """The per-question table with column widths that add up to its box (a phone's too): the question takes
+    the most, each strategy's column an equal share of what is left; long words and headers wrap."""
+    n = max(0, len(table["headers"]) - 4)
+    share = f"{36 / n:.1f}%" if n else "0%"
+    return gr.update(value=table, column_widths=["6%", "38%", "8%", "12%", *[share] * n], wrap=True)
 
 
 def context_html(res: dict, i: int, budget: int, turns: dict) -> str:

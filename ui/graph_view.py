@@ -158,12 +158,14 @@ def graph_data(
     limit: int = MAX_NODES,
     found=(),
     open_id: str = "",
+    ranked=(),
 ) -> dict:
     """One render's data: the nodes, edges and options of a pyvis Network (`get_network_data()`), plus
     the sessions [id, label, position 0..1 by date].
 
     A node's label is its memory's event; it also carries `tm` its date as the sidebar writes dates
-    (`tr` the stored text), `si` session index, `fl` flags (1 retrieved, 2 new, 4 found by a search)
+    (`tr` the stored text), `si` session index, `fl` flags (1 read by the reply: `retrieved`, 2 new, 4 found by
+    a search, 8 ranked by retrieval but not given to the reply: `ranked`)
     and `src` source turns; the page names it as the sidebar numbers sessions, from its session's label
     and its id ("Session 15 · memory 46" for s18:m46). An edge carries its relation as `label` (drawn on
     the arrow) and `title`. `sessions`: the user's sessions in time order as (id, label, position), the
@@ -174,8 +176,9 @@ def graph_data(
     from pyvis.network import Network
 
     retrieved, new, found = set(retrieved), set(new), set(found)
+    ranked = set(ranked) - retrieved
     all_nodes = view.get("nodes") or []
-    nodes = select_nodes(all_nodes, retrieved | found | ({open_id} if open_id else set()), limit)
+    nodes = select_nodes(all_nodes, retrieved | ranked | found | ({open_id} if open_id else set()), limit)
     sess = list(sessions or [])
     index = {sid: i for i, (sid, _, _) in enumerate(sess)}
     for n in nodes:  # a memory of a session the list does not know (should not happen)
@@ -203,7 +206,10 @@ def graph_data(
             tm=short_text(date_text(n.get("time")), 60),
             tr=short_text(n.get("time"), 60),
             si=remap[si],
-            fl=(1 if nid in retrieved else 0) | (2 if nid in new else 0) | (4 if nid in found else 0),
+            fl=(1 if nid in retrieved else 0)
+            | (2 if nid in new else 0)
+            | (4 if nid in found else 0)
+            | (8 if nid in ranked else 0),
             src=[
                 [short_text(texts[t][0], 60), short_text(texts[t][1], TURN_CHARS)]
                 for t in n.get("turns") or []
@@ -252,6 +258,7 @@ def graph_html(
     found=(),
     open_id: str = "",
     limit: int = MAX_NODES,
+    ranked=(),
 ) -> str:
     """What gr.HTML shows: the sandboxed iframe with this render's data, or a hint when there is no memory."""
     if not view.get("nodes"):
@@ -259,7 +266,7 @@ def graph_html(
             '<div id="memory-graph" class="mc-muted mc-graph-empty">The memory graph is empty: chat, then '
             "press <b>End session</b> to turn the session into memories.</div>"
         )
-    data = graph_data(view, retrieved, new, sessions, turns, scope, limit, found=found, open_id=open_id)
+    data = graph_data(view, retrieved, new, sessions, turns, scope, limit, found=found, open_id=open_id, ranked=ranked)
     frag = fragment(data)
     shown = len(data["n"])
     note = (

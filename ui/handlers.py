@@ -67,6 +67,7 @@ class Handlers:
         self.actions = DataActions(service, c, self.views, self.exports)
         self.data = DataHandlers(service, c, self.views, self.actions, self.exports)
         self.explore = ExploreHandlers(service, c, self.views)
+        self.data.compare_view = self.explore.last_compare  # an import renumbers sessions: Compare's header too
         self.side = SideHandlers(service, c, self.views, allow_llm_change, has_api_key)
 
     # --- page load ------------------------------------------------------------------------------

@@ -72,17 +72,41 @@ CSS = """
 #session-list .wrap {flex-direction: column; flex-wrap: nowrap; align-items: stretch; max-height: 55vh; overflow: auto}
 #session-list label {width: 100%; font-size: 0.85em}
 .mc-table td:nth-child(2) {width: 55%}
+/* The LLM-calls table: numbers and times never break ("6.84 s" on one line); the detail takes the room. */
+.mc-calls td:nth-child(2) {width: auto}
+.mc-calls td[data-label="prompt tok"], .mc-calls td[data-label="completion tok"], .mc-calls td[data-label="time"],
+.mc-calls td[data-label="status"] {white-space: nowrap}
+/* A long notice: one line, its detail folded. */
+details.mc-notice > summary {cursor: pointer; white-space: nowrap; overflow: hidden; text-overflow: ellipsis}
+details.mc-notice > div {font-size: 0.9em; color: #555; margin: 2px 0 4px 16px}
+/* Gradio's own timers ("0.1s", "processing | 0.3/0.2s", "queue: 1/1"): the page says what runs in its own
+   status line and progress bar, so Gradio's status text never flickers over them. */
+.gradio-container .progress-text, .gradio-container .meta-text, .gradio-container .meta-text-center,
+.gradio-container .eta-bar {display: none !important}
 /* The chatbot's own Clear button only empties the display, not the stored session: hidden to avoid confusion. */
 #chat button[aria-label="Clear"] {display: none !important}
-/* The sidebar's toggle says what it opens (on a phone the sidebar starts closed). */
+/* The sidebar's toggle says what it opens (on a phone the sidebar starts closed). Gradio turns the whole
+   button over (rotate 180deg) while the sidebar is open, which drew "Sessions" upside down: the button stays
+   upright and only its chevron turns; the date field below starts under it instead of behind it. */
 #sidebar button[aria-label="Toggle Sidebar"] {width: auto; padding: 0 6px}
 #sidebar button[aria-label="Toggle Sidebar"]::after {content: "Sessions"; font-size: 0.8em; margin-left: 2px}
+#sidebar.open button[aria-label="Toggle Sidebar"], .open #sidebar button[aria-label="Toggle Sidebar"] {transform: none}
+#sidebar.open button[aria-label="Toggle Sidebar"] .chevron {transform: rotate(180deg)}
+#sidebar.open #session-date {margin-top: 40px}
 @media (max-width: 700px) {#llm-banner {margin-top: 30px}}
 @media (max-width: 640px) { .mc-intro {font-size: 0.85em} }
 """
 
 # Marks the clicked chat message (the reply whose trace "See why" shows); runs once in the page.
 SELECT_JS = """<script>
+// Gradio 6.31's client reads the queue's event stream with fetch through a stand-in EventSource whose
+// close() only logs console.warn("Method not implemented."); the client calls it each time the page's
+// running events have all ended and the stream is closed (the stream is ended by its AbortController
+// regardless). That one message says nothing about the page: it is dropped, every other warning kept.
+(() => {
+  const warn = console.warn.bind(console);
+  console.warn = (...args) => { if (!(args.length === 1 && args[0] === 'Method not implemented.')) warn(...args); };
+})();
 document.addEventListener('click', (e) => {
   const msg = e.target.closest && e.target.closest('#chat .message');
   if (!msg) return;
@@ -176,6 +200,7 @@ def _chat_column(c: Page, o: Options) -> None:
         c.session_header = gr.HTML(elem_id="session-header-wrap")
         c.chatbot = gr.Chatbot(
             label="Chat",
+            show_label=False,  # a floating "Chat" label covered the first message; the header names the session
             height="min(440px, 42vh)",  # the message box, the strategy and Compare stay on the first screen
             elem_id="chat",
             feedback_options=None,
@@ -269,7 +294,7 @@ def _settings_panel(c: Page, settings: Settings, allow_llm_change: bool, service
             c.retriever = gr.Radio(list(RETRIEVERS), value=o.retriever, label=FIELD_LABELS["retriever"])
             c.max_reply_tokens = gr.Number(o.max_reply_tokens, label=FIELD_LABELS["max_reply_tokens"], precision=0)
         gr.Textbox(
-            settings.rubric_text() or "(none: SeCom's zero-shot segmentation prompt)",
+            rubric_box_text(settings),
             label=f"SeCom segmentation rubric (SECOM_RUBRIC; segmenter in use: {settings.segmenter})",
             interactive=False,
             lines=3,
@@ -279,6 +304,17 @@ def _settings_panel(c: Page, settings: Settings, allow_llm_change: bool, service
         c.save_settings = gr.Button("Apply settings", elem_id="apply-settings-btn")
         c.settings_status = gr.HTML(elem_id="settings-status")
         agent_keys_panel.panel(service, c.uid)
+
+
+def rubric_box_text(settings: Settings) -> str:
+    """What the rubric box says, in agreement with the segmenter in use: the embedding segmenter reads no
+    prompt, so no rubric applies to it."""
+    if settings.segmenter != "llm":
+        return (
+            "(not used: the embedding segmenter cuts a session where its topic changes, without a prompt; "
+            "a rubric applies with SECOM_SEGMENTER=llm)"
+        )
+    return settings.rubric_text() or "(none: SeCom's zero-shot segmentation prompt)"
 
 
 def _data_panel(c: Page) -> None:
@@ -369,7 +405,7 @@ def _wire(
     c.import_btn.click(
         h.data.import_history,
         [c.uid, c.import_file, c.sample_id],
-        [*view, c.data_status, c.import_file, c.timer, c.job],
+        [*view, c.data_status, c.import_file, c.timer, c.job, c.compare_row, c.compare_view],
         **FAST,
     )
     c.export_btn.click(h.data.export, [c.uid], [c.export_file, c.data_status], **FAST)

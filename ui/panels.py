@@ -59,6 +59,22 @@ def plain(text) -> str:
     return " ".join(t.split())
 
 
+_DETAIL = re.compile(r"^(?P<head>[^(]{8,}?) \((?P<detail>.+)\)(?P<tail>[;,.][^()]*)?$")
+NOTICE_CHARS = 130
+
+
+def notice_html(text) -> str:
+    """A trace's notice on one line; a long one's detail (the parenthesised cause, or the rest) folded."""
+    t = plain(text)
+    if len(t) <= NOTICE_CHARS:
+        return f'<div class="mc-notice">ℹ {esc(t)}</div>'
+    m = _DETAIL.match(t)
+    head = (m["head"] + (m["tail"] or "")).strip() if m else t[: NOTICE_CHARS - 1] + "…"
+    if len(head) > NOTICE_CHARS:
+        head = head[: NOTICE_CHARS - 1] + "…"
+    return f'<details class="mc-notice"><summary>ℹ {esc(head)}</summary><div>{esc(t)}</div></details>'
+
+
 def status_html(text: str = "", kind: str = "info") -> str:
     """A one-line status (kind: info | ok | error | busy); empty text hides it."""
     if not text:
@@ -162,8 +178,9 @@ def progress_html(elem_id: str, title: str, fraction: float, eta: float | None, 
     if eta is not None:
         # In steps of 5 s (a minute above 90 s), so a poll every second does not flicker the line.
         left = f" · about {max(5, 5 * round(eta / 5))} s left" if eta < 90 else f" · about {round(eta / 60)} min left"
+    eta_attr = "" if eta is None else f' data-eta="{round(eta)}"'
     return (
-        f'<div class="mc-job" id="{elem_id}" role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
+        f'<div class="mc-job" id="{elem_id}"{eta_attr} role="progressbar" aria-valuenow="{pct}" aria-valuemin="0" '
         f'aria-valuemax="100"><div class="mc-bar"><span style="width:{pct}%"></span></div>'
         f"<div><b>{esc(title)}: {pct}%</b>{esc(left)} · {esc(text)}</div>"
         f'<div class="mc-muted">{esc(note)}</div></div>'
@@ -274,7 +291,7 @@ def trace_html(
     ]
     if trace.get("error"):
         out.append(f'<div class="mc-status mc-error">⚠ {esc(plain(trace["error"]))}</div>')
-    out += [f'<div class="mc-notice">ℹ {esc(plain(n))}</div>' for n in trace.get("notices") or []]
+    out += [notice_html(n) for n in trace.get("notices") or []]
     out += answer_use_parts(trace, at, lambda mid, sid: memory_name(mid, sid, sessions), date_html)
     if strategy == "theanine":
         out += _theanine_parts(trace, at, sessions)

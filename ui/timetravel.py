@@ -3,9 +3,10 @@
 The memory graph of every ended session is sent once, into the same sandboxed graph page as the
 main graph (ui/static/graph.js), each memory tagged with the step (ended session) that added it.
 Moving the slider posts only the step number into the frame (postMessage, in the browser: no
-server call), where the page hides the memories added later and marks what that session added.
-The "what changed" list beside it is one small HTML per step, made when the panel is opened and
-kept in the browser session's state: a step asks the server for that string only.
+server call), where the page shows what that session added with its links (the rest summarised by
+session, as the memory graph does) and hides the memories added later. The "what changed" list
+beside it is one small HTML per step, all of them sent when the panel is opened: a step shows its
+own in the browser, without a server round trip.
 
 `build_panel()` places the components (inside the See-why column); `wire()` connects them.
 """
@@ -42,9 +43,16 @@ OFFLINE_NOTE = (
     "(Changed where a later statement replaces an earlier one, else topic similarity)"
 )
 
-# Posts the step into the frame; once per page, answers the frame's "ready" with the current step
-# (a step chosen while the frame was still loading is not lost).
+# Posts the step into the frame and shows that step's "what changed" list (all sent at load; the shown one
+# carries the id tt-changes-panel); once per page, answers the frame's "ready" with the current step (a step
+# chosen while the frame was still loading is not lost).
 POST_STEP_JS = """(k) => {
+  document.querySelectorAll('#tt-changes .tt-step').forEach((d) => {
+    const on = d.dataset.step === String(Number(k));
+    d.hidden = !on;
+    if (on) d.id = 'tt-changes-panel'; else d.removeAttribute('id');
+  });
+  window.__ttList = {step: Number(k), at: Date.now()};
   const frame = () => document.querySelector('#tt-graph iframe');
   window.__ttStep = Number(k);
   if (!window.__ttListening) {
@@ -114,20 +122,34 @@ def _memory_cell(m: dict, with_time: bool = False) -> str:
     return f'<span data-id="{esc(m["id"])}">{esc(short_text(m["event"]))}</span>{when}'
 
 
-def step_html(history: MemoryHistory, k: int) -> str:
-    """What session k added (k = 0: before the first session)."""
+def exchanges_text(start, end) -> str:
+    """A segment's exchanges, counted from 1 as a person counts them (stored from 0, end included)."""
+    a, b = int(start or 0) + 1, int(end or 0) + 1
+    return f"exchange {a}" if b <= a else f"exchanges {a}–{b}"
+
+
+def steps_html(history: MemoryHistory, at: int | None = None) -> str:
+    """Every step's "what changed" list, step `at` (default the last) shown, the rest hidden until the
+    slider picks them (POST_STEP_JS)."""
+    n = history.n_steps
+    at = n if at is None else max(0, min(n, int(at)))
+    return "".join(step_html(history, k, shown=k == at) for k in range(n + 1))
+
+
+def step_html(history: MemoryHistory, k: int, shown: bool = True) -> str:
+    """What session k added (k = 0: before the first session); the shown one carries the panel's id."""
     n = history.n_steps
     total = history.memories_after(k)
+    attrs = 'id="tt-changes-panel" ' if shown else "hidden "
     if k == 0:
         return (
-            f'<div id="tt-changes-panel" class="mc-why" data-step="0" data-memories="0">'
+            f'<div {attrs}class="mc-why tt-step" data-step="0" data-memories="0">'
             f'<h4>Before the first session</h4><p class="mc-muted">No memory yet. Move the slider to see what each '
             f"of the {plural(n, 'ended session')} added.</p></div>"
         )
     s: Step = history.steps[k - 1]
     out = [
-        f'<div id="tt-changes-panel" class="mc-why" data-step="{k}" data-memories="{total}" '
-        f'data-added="{len(s.memories)}">',
+        f'<div {attrs}class="mc-why tt-step" data-step="{k}" data-memories="{total}" data-added="{len(s.memories)}">',
         f'<h4>After {esc(s.label)} <span class="mc-muted">({k} of {plural(n, "ended session")})</span></h4>',
         f"<p><b>+{plural(len(s.memories), 'memory', 'memories')}</b> ({total} in all) · "
         f"+{plural(len(s.links), 'link')} · +{plural(len(s.segments), 'SeCom segment')}</p>",
@@ -166,8 +188,8 @@ def step_html(history: MemoryHistory, k: int) -> str:
         for seg in s.segments:
             summary = f"<b>{esc(short_text(panels.segment_title(seg), 120))}</b> · "
             items.append(
-                f'<li class="segment" data-id="{esc(seg["id"])}">{summary}<span class="mc-muted">exchanges '
-                f"{seg['start']}–{seg['end']}</span>"
+                f'<li class="segment" data-id="{esc(seg["id"])}">{summary}<span class="mc-muted">'
+                f"{exchanges_text(seg['start'], seg['end'])}</span>"
                 f'<div class="mc-key">{esc(short_text(seg["key"], KEY_CHARS))}</div></li>'
             )
         out.append(_more(items, SHOW_SEGMENTS, "segment", "segments"))
@@ -185,7 +207,6 @@ class TimePanel:
     """The time-travel components (filled in by build_panel)."""
 
     box: gr.Accordion
-    steps: gr.State  # the "what changed" HTML of each step, made when the panel opens
     slider: gr.Slider
     refresh: gr.Button
     status: gr.HTML
@@ -200,7 +221,6 @@ def build_panel() -> TimePanel:
     """The time-travel components, where the caller places them (under the memory graph)."""
     t = TimePanel()
     with gr.Accordion(ACCORDION, open=False, elem_id="timetravel") as t.box:
-        t.steps = gr.State([])
         with gr.Row():
             t.slider = gr.Slider(
                 minimum=0,
@@ -241,7 +261,7 @@ class TimeTravel:
     def load(self, uid):
         """Assemble the user's memory history once: the frame with every memory, one list per step."""
         t = self.t
-        hidden = {t.steps: [], t.slider: gr.update(visible=False), t.frame: "", t.changes: ""}
+        hidden = {t.slider: gr.update(visible=False), t.frame: "", t.changes: ""}
         try:
             uid = check_user_id(uid)
             job = self.running(uid)
@@ -263,35 +283,20 @@ class TimeTravel:
                         "No ended session yet: end a session (or import a history) and its memory appears here.", "info"
                     ),
                 }
-            lists = [step_html(history, k) for k in range(n + 1)]
 
             def turns(ids):
                 return self.svc.turn_texts(uid, ids)
 
             return {
-                t.steps: lists,
                 t.slider: gr.update(minimum=0, maximum=n, value=n, visible=True),
                 t.frame: frame_html(history, turns, at=n),
-                t.changes: lists[n],
+                t.changes: steps_html(history, n),
                 t.status: "",
             }
         except Exception as e:
             if not isinstance(e, UserError):
                 log.exception("time travel failed")
             return {**hidden, t.status: panels.status_html(user_message(e), "error")}
-
-    def step(self, k, lists):
-        """The "what changed" list of step k (from the lists made at load)."""
-        t = self.t
-        try:
-            k = int(k)
-        except (TypeError, ValueError):
-            return {t.status: panels.status_html("Choose a step with the slider.", "error")}
-        if not lists:
-            return {}
-        if not 0 <= k < len(lists):
-            return {t.status: panels.status_html(f"There is no step {k}: choose 0 to {len(lists) - 1}.", "error")}
-        return {t.changes: lists[k], t.status: ""}
 
     def ask(self, uid, k, query) -> str:
         """What the agent would have recalled for `query` after step k's session ended."""
@@ -307,25 +312,32 @@ class TimeTravel:
             if not isinstance(e, (UserError, InvalidOptions)):
                 log.exception("recall as of a session failed")
             return panels.status_html(user_message(e), "error")
-        items = "".join(f"<li>{esc(line['text'])} <i>(score {esc(line['score'])})</i></li>" for line in got["lines"])
+        items = "".join(f"<li>{esc(line['text'])} <i>({_score(line['score'])})</i></li>" for line in got["lines"])
         gone = "".join(f"<li>{esc(m['event'])} → {esc(m['superseded_by']['event'])}</li>" for m in got["superseded"])
         head = f"<b>Recalled after session {k} ({esc(got['strategy'])})</b>"
         body = f"<ol>{items}</ol>" if items else '<p class="mc-muted">Nothing recalled.</p>'
         return head + body + (f"<p><b>Superseded by then:</b></p><ul>{gone}</ul>" if gone else "")
 
 
+def _score(x) -> str:
+    """A retrieval score as See why prints it (3 decimals)."""
+    try:
+        return f"score {float(x):.3f}"
+    except (TypeError, ValueError):
+        return "no score"
+
+
 def wire(
     t: TimePanel, service: SessionService, uid: gr.BrowserState, running: Callable[[str], Work | None] | None = None
 ) -> TimeTravel:
-    """Connect the panel: opening it (or Reload) loads the history; the slider moves the frame in the
-    browser and fetches that step's list. `uid` is the page's gr.BrowserState; `running(uid)` the
+    """Connect the panel: opening it (or Reload) loads the history; the slider moves the frame and shows
+    that step's list, in the browser. `uid` is the page's gr.BrowserState; `running(uid)` the
     user's running memory work (`Views.building`)."""
     tt = TimeTravel(service, t, running)
-    outs = [t.steps, t.slider, t.frame, t.changes, t.status]
+    outs = [t.slider, t.frame, t.changes, t.status]
     for trigger in (t.box.expand, t.refresh.click):
         trigger(tt.loading, None, [t.status], **FAST).then(tt.load, [uid], outs, **FAST)
     t.slider.change(None, [t.slider], None, js=POST_STEP_JS, api_visibility="private")
-    t.slider.change(tt.step, [t.slider, t.steps], [t.changes, t.status], trigger_mode="always_last", **FAST)
     for ask in (t.ask_btn.click, t.ask_box.submit):
         ask(tt.ask, [uid, t.slider, t.ask_box], [t.recalled], api_visibility="private")
     return tt

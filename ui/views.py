@@ -35,13 +35,20 @@ def needs_retry(rows) -> bool:
 
 
 def retrieved_ids(trace: dict | None) -> set[str]:
-    """The memories a reply's trace retrieved, with those of its timelines (marked in the graph)."""
-    if not trace:
-        return set()
-    ids = {str(m.get("id")) for m in trace.get("memories") or []}
-    for t in trace.get("timelines_raw") or []:
-        ids.update(str(n) for n in t.get("nodes") or [])
+    """The memories a reply's trace gave the reply: those of the timelines packed into its prompt (starred in
+    the graph)."""
+    ids: set[str] = set()
+    for t in (trace or {}).get("timelines_raw") or []:
+        if isinstance(t, dict):
+            ids.update(str(n) for n in t.get("nodes") or [])
     return ids
+
+
+def ranked_ids(trace: dict | None) -> set[str]:
+    """The memories retrieval ranked for a reply that did not reach it (the budget cut them): drawn apart
+    from those the reply read."""
+    ranked = {str(m.get("id")) for m in (trace or {}).get("memories") or [] if isinstance(m, dict)}
+    return ranked - retrieved_ids(trace)
 
 
 class Views:
@@ -94,6 +101,7 @@ class Views:
                 self.turn_texts(uid),
                 found=found,
                 open_id=open_id,
+                ranked=ranked_ids(trace),
             )
         except Exception as e:
             log.exception("graph view failed")

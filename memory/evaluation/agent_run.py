@@ -132,12 +132,29 @@ def strategy_label(summariser: str, method: str, retriever: str) -> str:
     return f"{method} ({retriever})" if summariser == "-" else f"{method} [{summariser}] ({retriever})"
 
 
-class _Steps:
-    """Progress of a run as a fraction of its steps (closed sessions, scored questions); each line to
-    `log` (the CLI's stderr), and every step to `report` (the app's progress bar)."""
+# What one step of a run costs, relative to the others, so that the fraction done is a fraction of the time
+# (the app's estimate of the time left is the measured pace of this fraction). Profiled twice on the page's
+# defaults (every strategy, 3 retrievers, 4 budgets, offline memory) over the first 6 sessions and 33
+# questions of LoCoMo conv-30 on a loaded 2-core machine (`agent_run.run` with a `report` that records each
+# step's time): a baseline question 0.06-0.14 s (all budgets), a session closed offline 8.4-12.8 s, an agent
+# question 0.02-0.2 s per strategy row, THEANINE's paper mode 1.4-2.6 s (it refines whole timelines). The
+# weights below are the ones that kept the estimate within a factor of 1.4 of the time then left, from the
+# first minute on, in both profiles. Units: a baseline question at one budget. An LLM close is a guess.
+STEP_COST = {"baseline": 0.25, "agent": 0.5, "theanine-paper": 10.0}
+CLOSE_COST = {"offline": 230.0, "reference": 230.0, "llm": 2000.0}
 
-    def __init__(self, total: int, report: Progress | None, log: Log | None):
-        self.total, self.done, self.report, self.log, self.text = max(1, total), 0, report, log, ""
+
+def agent_step_cost(method: str) -> float:
+    """One question at one budget for a strategy row (its relative cost, STEP_COST)."""
+    return STEP_COST.get(method, STEP_COST["agent"])
+
+
+class _Steps:
+    """Progress of a run as a fraction of its cost (closed sessions, scored questions, each weighted by
+    STEP_COST); each line to `log` (the CLI's stderr), and every step to `report` (the app's progress bar)."""
+
+    def __init__(self, total: float, report: Progress | None, log: Log | None):
+        self.total, self.done, self.report, self.log, self.text = max(1e-9, total), 0.0, report, log, ""
 
     def say(self, text: str) -> None:
         self.text = text
@@ -146,22 +163,22 @@ class _Steps:
         if self.report:
             self.report(self.done / self.total, text)
 
-    def step(self, n: int = 1) -> None:
-        self.done += n
+    def step(self, cost: float = 1.0) -> None:
+        self.done += cost
         if self.report:
             self.report(min(1.0, self.done / self.total), self.text)
 
 
-def _n_steps(convs, spec: RunSpec) -> int:
+def _total_cost(convs, spec: RunSpec) -> float:
+    """The run's cost in STEP_COST units: every session closed, every question scored."""
     base = [m for m in spec.methods if m in ("turn", "session")]
-    agent = sum(len(_agent_rows(m, spec, None)) for m in spec.methods if m not in base)
-    per_conv = [
-        len(c.sessions) * len(spec.summarisers)
-        + len(c.questions) * (len(base) * len(spec.retrievers))
-        + len(c.questions) * agent * len(spec.summarisers)
-        for c in convs
-    ]
-    return sum(per_conv)
+    rows = [row for m in spec.methods if m not in base for row, _ in _agent_rows(m, spec, None)]
+    per_question = len(spec.budgets) * (
+        STEP_COST["baseline"] * len(base) * len(spec.retrievers)
+        + len(spec.summarisers) * sum(agent_step_cost(r) for r in rows)
+    )
+    closes = sum(CLOSE_COST.get(s, CLOSE_COST["llm"]) for s in spec.summarisers)
+    return sum(len(c.sessions) * closes + len(c.questions) * per_question for c in convs)
 
 
 def _held(q, covered: set[str]) -> list[str]:
@@ -230,7 +247,7 @@ def _score_baselines(conv, spec: RunSpec, embedder, rows: _Rows, steps: _Steps) 
                     packed = pack(ranked, bud)
                     pairs = [(p.text, p.covers) for _, kept in packed.chosen for p in kept]
                     rows.add(conv, i, ("-", method, r, bud), packed.covered, pairs)
-                steps.step()
+                steps.step(STEP_COST["baseline"] * len(spec.budgets))
 
 
 def chat_before(convs, conv, i: int, n: int, seed: int = 0) -> list[Turn]:
@@ -285,7 +302,7 @@ def _score_agent(
             multi = any(len(t.get("nodes") or ()) >= 2 for t in trace.timelines_raw) if strategy == "theanine" else None
             whole = any(len(t.get("nodes") or ()) >= 2 and t.get("whole") for t in trace.timelines_raw)
             rows.add(conv, i, (b.summariser, method, retriever, budget), covered, pairs, multi, whole)
-        steps.step()
+        steps.step(agent_step_cost(method) * len(spec.budgets))
 
 
 def _agent_rows(method: str, spec: RunSpec, options) -> list[tuple[str, str]]:
@@ -304,7 +321,16 @@ def _score_summariser(convs, conv, summ: str, spec: RunSpec, settings, options, 
     """Close the conversation's sessions into memory with one summariser, then score its strategies."""
     t0 = time.perf_counter()
     steps.say(f"  {summ}: closing {len(conv.sessions)} sessions into memory")
-    b = build(conv, summ, settings, tmp / f"{conv.sample_id}-{summ}", options, spec.segment_max_len, steps.step)
+    close_cost = CLOSE_COST.get(summ, CLOSE_COST["llm"])
+    b = build(
+        conv,
+        summ,
+        settings,
+        tmp / f"{conv.sample_id}-{summ}",
+        options,
+        spec.segment_max_len,
+        lambda: steps.step(close_cost),
+    )
     steps.say(
         f"  {summ}: closed {len(conv.sessions)} sessions in {time.perf_counter() - t0:.1f}s "
         f"({b.close['memories']} memories, {b.close['segments']} segments, {b.close['llm_calls']} LLM calls)"
@@ -347,7 +373,7 @@ def evaluate(
 ) -> dict:
     """Results rows, the close reports and the per-question rows of one run (see `run`)."""
     rows = _Rows(spec.contexts)
-    steps = _Steps(_n_steps(convs, spec), report, log)
+    steps = _Steps(_total_cost(convs, spec), report, log)
     closes: dict = defaultdict(dict)
     with tempfile.TemporaryDirectory(prefix="bench-locomo-agent-") as tmp:
         for ci, conv in enumerate(convs):

@@ -3,12 +3,12 @@
 // DOM tooltips, canvas labels): nothing from a memory is parsed as HTML.
 "use strict";
 // The nodes, edges and options are pyvis's (ui/graph_view.py: Network.get_network_data()); a node's label
-// is its memory's event, and it also carries tm time, si session index, fl flags (1 retrieved, 2 new,
-// 4 found by a search), src source turns. This page adds the marks, which labels show, and the first view.
+// is its memory's event, and it also carries tm time, si session index, fl flags (1 read by the reply, 2 new,
+// 4 found by a search, 8 ranked by retrieval but not given to the reply), src source turns. This page adds the marks, which labels show, and the first view.
 var RETRIEVED = "#d62728";
 var FOUND = "#1d4f91";
 var LABEL_PX = 13;           // a node's label on screen, at every zoom (so zooming in makes room for more)
-var EDGE_PX = 10;            // an arrow's relation label, on screen
+var EDGE_PX = 11;            // an arrow's relation label, on screen (readable on a phone)
 var SMALL = 40;              // a graph this small is drawn whole by default
 var NEIGHBOURS_MAX = 80;     // neighbours of this render's memories drawn one by one in the default view
 var MUST_CHARS = 28, OTHER_CHARS = 22;  // label lengths; the whole text is in the tooltip
@@ -39,14 +39,12 @@ raw.forEach(function (n, i) {
   n.fl = +n.fl || 0; n.base = n.color; n.ev = String(n.label || "");
   byId[n.id] = n; neighbours[n.id] = []; stepOf[n.id] = TT ? +data.t[i] || 0 : 0;
 });
-if (TT) raw.forEach(function (n) { n.fl = (n.fl & 1) | (stepOf[n.id] === ttStep ? 2 : 0); });
+if (TT) raw.forEach(function (n) { n.fl = (n.fl & 9) | (stepOf[n.id] === ttStep ? 2 : 0); });
 var rawEdges = (data.e || []).filter(function (e) { return byId[e.from] && byId[e.to]; });
 rawEdges.forEach(function (e) { neighbours[e.from].push(e.to); neighbours[e.to].push(e.from); });
 // The memories this render is about: the found ones, else the retrieved ones, else the new ones; and their neighbours.
 function flagged(bit) { return raw.filter(function (n) { return n.fl & bit; }).map(function (n) { return n.id; }); }
-var marked = flagged(4).length ? flagged(4) : (flagged(1).length ? flagged(1) : flagged(2));
-var focus = {};
-marked.forEach(function (id) { focus[id] = true; neighbours[id].forEach(function (x) { focus[x] = true; }); });
+var marked = [4, 1, 8, 2].map(flagged).filter(function (ids) { return ids.length; })[0] || [];
 
 // A memory named as the sidebar numbers sessions: "Session 15 · memory 46" (its id: s18:m46).
 function memoryName(n) {
@@ -64,24 +62,26 @@ function tooltip(n) {
   if (TT) box.appendChild(el("div", "added by " + ((TT.labels || [])[stepOf[n.id]] || "step " + stepOf[n.id])));
   var marks = [];
   if (n.fl & 4) marks.push("found by your search");
-  if (n.fl & 1) marks.push("retrieved for this reply");
+  if (n.fl & 1) marks.push("read by this reply");
+  if (n.fl & 8) marks.push("ranked by retrieval, not given to the reply");
   if (n.fl & 2) marks.push(TT ? "added by this session" : "new");
   if (marks.length) box.appendChild(el("div", "(" + marks.join(", ") + ")"));
   if (superseded(n)) box.appendChild(el("div", "superseded by: " + byId[n.sup].ev + " (" + byId[n.sup].tm + ")"));
   box.appendChild(el("div", "click: source turns"));
   return box;
 }
-// The marks on pyvis's base look (colour by session date): a star for a retrieved memory, a diamond for a
-// new one (with an amber outline in time travel), a square outline for a search's match. A memory a later
+// The marks on pyvis's base look (colour by session date): a star for a memory the reply read, a dashed red
+// ring for one retrieval ranked but the reply was not given (budget), a diamond for a new one (with an amber outline in time travel), a square outline for a search's match. A memory a later
 // one replaced (a Changed edge) is kept, drawn faded; in time travel once its successor exists.
 function superseded(n) { return !!(n.sup && byId[n.sup] && (!TT || stepOf[n.sup] <= ttStep)); }
 function look(n) {
   var c = typeof n.base === "string" ? n.base : "#888";
-  var retrieved = n.fl & 1, fresh = n.fl & 2, found = n.fl & 4;
-  var border = found ? FOUND : (retrieved ? RETRIEVED : (fresh && TT ? NEW_BORDER : c));
+  var retrieved = n.fl & 1, fresh = n.fl & 2, found = n.fl & 4, ranked = (n.fl & 8) && !retrieved;
+  var border = found ? FOUND : (retrieved || ranked ? RETRIEVED : (fresh && TT ? NEW_BORDER : c));
   return {shape: retrieved ? "star" : (fresh ? "diamond" : (found ? "square" : "dot")),
-          size: retrieved ? 22 : (fresh || found ? 16 : 10),
-          borderWidth: found || retrieved ? 4 : (fresh && TT ? 3 : 1), color: {background: c, border: border},
+          size: retrieved ? 22 : (fresh || found ? 16 : (ranked ? 12 : 10)),
+          borderWidth: found || retrieved ? 4 : (fresh && TT ? 3 : (ranked ? 2 : 1)), color: {background: c, border: border},
+          shapeProperties: {borderDashes: ranked && !fresh && !found ? [3, 2] : false},
           opacity: superseded(n) ? 0.3 : 1};
 }
 // --- which memories are shown: this reply's (the rest by session), everything, one session; a filter ----
@@ -90,8 +90,8 @@ var search = document.getElementById("search");
 function option(value, text) { var o = el("option", text); o.value = value; scope.appendChild(o); }
 var everything = raw.length + (data.total > raw.length ? " of " + data.total : "");
 if (TT) {
-  option("all", "Everything drawn (" + everything + ")");
-  option("focus", "What this session added, with its links");
+  option("focus", "What this session added and its links; the rest by session");
+  option("all", "Everything up to this session");
 } else {
   option("focus", (flagged(4).length ? "The memories found" : (marked.length ? "This reply's memories" : "The newest session")) +
          " and neighbours; the rest by session");
@@ -99,7 +99,7 @@ if (TT) {
 }
 sessions.forEach(function (s, i) { option("s" + i, s[1]); });
 var known = [].some.call(scope.options, function (o) { return o.value === data.scope; });
-scope.value = known ? data.scope : (TT || raw.length <= SMALL ? "all" : "focus");
+scope.value = known ? data.scope : (raw.length <= SMALL ? "all" : "focus");
 if (data.total > raw.length) search.placeholder = "Filter the " + raw.length + " memories sent…";
 
 // --- what is drawn --------------------------------------------------------------------------------------
@@ -121,14 +121,20 @@ if (!TT && !core.length && raw.length) {
   var newest = raw[raw.length - 1].si;
   setCore(raw.filter(function (n) { return n.si === newest; }).slice(-20).map(function (n) { return n.id; }));
 }
+// This render's memories, those retrieval ranked without giving them to the reply, then their neighbours
+// (in time travel only those that exist at the step shown).
 function focusList() {
   var out = core.slice(), seen = {}, extra = 0;
   out.forEach(function (id) { seen[id] = true; });
+  flagged(8).forEach(function (id) { if (!seen[id]) { seen[id] = true; out.push(id); } });
   core.forEach(function (id) {
-    neighbours[id].forEach(function (x) { if (!seen[x] && extra < NEIGHBOURS_MAX) { seen[x] = true; out.push(x); extra++; } });
+    neighbours[id].forEach(function (x) {
+      if (!seen[x] && extra < NEIGHBOURS_MAX && exists(x)) { seen[x] = true; out.push(x); extra++; }
+    });
   });
   return out;
 }
+function exists(id) { return !TT || stepOf[id] <= ttStep; }
 var sessionColour = {};
 raw.forEach(function (n) { sessionColour[n.si] = n.base; });
 function plural(k) { return k + (k === 1 ? " memory" : " memories"); }
@@ -157,10 +163,12 @@ function labelText(id) {
 }
 
 // Which memories the view draws (ids) and which sessions it summarises (groups: [session index, count]).
-function plan() {
+// In time travel only what exists at the step shown; `all` (the first layout) every memory sent.
+function plan(all) {
   var q = search.value.trim().toLowerCase(), v = scope.value;
-  if (TT) return {ids: raw.map(function (n) { return n.id; }), groups: []};
+  if (all) return {ids: raw.map(function (n) { return n.id; }), groups: []};
   var pick = raw.filter(function (n) {
+    if (!exists(n.id)) return false;
     if (v.charAt(0) === "s" && v !== "s" + n.si) return false;
     return !q || n.ev.toLowerCase().indexOf(q) >= 0;
   }).map(function (n) { return n.id; });
@@ -168,6 +176,7 @@ function plan() {
   var drawn = {}, rest = {};
   focusList().forEach(function (id) { drawn[id] = true; });
   raw.forEach(function (n) {
+    if (!exists(n.id)) return;
     if (expanded[n.si]) drawn[n.id] = true;
     else if (!drawn[n.id]) rest[n.si] = (rest[n.si] || 0) + 1;
   });
@@ -177,9 +186,13 @@ function plan() {
 
 // An edge exists from the step of its newer end (the close that linked the new memory to an older one).
 function edgeStep(e) { return Math.max(stepOf[e.from], stepOf[e.to]); }
-function edgeLook(e, i) {
+function edgeLook(e, i, shown) {
   var v = {id: i};
-  if (TT) { var k = edgeStep(e); v.hidden = k > ttStep; v.width = k === ttStep ? 3.5 : 1.2; }
+  if (TT) {
+    var k = edgeStep(e);
+    v.hidden = k > ttStep || (shown ? !shown[e.from] || !shown[e.to] : false);
+    v.width = k === ttStep ? 3.5 : 1.2;
+  }
   if (e.title === "Changed") v.width = Math.max(v.width || 0, 3);  // a change stays visible beside its faded memory
   return v;
 }
@@ -198,7 +211,7 @@ function edgeItems(p) {
 // the layout (no physics), so 40 sessions do not stretch the drawing of this reply's memories.
 function ring() {
   if (!current.groups.length) return;
-  var b = boxOf(current.ids), m = 30 / network.getScale();  // just outside the memories and their labels
+  var b = boxOf(current.ids, !!TT), m = 30 / network.getScale();  // just outside the memories and their labels
   var cx = 0, cy = 0, rx = 150, ry = 150;
   if (b) { cx = (b.left + b.right) / 2; cy = (b.top + b.bottom) / 2; rx = (b.right - b.left) / 2 + m; ry = (b.bottom - b.top) / 2 + m; }
   var n = current.groups.length;
@@ -210,7 +223,7 @@ function ring() {
 
 var nodes = new vis.DataSet(), edges = new vis.DataSet();
 var pos = {};                // last known position of every node drawn so far
-var current = plan();
+var current = plan(!!TT);  // time travel lays out every memory once: a step only hides and shows
 function fill(p, fixOld) {
   var want = {}, have = {}, add = [], up = [], fresh = false;
   p.ids.forEach(function (id) { want[id] = true; });
@@ -254,8 +267,10 @@ var viewSeq = 0;
 function fontSize() { return LABEL_PX / network.getScale(); }
 function visible() {
   var show = {};
-  if (TT) visibleIds().forEach(function (id) { show[id] = true; });
-  else nodes.getIds().forEach(function (id) { show[id] = true; });
+  if (TT) {
+    current.ids.forEach(function (id) { show[id] = true; });
+    current.groups.forEach(function (g) { show[GROUP + g[0]] = true; });
+  } else nodes.getIds().forEach(function (id) { show[id] = true; });
   return show;
 }
 // Labels by priority: this render's memories (must show, at most 20, moved apart if need be; in "show
@@ -273,9 +288,9 @@ function labelOrder(show) {
 }
 function setLabels(show) {
   var order = labelOrder(show);
-  // No label covers a star, diamond, square or summary (a small dot may sit under one).
+  // No label covers a star, diamond, square or summary (a small dot, a ranked one too, may sit under one).
   var kept = GraphLabels.place(network, nodes, box, [], order.must.concat(order.optional), labelText, fontSize(),
-                               function (id) { return isCore[id] || id.indexOf(GROUP) === 0 || (byId[id] && byId[id].fl); });
+                               function (id) { return isCore[id] || id.indexOf(GROUP) === 0 || (byId[id] && byId[id].fl & 7); });
   // Every edge keeps its relation as its label; it is drawn on the arrows of this render's memories (and
   // on every arrow once zoomed in) where it covers no node label and no other relation: a dense graph is
   // not covered in words, and the tooltip of an arrow names its relation.
@@ -290,7 +305,18 @@ function setLabels(show) {
 }
 // The box around the given nodes with their labels, in canvas units (vis-network measures labels when
 // it draws: draw first).
-function boxOf(ids) {
+// `quick` (time travel, where a step must draw fast): the nodes' places alone, without drawing first.
+function boxOf(ids, quick) {
+  if (quick) {
+    var p = network.getPositions(ids), q = null;
+    ids.forEach(function (id) {
+      var at = p[id];
+      if (!at) return;
+      q = q ? {left: Math.min(q.left, at.x), right: Math.max(q.right, at.x), top: Math.min(q.top, at.y),
+               bottom: Math.max(q.bottom, at.y)} : {left: at.x, right: at.x, top: at.y, bottom: at.y};
+    });
+    return q;
+  }
   network.redraw();
   var b = null;
   ids.forEach(function (id) {
@@ -301,10 +327,12 @@ function boxOf(ids) {
   });
   return b;
 }
-function fitBox(ids) {
-  var b = boxOf(ids);
+function fitBox(ids, quick) {
+  var b = boxOf(ids, quick);
   if (!b) return network.getScale();
-  var pad = 24, w = Math.max(box.clientWidth - 2 * pad, 50), h = Math.max(box.clientHeight - 2 * pad, 50);
+  // Quick: room around the nodes' centres for a marker and a label beneath it (labels are 13 px on screen).
+  var padX = quick ? 24 + 90 : 24, padY = quick ? 24 + 22 : 24;
+  var w = Math.max(box.clientWidth - 2 * padX, 50), h = Math.max(box.clientHeight - 2 * padY, 50);
   var s = Math.min(w / Math.max(b.right - b.left, 1), h / Math.max(b.bottom - b.top, 1), 1.3);
   network.moveTo({position: {x: (b.left + b.right) / 2, y: (b.top + b.bottom) / 2}, scale: s, animation: false});
   return s;
@@ -321,6 +349,11 @@ function firstView(show) {
   var near = must.slice();
   must.forEach(function (id) { neighbours[id].forEach(function (x) { if (show[x] && near.indexOf(x) < 0) near.push(x); }); });
   var target = TT && ids.length > SMALL && must.length ? near : memories;
+  if (TT) {  // one round: fitted by the nodes' places, then the labels that fit (a step stays under 100 ms)
+    if (target.length) { ring(); fitBox(box.clientWidth < 500 ? target : target.concat(groups), true); }
+    setLabels(show);
+    return;
+  }
   if (!target.length) return;
   GraphLabels.place(network, nodes, box, [], [], labelText, fontSize());
   if (fitBox(target) < MIN_SCALE && must.length && target.length > near.length) target = near;
@@ -345,7 +378,7 @@ function finish(refit) {
   var show = visible();
   if (refit) firstView(show); else setLabels(show);
   var n = Object.keys(show).filter(function (id) { return id.indexOf(GROUP) !== 0; }).length;
-  if (!TT) countText(n);
+  if (!TT) countText(n); else document.getElementById("fold").hidden = !Object.keys(expanded).length;
   viewSeq++;
   window.viewShown = {seq: viewSeq, memories: n, groups: current.groups.length, scope: scope.value};
   return n;
@@ -370,22 +403,34 @@ function redo(refit, hold) {
   });
   network.stabilize(hold ? 150 : 200);
 }
-// Time travel: which memories exist at the step shown, in the chosen scope and filter.
-function visibleIds() {
-  var q = search.value.trim().toLowerCase(), v = scope.value, out = [];
-  raw.forEach(function (n) {
-    var inScope = v === "all" || (v === "focus" && focus[n.id]) || v === "s" + n.si;
-    var exists = !TT || stepOf[n.id] <= ttStep;
-    if (exists && inScope && (!q || n.ev.toLowerCase().indexOf(q) >= 0)) out.push(n.id);
-  });
-  return out;
+// Time travel: the network holds every memory (laid out once) and a summary per session; a step shows the
+// plan's part and hides the rest, changing only the nodes and edges whose look changed (fast at 1,000).
+var lastLook = {}, lastEdge = {};
+function changed(cache, v) {
+  var key = JSON.stringify(v);
+  if (cache[v.id] === key) return false;
+  cache[v.id] = key;
+  return true;
 }
 function apply(refit) {
   if (!TT) { redo(refit, false); return current.ids.length; }
-  var show = {};
-  visibleIds().forEach(function (id) { show[id] = true; });
-  nodes.update(raw.map(function (n) { var v = look(n); v.id = n.id; v.hidden = !show[n.id]; return v; }));
-  document.getElementById("count").textContent = Object.keys(show).length + " shown";
+  current = plan(false);
+  var show = {}, groups = {}, up = [], eup = [];
+  current.ids.forEach(function (id) { show[id] = true; });
+  current.groups.forEach(function (g) { groups[g[0]] = g[1]; });
+  raw.forEach(function (n) {
+    var v = look(n); v.id = n.id; v.hidden = !show[n.id];
+    if (changed(lastLook, v)) { v.title = tooltip(n); up.push(v); }
+  });
+  sessions.forEach(function (s, si) {
+    var id = GROUP + si, v = groups[si] ? groupItem(si, groups[si]) : {id: id, hidden: true};
+    if (groups[si]) { v.hidden = false; delete v.title; }
+    if (changed(lastLook, v)) { if (groups[si]) v.title = groupItem(si, groups[si]).title; up.push(v); }
+  });
+  if (up.length) nodes.update(up);
+  rawEdges.forEach(function (e, i) { var v = edgeLook(e, i, show); if (changed(lastEdge, v)) eup.push(v); });
+  if (eup.length) edges.update(eup);
+  ring();
   return finish(refit);
 }
 var zoomTimer = null;
@@ -398,21 +443,39 @@ function relabel() {
 }
 network.on("zoom", relabel);
 network.on("dragEnd", relabel);
+// A frame laid out while its box had no size (a closed panel, a hidden tab, a page still loading) was fitted to
+// nothing and showed only its legend: each time the box gets a new size the view is fitted again, unless the
+// person has moved it since.
+var moved = false, lastSize = box.clientWidth + "x" + box.clientHeight;
+network.on("dragStart", function () { moved = true; });
+network.on("zoom", function () { moved = true; });
+if (window.ResizeObserver) new ResizeObserver(function () {
+  var size = box.clientWidth + "x" + box.clientHeight;
+  if (size === lastSize || !box.clientWidth || !box.clientHeight) return;
+  var wasEmpty = /^0x|x0$/.test(lastSize);
+  lastSize = size;
+  if (!ready || laying || (moved && !wasEmpty)) return;
+  network.setSize("100%", "100%");
+  network.redraw();
+  finish(true);
+}).observe(box);
 var searchTimer = null;
 search.addEventListener("input", function () { clearTimeout(searchTimer); searchTimer = setTimeout(function () { apply(true); }, 200); });
 scope.addEventListener("change", function () { apply(true); });
-document.getElementById("fold").addEventListener("click", function () { expanded = {}; redo(true, false); });
+document.getElementById("fold").addEventListener("click", function () { expanded = {}; if (TT) apply(true); else redo(true, false); });
 var ready = false, pending = null;
 if (TT) document.getElementById("count").textContent = "drawing " + raw.length + " memories…";
 network.once("stabilizationIterationsDone", function () {
   network.setOptions({physics: false});
   ready = true;
+  if (TT) nodes.add(sessions.map(function (s, si) { var v = groupItem(si, 0); v.hidden = true; return v; }));
   if (TT) showStep(pending === null ? ttStep : pending); else finish(true);
   if (data.open && byId[data.open]) openPanel(data.open);
   window.graphReady = true;
   if (TT && window.parent !== window) window.parent.postMessage({ttReady: true}, "*");
 });
 window.labelOverlaps = function () { return GraphLabels.overlaps(network, box); };
+window.edgeLabelOverlaps = function () { return GraphLabels.edgeOverlaps(network, box); };
 
 
 // The legend's part that time travel changes: the faded (superseded) memories and the relations that
@@ -423,8 +486,8 @@ function legendNow() {
   box.textContent = "";
   var faded = raw.filter(function (n) { return (!TT || stepOf[n.id] <= ttStep) && superseded(n); }).length;
   if (faded) { var f = el("span", "faded: superseded (" + faded + ")"); f.title = "Memories a later one replaced (Changed): kept as history"; box.appendChild(f); }
-  var present = {};
-  rawEdges.forEach(function (e) { if (!TT || edgeStep(e) <= ttStep) present[e.title] = e.color; });
+  var present = {}, on = visible();
+  rawEdges.forEach(function (e) { if (!TT || (edgeStep(e) <= ttStep && on[e.from] && on[e.to])) present[e.title] = e.color; });
   Object.keys(present).sort().forEach(function (r) {
     var s = el("span", r, "rel"); s.style.borderColor = present[r]; box.appendChild(s);
   });
@@ -433,20 +496,20 @@ function legendNow() {
 // --- time travel: the app posts {ttStep: k}; memories added after session k are hidden, session k's marked -----
 function showStep(k) {
   ttStep = k;
-  raw.forEach(function (n) { n.fl = (n.fl & 1) | (stepOf[n.id] === k ? 2 : 0); });
+  raw.forEach(function (n) { n.fl = (n.fl & 9) | (stepOf[n.id] === k ? 2 : 0); });
   marked = flagged(2);
   setCore(marked);
-  focus = {};
-  marked.forEach(function (id) { focus[id] = true; neighbours[id].forEach(function (x) { if (stepOf[x] <= k) focus[x] = true; }); });
-  edges.update(rawEdges.map(edgeLook));
+  expanded = {};
   var shown = apply(true);
-  var label = (TT.labels || [])[k] || ("step " + k);
-  document.getElementById("count").textContent = shown + " memories " + (k ? "after " + label : "(" + label + ")");
+  var label = (TT.labels || [])[k] || ("step " + k), upTo = raw.filter(function (n) { return exists(n.id); }).length;
+  var text = shown + " memories " + (k ? "after " + label : "(" + label + ")");
+  if (upTo > shown) text += " · " + (upTo - shown) + " more in " + current.groups.length + " sessions (click one to draw it)";
+  document.getElementById("count").textContent = text;
+  scope.options[1].textContent = "Everything up to this session (" + plural(upTo) + ")";
   var mark = document.getElementById("legend-new");
   if (mark) mark.textContent = "◆ added by this session (" + marked.length + ")";
   legendNow();
-  network.redraw();
-  window.ttShown = {step: k, memories: shown, added: marked.length, at: Date.now()};
+  window.ttShown = {step: k, memories: shown, added: marked.length, upTo: upTo, groups: current.groups.length, at: Date.now()};
 }
 if (TT) window.addEventListener("message", function (e) {
   if (e.source !== window.parent || !e.data || typeof e.data !== "object") return;
@@ -481,7 +544,11 @@ function openPanel(id) {
 network.on("click", function (p) {
   if (!p.nodes.length) { panel.hidden = true; return; }
   var id = String(p.nodes[0]);
-  if (id.indexOf(GROUP) === 0) { expanded[+id.slice(GROUP.length)] = true; redo(false, true); return; }
+  if (id.indexOf(GROUP) === 0) {
+    expanded[+id.slice(GROUP.length)] = true;
+    if (TT) apply(false); else redo(false, true);
+    return;
+  }
   openPanel(id);
 });
 
@@ -500,7 +567,17 @@ network.on("click", function (p) {
   }
   var nFound = flagged(4).length;
   if (nFound) lg.appendChild(el("span", "■ found (" + nFound + ")"));
-  if (!TT) lg.appendChild(el("span", "★ retrieved (" + flagged(1).length + ")"));
+  if (!TT) {
+    var read = el("span", "★ read by the reply (" + flagged(1).length + ")");
+    read.title = "The memories of the timelines given to the reply (its prompt)";
+    lg.appendChild(read);
+    var nRanked = raw.filter(function (n) { return (n.fl & 8) && !(n.fl & 1); }).length;
+    if (nRanked) {
+      var ranked = el("span", "◌ ranked, not read (" + nRanked + ")");
+      ranked.title = "Retrieval ranked these, but the token budget left them out of the reply's prompt";
+      lg.appendChild(ranked);
+    }
+  }
   var fresh = el("span", (TT ? "◆ added by this session (" : "◆ new (") + flagged(2).length + ")");
   fresh.id = "legend-new";
   if (TT) { fresh.title = "Diamonds with an amber outline and thick edges: what this session added and linked"; fresh.style.borderBottom = "3px solid " + NEW_BORDER; }
@@ -513,8 +590,16 @@ network.on("click", function (p) {
   var now = el("span"); now.id = "legend-now"; lg.appendChild(now);
   legendNow();
   // A legend that wraps on a narrow frame pushes the graph down instead of covering it.
+  // (again whenever the legend or the bar above it changes height: fonts arriving, the count written, the
+  // relations of a time-travel step).
   var wrap = document.getElementById("wrap");
-  wrap.style.top = Math.max(58, lg.offsetTop + lg.offsetHeight) + "px";
+  function place() { wrap.style.top = Math.max(58, lg.offsetTop + lg.offsetHeight) + "px"; }
+  place();
+  if (window.ResizeObserver) {  // the bar above it wraps too once its count is written
+    var ro = new ResizeObserver(place);
+    ro.observe(lg);
+    ro.observe(document.getElementById("bar"));
+  }
 })();
 
 // For tests: each marked memory's label, its on-screen font size, whether its node and its label's box
