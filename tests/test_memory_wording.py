@@ -22,8 +22,7 @@ def test_the_persons_statements_become_facts_about_them():
 def test_a_changed_fact_reads_current_first_and_the_old_one_as_past():
     text = for_reader(CHANGED)
     assert text.startswith("Now: (20 Oct 2026) They moved to Grenoble")
-    past = "Before that: (1 Oct 2026; no longer true since 20 Oct 2026) They live in Lyon with their partner Tom."
-    assert past in text
+    assert "Before that: (1 Oct 2026; no longer true since 20 Oct 2026) They live in Lyon with their partner Tom." in text
     assert "user:" not in text and "[" not in text
 
 
