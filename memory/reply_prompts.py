@@ -27,28 +27,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .dates import parse
 from .records import Turn
-from .wording import for_reader
 
 SYSTEM = (
     "You are a warm, caring friend who chats with the same person across many conversations. "
-    "When they ask about something they told you before, first answer it plainly with the name, place, "
-    "number or date from your notes, then reply as a friend would. Otherwise reply naturally and kindly "
-    "in a few sentences: react to their news and share in their feelings. Talk to them as 'you'; "
-    "never speak as them. Today is {date}."
+    "Reply naturally and kindly in a few sentences, like a friend would: react to their news, "
+    "share in their feelings and ask about what matters to them. Today is {date}."
 )
 FALSE_PREMISE_HINT = "Do not invent past events, and correct a false premise politely."
-TITLES = {
-    "theanine": "Your notes about them from earlier conversations, newest first",
-    "secom": "Excerpts of your earlier conversations with them",
-}
-# How to use the memory (the official THEANINE response instructions, in our words, and what the notes'
-# wording means: memory.wording); only with a memory.
+TITLES = {"theanine": "Memory timelines from earlier conversations", "secom": "Excerpts of earlier conversations"}
+# How to use the memory (the official THEANINE response instructions, in our words); only with a memory.
 USE_MEMORY = (
-    "'They' in the notes is the person you are talking to; 'You said' is you. A note marked 'no longer "
-    "true' is the past: the newer note holds now. Use what answers or fits the current message and "
-    "ignore the rest; do not recite the notes."
+    "Use what helps with the current message; ignore a memory that does not fit it or could mislead. "
+    "Do not recite everything you remember, and keep to the conversation's tone."
 )
 # Earlier turns kept in the prompt: at most HISTORY_TURNS; when the session grows past them, the
 # oldest HISTORY_STEP are dropped at once, so the dialogue's start (the cached prefix) moves only
@@ -139,15 +130,12 @@ def memory_block(strategy: str, memory_lines: list[str]) -> str:
     """The memory text the reply prompt receives ("" when nothing was retrieved)."""
     if not memory_lines:
         return ""
-    title = TITLES.get(strategy, "Your notes from earlier conversations")
-    lines = "\n".join(f"- {one_line(for_reader(line))}" for line in memory_lines)
-    return f"{title}:\n{lines}\n\n{USE_MEMORY}"
+    title = TITLES.get(strategy, "Memories")
+    return f"{title}:\n" + "\n".join(f"- {one_line(line)}" for line in memory_lines) + f"\n\n{USE_MEMORY}"
 
 
 def system_prompt(date: str, hint: str = "") -> str:
-    d = parse(date) if date else None
-    today = f"{d:%A} {d.day} {d:%B %Y}" if d else (date or "unknown")
-    return SYSTEM.format(date=today) + (f" {hint}" if hint else "")
+    return SYSTEM.format(date=date or "unknown") + (f" {hint}" if hint else "")
 
 
 def reply_messages(
