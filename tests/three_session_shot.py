@@ -53,6 +53,17 @@ PAINTED = (
 )
 
 
+def person_sessions(name: str, n_questions: int) -> list[list[str]]:
+    """A person of the answers benchmark's personal chats: their messages, session by session, then a
+    last session of their first `n_questions` questions."""
+    import json
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "bench" / "data" / "personal_chats.json").read_text())
+    person = next(p for p in data["people"] if p["person"] == name)
+    said = [[text for role, text in s["turns"] if role == "user"] for s in person["sessions"]]
+    return [*said, [q["q"] for q in person["questions"][:n_questions]]]
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -148,8 +159,15 @@ def describe_timelines(page) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.three_session_shot", description=__doc__.split("\n")[0])
     p.add_argument("--out", default="docs/img", help="folder for the three PNGs")
+    p.add_argument(
+        "--person", default="", help="a person of bench/data/personal_chats.json instead (their messages and questions)"
+    )
+    p.add_argument("--questions", type=int, default=5, help="with --person: how many of their questions (5)")
     a = p.parse_args(argv)
     out = Path(a.out)
+    sessions, prefix = SESSIONS, ""
+    if a.person:
+        sessions, prefix = person_sessions(a.person, a.questions), f"{a.person}_"
     browsers = chromium_browser()
     browser = next(browsers)
     with tempfile.TemporaryDirectory() as tmp:
@@ -172,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
             page.wait_for_selector("#session-header", timeout=120_000)
             log(f"header: {page.inner_text('#session-header').strip()!r}")
             replies: list[str] = []
-            for i, messages in enumerate(SESSIONS):
+            for i, messages in enumerate(sessions):
                 if i:
                     start_next(page, i + 1)
                 for text in messages:
                     replies.append(send(page, text))
-                if i < len(SESSIONS) - 1:
+                if i < len(sessions) - 1:
                     end_session(page)
             # See why for the last reply: click it (its trace shows), wait for the panel and the graph.
             page.locator('#chat [data-testid="bot"]').last.click()
@@ -190,12 +208,12 @@ def main(argv: list[str] | None = None) -> int:
             frame = page.locator("#memory-graph iframe").element_handle().content_frame()
             frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
             print(f"graph: {page.locator('#memory-graph').get_attribute('data-memories')} memories shown")
-            shot(page, page.locator("#why-panel"), out / "see_why_timelines_1400.png", clip_to="#why-timelines")
-            shot(page, page.locator("#memory-graph"), out / "see_why_graph_1400.png")
+            shot(page, page.locator("#why-panel"), out / f"{prefix}see_why_timelines_1400.png", clip_to="#why-timelines")
+            shot(page, page.locator("#memory-graph"), out / f"{prefix}see_why_graph_1400.png")
             page.set_viewport_size({"width": 400, "height": 850})
             page.wait_for_timeout(1500)
             close_sidebar(page)
-            shot(page, page.locator("#why-timelines"), out / "see_why_timelines_400.png")
+            shot(page, page.locator("#why-timelines"), out / f"{prefix}see_why_timelines_400.png")
             print("===== page problems =====")
             print("\n".join(problems) or "none")
         finally:
