@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             frame = page.locator("#memory-graph iframe").element_handle().content_frame()
             frame.wait_for_function("() => window.graphReady === true", timeout=120_000)
             print(f"graph: {page.locator('#memory-graph').get_attribute('data-memories')} memories shown")
-            shot(page, page.locator("#why-panel"), out / f"{prefix}see_why_timelines_1400.png", clip_to="#why-timelines")
+            why = out / f"{prefix}see_why_timelines_1400.png"
+            shot(page, page.locator("#why-panel"), why, clip_to="#why-timelines")
             shot(page, page.locator("#memory-graph"), out / f"{prefix}see_why_graph_1400.png")
             page.set_viewport_size({"width": 400, "height": 850})
             page.wait_for_timeout(1500)
