@@ -36,6 +36,8 @@ NOT_CHANGES = [
     ("I chill out and gain perspective when I do yoga.", "I've been into yoga and meditation lately."),
     ("I bought a console for my partner as a gift.", "We were given a new game for the console last week."),
     ("I adopted a puppy named Biscuit.", "My cat is called Miso and I live in Porto."),
+    # a change said of someone else in the same sentence (a typed chat: the move is a change of home only)
+    ("I just started a new job as a nurse.", "We moved to Grenoble because Tom got a job at the university."),
     # an addition, a restatement, someone else, a plan, a denial, the same change told again
     ("I have a cat named Luna.", "We got a new kitten last week, her name is Pip."),
     ("I do yoga on Mondays.", "I do yoga on Thursdays too now."),

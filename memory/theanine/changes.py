@@ -193,6 +193,9 @@ _ENDING = re.compile(
 )
 
 
+_THIRD_PERSON = frozenset(["he", "she", "they", "his", "her", "their", "he's", "she's", "they've"])
+
+
 def _lower(text: str) -> str:
     return text.lower().replace("’", "'")
 
@@ -201,15 +204,23 @@ def _habit_roots(text: str) -> set[str]:
     return {_HABIT_ROOT.get(w, w) for w in re.findall(r"[a-z]+", text) if w in HABITS}
 
 
-def stated_changes(text: str, as_said: bool = True) -> set[str]:
+def _said_of(low: str, at: int, others: frozenset[str]) -> bool:
+    """The change found at `at` is not said of someone else: the two words before it name no other person
+    ("Tom got a job", "she moved to Lyon"); `others`: the sentence's names, lower-cased."""
+    before = re.findall(r"[a-z']+", low[:at])[-2:]
+    return not any(w in _THIRD_PERSON or w in others for w in before)
+
+
+def stated_changes(text: str, as_said: bool = True, others: frozenset[str] = frozenset()) -> set[str]:
     """The subjects ("job", "home", "relationship", "habit") whose change the sentence states; `as_said`:
-    not as a plan, a wish, or denied (False: any mention, "after losing my job" too)."""
+    not as a plan, a wish, or denied (False: any mention, "after losing my job" too); a change said of
+    one of `others` (names in the sentence) or of "he"/"she" is not the speaker's."""
     low = _lower(text)
     if as_said and (_HEDGE.search(low) or _DENIED.search(low)):
         return set()
     if not as_said:
         low = _RETOLD.sub(lambda m: _RETOLD_AS[m.group(1)], low)
-    found = {k for k, rx in _CHANGE.items() if rx.search(low)}
+    found = {k for k, rx in _CHANGE.items() if any(_said_of(low, m.start(), others) for m in rx.finditer(low))}
     if _HABIT_STOP.search(low) or _HABIT_START.search(low):
         found.add("habit")
     return found
@@ -242,7 +253,8 @@ def stated_change(old: Memory, new: Memory) -> str | None:
     if not (_FIRST_PERSON & la and _FIRST_PERSON & lb) or _about_someone_else(a) or _about_someone_else(b):
         return None
     low_a, low_b = _lower(_body(old)), _lower(_body(new))
-    subjects = stated_changes(low_b)
+    names = frozenset(t.lower() for i, t in enumerate(b) if i and t[0].isupper() and t.lower() not in _FIRST_PERSON)
+    subjects = stated_changes(low_b, others=names)
     if not subjects or _DENIED.search(low_a):  # "I didn't get the job at the bank." holds no job to change
         return None
     va = {t.lower() for i, t in enumerate(a) if _is_value(t, i == 0)}
