@@ -141,3 +141,10 @@ def test_an_llm_summary_of_the_assistants_words_is_not_kept():
         "The user has a grey cat called Pixel.",
         "The assistant will remind the user on Friday to book the vet.",
     ]
+
+
+def test_a_title_or_abbreviation_ends_no_sentence():
+    from memory.theanine.extract import sentences
+
+    said = "I just started a new job as a nurse at St. Mary's hospital. Dr. Green is my boss!"
+    assert sentences(said) == ["I just started a new job as a nurse at St. Mary's hospital.", "Dr. Green is my boss!"]

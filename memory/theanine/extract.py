@@ -147,10 +147,24 @@ CHANGE_PHRASE = re.compile(
 )
 
 
+# Titles and abbreviations whose full stop ends no sentence ("a nurse at St. Mary's hospital").
+_ABBREVIATIONS = frozenset(
+    ["st.", "dr.", "mr.", "mrs.", "ms.", "mx.", "prof.", "mt.", "jr.", "sr.", "vs.", "e.g.", "i.e."]
+)
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of a turn, whitespace-normalised."""
-    parts = _SENTENCE_END.split(text or "")
-    return [" ".join(p.split()) for p in parts if p and p.strip()]
+    out: list[str] = []
+    for p in _SENTENCE_END.split(text or ""):
+        if not (p and p.strip()):
+            continue
+        p = " ".join(p.split())
+        if out and out[-1].rsplit(" ", 1)[-1].lower() in _ABBREVIATIONS:
+            out[-1] = f"{out[-1]} {p}"
+        else:
+            out.append(p)
+    return out
 
 
 def _words(sentence: str) -> list[str]:
