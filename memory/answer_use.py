@@ -27,6 +27,7 @@ The rule, kept simple enough to explain on the page:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import pairwise
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 MIN_WORDS = 3  # loose counted words that make a line a source (else a name, figure, date or phrase)
 MIN_PHRASE = 2  # counted words in one shared phrase that make a line a source
+MIN_RARE_LETTERS = 5  # a word only one line holds, this long or longer, is enough ("peanuts")
 MAX_SOURCES = 3  # the best line and, as "also", the next two
 
 # Words a reply uses whatever it answers; sharing them with a memory says nothing (stop words go too).
@@ -177,9 +179,12 @@ def keys(text: str) -> set[str]:
     return {w.key for w in words(text) if w.key}
 
 
-def match(reply: str, line: Line, said: set[str], got: set[str] | None = None) -> dict | None:
+def match(
+    reply: str, line: Line, said: set[str], got: set[str] | None = None, rare: frozenset[str] = frozenset()
+) -> dict | None:
     """What `line` shares with the reply beyond the person's words, or None when it is no source.
-    `got`: the reply's word keys, when the caller has them."""
+    `got`: the reply's word keys, when the caller has them; `rare`: words no other line that reached the
+    reply holds (one of them, long enough, names its line: a one-word answer such as "peanuts")."""
     got = got if got is not None else keys(reply)
     text = body(line.text)
     shared: dict[str, Word] = {}
@@ -192,7 +197,8 @@ def match(reply: str, line: Line, said: set[str], got: set[str] | None = None) -
         shared["date:" + line.time] = Word(when, "date:" + line.time, True)
     span, in_span = shared_phrase(reply, text, set(shared))
     has_value = any(w.value for w in shared.values())
-    if not (has_value or len(shared) >= MIN_WORDS or in_span >= MIN_PHRASE):
+    one_rare = any(k in rare and len(w.surface) >= MIN_RARE_LETTERS for k, w in shared.items())
+    if not (has_value or one_rare or len(shared) >= MIN_WORDS or in_span >= MIN_PHRASE):
         return None
     return {
         "kind": line.kind,
@@ -287,7 +293,9 @@ def answer_use(reply: str, trace: Trace, said: list[str], changes: Iterable[tupl
         return {}
     said_keys = set().union(*map(keys, said)) if said else set()
     got = keys(reply)
-    found = [m for line in lines if (m := match(reply, line, said_keys, got)) is not None]
+    seen = Counter(k for line in lines for k in keys(body(line.text)))
+    rare = frozenset(k for k, n in seen.items() if n == 1)
+    found = [m for line in lines if (m := match(reply, line, said_keys, got, rare)) is not None]
     found.sort(key=lambda m: (-m["score"], -len(m["span"].split())))  # stable: the prompt's order breaks ties
     old = superseded(trace, changes)
     for m in found:

@@ -181,3 +181,15 @@ def test_two_loose_chatty_words_are_no_source_but_a_phrase_a_name_or_the_lines_d
         "",
         "May 2023",
     ]
+
+
+def test_a_one_word_answer_names_the_only_line_that_holds_its_word():
+    """ "What am I allergic to?" -> "Peanuts, you said." : one shared word, but no other line holds it."""
+    from memory.answer_use import keys
+
+    peanuts = Line("memory", "s1:m3", "user: I'm allergic to peanuts, so I have to be careful at parties.")
+    said = keys("What am I allergic to?")
+    assert match("You're allergic to peanuts.", peanuts, said) is None  # one loose word: not enough alone
+    src = match("You're allergic to peanuts.", peanuts, said, rare=frozenset(keys("peanuts")))
+    assert src is not None and src["shared"] == ["peanuts"]
+    assert match("You're allergic to nuts.", peanuts, said, rare=frozenset(keys("nuts"))) is None  # not its word
