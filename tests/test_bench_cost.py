@@ -4,6 +4,7 @@
 import json
 
 from bench import cost
+from memory.agent import REFINE_TIMELINES
 from memory.settings import Options, Settings
 
 
@@ -12,10 +13,12 @@ def test_calls_per_reply_and_close_match_the_design(tmp_path, fake_embedder):
     sessions = cost.synthetic_sessions(3, turns=8)
     out = cost.run(agent, sessions, ["What did my puppy chew?", "How is pottery going?"], options=Options())
     r = out["replies"]
-    # every timeline that reached the reply is refined, one call each (the official code's way), then the reply
+    # the first REFINE_TIMELINES timelines that reached the reply are refined, one call each (the official
+    # code refines its k = 3), then the reply
     n = r["theanine"]["timelines_per_reply"]
-    assert n >= 1 and r["theanine"]["calls_per_op"] == n + 1
-    assert r["theanine"]["by_purpose"] == {"refine": n, "reply": 1.0}
+    refine = r["theanine"]["by_purpose"]["refine"]
+    assert n >= 1 and 1 <= refine <= min(REFINE_TIMELINES, n) and r["theanine"]["calls_per_op"] == refine + 1
+    assert r["theanine"]["by_purpose"] == {"refine": refine, "reply": 1.0}
     assert r["secom"]["calls_per_op"] == 1 and r["secom"]["by_purpose"] == {"reply": 1.0}
     assert r["none"]["calls_per_op"] == 1
     assert all(x["errors"] == 0 for x in r.values())

@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from memory.agent import REFINE_TIMELINES
 from memory.theanine.graph import RELATIONS
 from tests.reliability_app import TRACEBACK, handlers, last_done, make_service, visible
 
@@ -198,5 +199,7 @@ def test_refinement_faults_fall_back_to_the_raw_timelines(svc, llm_server):
     done = last_done(list(svc.send(uid, "How is my puppy Rex doing on his walks?", "theanine")))
     assert done.error is None and any(len(t["nodes"]) > 1 for t in done.trace["timelines_raw"])
     refines = [x for x in done.trace["llm_calls"] if x["purpose"] == "refine"]
-    assert len(refines) == len(done.trace["timelines_raw"]) and all(x["status"] == "fallback" for x in refines)
-    assert done.trace["timelines_refined"] == [t["text"] for t in done.trace["timelines_raw"]]
+    n = min(REFINE_TIMELINES, len(done.trace["timelines_raw"]))  # the first three are refined (official count)
+    assert len(refines) == n and all(x["status"] == "fallback" for x in refines)
+    raw = [t["text"] for t in done.trace["timelines_raw"]]
+    assert done.trace["timelines_refined"] == raw[:n] + [""] * (len(raw) - n)  # fallen back to raw; the rest unrefined
