@@ -25,13 +25,9 @@ from pathlib import Path
 from memory.agent import MemoryAgent
 from memory.embeddings import make_embedder
 from memory.locomo_format import load_sessions, questions
-from memory.secom.embedding_segmenter import EmbeddingSegmenter
-from memory.secom.strategy import SecomMemory
-from memory.settings import Options, Settings
-from memory.store import VectorStore
-from memory.theanine.strategy import TheanineMemory
+from memory.settings import Options
 from tests.conftest import LOCOMO_SMALL
-from tests.fakes import ScriptedLLM
+from tests.fakes import ScriptedLLM, offline_agent
 
 GENERIC = (
     "That sounds like a wonderful experience! How did it make you feel?",
@@ -72,15 +68,7 @@ def main(budget: int) -> None:
     }
     for sample, (uid, sessions) in zip(data, load_sessions(data), strict=True):
         tmp = Path(tempfile.mkdtemp(prefix="answer-use-bench-"))
-        store = VectorStore(path=tmp / "chroma")
-        agent = MemoryAgent(
-            Settings(data_dir=tmp),
-            store,
-            emb,
-            TheanineMemory(store, emb, tmp),
-            SecomMemory(store, emb, None, "", EmbeddingSegmenter(emb)),
-            llm_factory=lambda cfg: llm,
-        )
+        agent = offline_agent(tmp, emb, llm)
         for s in sessions:
             agent.close_session(uid, s, llm_steps=False)
         built = {t.turn_id for s in sessions for t in s.turns}
@@ -121,15 +109,7 @@ def stale(budget: int) -> None:
     emb = make_embedder("minilm")
     llm = ScriptedLLM("ok")
     tmp = Path(tempfile.mkdtemp(prefix="answer-use-stale-"))
-    store = VectorStore(path=tmp / "chroma")
-    agent = MemoryAgent(
-        Settings(data_dir=tmp),
-        store,
-        emb,
-        TheanineMemory(store, emb, tmp),
-        SecomMemory(store, emb, None, "", EmbeddingSegmenter(emb)),
-        llm_factory=lambda cfg: llm,
-    )
+    agent = offline_agent(tmp, emb, llm)
     replies = {"old": "It is {old}.", "new": "It is {new}.", "both": "It was {old}, now it is {new}."}
     warned = {s: dict.fromkeys(replies, 0) for s in ("theanine", "secom")}
     changed = 0

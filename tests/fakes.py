@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from memory.agent import MemoryAgent
 from memory.errors import LLMError
 from memory.llm import Completion
 from memory.protocols import GraphStore, Versions
@@ -277,3 +278,26 @@ class UpperCompressor:
     def compress(self, texts: list[str], rate: float) -> list[str]:
         self.calls += 1
         return ["\n".join(" ".join(w for w in ln.split() if len(w) > 3) for ln in t.split("\n")) for t in texts]
+
+
+def offline_agent(tmp, embedder, llm) -> MemoryAgent:
+    """A MemoryAgent on a Chroma store in `tmp` with `embedder`, SeCom's embedding segmenter and no
+    compressor, replying with `llm`: memory built offline, as the bundled model builds it."""
+    from pathlib import Path
+
+    from memory.secom.embedding_segmenter import EmbeddingSegmenter
+    from memory.secom.strategy import SecomMemory
+    from memory.settings import Settings
+    from memory.store import VectorStore
+    from memory.theanine.strategy import TheanineMemory
+
+    tmp = Path(tmp)
+    store = VectorStore(path=tmp / "chroma")
+    return MemoryAgent(
+        Settings(data_dir=tmp),
+        store,
+        embedder,
+        TheanineMemory(store, embedder, tmp),
+        SecomMemory(store, embedder, None, "", EmbeddingSegmenter(embedder)),
+        llm_factory=lambda cfg: llm,
+    )
