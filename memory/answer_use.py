@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 
 MIN_WORDS = 3  # loose counted words that make a line a source (else a name, figure, date or phrase)
 MIN_PHRASE = 2  # counted words in one shared phrase that make a line a source
-MIN_RARE_LETTERS = 5  # a word only one line holds, this long or longer, is enough ("peanuts")
+MIN_RARE_LETTERS = 5  # in a short reply, a word only one line holds, this long or longer, is enough ("peanuts")
+SHORT_REPLY_WORDS = 10
 MAX_SOURCES = 3  # the best line and, as "also", the next two
 
 # Words a reply uses whatever it answers; sharing them with a memory says nothing (stop words go too).
@@ -197,7 +198,9 @@ def match(
         shared["date:" + line.time] = Word(when, "date:" + line.time, True)
     span, in_span = shared_phrase(reply, text, set(shared))
     has_value = any(w.value for w in shared.values())
-    one_rare = any(k in rare and len(w.surface) >= MIN_RARE_LETTERS for k, w in shared.items())
+    # an answer, not chat that happens to share a word; a memory (one statement), not a segment (many words)
+    short = len(reply.split()) <= SHORT_REPLY_WORDS and line.kind == "memory"
+    one_rare = short and any(k in rare and len(w.surface) >= MIN_RARE_LETTERS for k, w in shared.items())
     if not (has_value or one_rare or len(shared) >= MIN_WORDS or in_span >= MIN_PHRASE):
         return None
     return {
