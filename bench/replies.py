@@ -118,10 +118,10 @@ def personal_people(path: Path = PERSONAL) -> list[Person]:
 def make_service(data_dir: Path, llm_factory=None):
     """The app's agent and session service, as app.build makes them, over a scratch data dir
     (`llm_factory`: the tests' scripted model)."""
-    from app import AppSettings
     from memory.agent import MemoryAgent
     from memory.locks import UserLocks
     from sessions import SessionService
+    from sessions.settings import AppSettings
 
     app = AppSettings.from_env()
     memory = dataclasses.replace(app.memory, data_dir=Path(data_dir), chroma_host="")

@@ -9,16 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from memory.agent import MemoryAgent
 from memory.answer_use import Line, marked, match, named_date, words
 from memory.records import SessionRecord, Turn
-from memory.secom.embedding_segmenter import EmbeddingSegmenter
-from memory.secom.strategy import SecomMemory
-from memory.settings import Options, Settings
-from memory.store import VectorStore
-from memory.theanine.strategy import TheanineMemory
+from memory.settings import Options
 from sessions import upkeep
-from tests.fakes import ScriptedLLM
+from tests.fakes import ScriptedLLM, offline_agent
 from ui.panels import trace_html
 
 PORTO = "I live in Porto with my two roommates."
@@ -37,16 +32,8 @@ def sess(sid: str, date: str, *pairs: tuple[str, str]) -> SessionRecord:
 def agent(tmp_path_factory, minilm):
     """Three sessions closed offline: Porto and a distractor, the beagle Rex and Spanish, the move to Lisbon."""
     tmp = tmp_path_factory.mktemp("answer-use")
-    store = VectorStore(path=tmp / "chroma")
     llm = ScriptedLLM("ok")
-    a = MemoryAgent(
-        Settings(data_dir=tmp),
-        store,
-        minilm,
-        TheanineMemory(store, minilm, tmp),
-        SecomMemory(store, minilm, None, "", EmbeddingSegmenter(minilm)),
-        llm_factory=lambda cfg: llm,
-    )
+    a = offline_agent(tmp, minilm, llm)
     for s in (
         sess("s1", "2023-01-05", (PORTO, "Porto is lovely."), ("I baked banana bread for my colleagues.", "Yum!")),
         sess("s2", "2023-02-10", (REX, "A beagle!"), ("I started learning Spanish with a phone app.", "Great.")),
