@@ -26,6 +26,7 @@ from .locks import UserLocks
 from .records import CloseReport, Progress, ReplyEvent, SessionRecord, Turn
 from .reply_prompts import RefusalGuard, dialogue_text, fit_reply, memory_block, stable_history
 from .settings import LLMConfig, Options, Settings
+from .shown_memory import ShownMemory
 from .steps_policy import EVERY_STEP, StepPlan, plan_for
 from .tokens import count_tokens, truncate
 from .trace import Trace
@@ -157,6 +158,7 @@ class MemoryAgent:
         # Per-user exclusion (memory.locks.UserLocks): a build or deletion holds the user's writer lock
         # (level 3; the app takes the user's lanes and the close claim first).
         self.locks = locks or UserLocks()
+        self.shown = ShownMemory()  # the memory each reply of a session read, kept in its prompt (shown_memory)
 
     @classmethod
     def from_settings(
@@ -211,7 +213,9 @@ class MemoryAgent:
                     )
                 # Earlier long messages are cut the same way, or one of them would overflow every later prompt.
                 # The dialogue's start moves only every few turns: the model keeps what it read (reply_prompts).
+                whole = history
                 history = recent_history(stable_history(history))
+                earlier = self.shown.blocks(user_id, opts.strategy, whole)[len(whole) - len(history) :]
                 opts = opts.for_backend(llm or self.settings.llm)  # the bundled model reads a smaller memory
                 session = self._llm_session(trace, opts, llm)
                 steps = self.settings.llm_steps_for(llm)
@@ -225,7 +229,7 @@ class MemoryAgent:
                 # System prompt and dialogue first, then the memory and the message: what the model read for
                 # the previous turn is not read again (reply_prompts). Cut to the context window if need be.
                 max_tokens = opts.max_reply_tokens
-                msgs, cut = fit_reply(
+                msgs, cut, block = fit_reply(
                     opts.strategy,
                     ctx.lines,
                     history,
@@ -233,7 +237,10 @@ class MemoryAgent:
                     date,
                     hint,
                     lambda m: session.prompt_tokens(m) <= session.stream_room(max_tokens),
+                    earlier=earlier,
                 )
+                trace.count("memory_lines_new", len(block))
+                self.shown.remember(user_id, opts.strategy, whole, message, block)
                 if cut:
                     left_out = "; ".join(cut)
                     trace.notice(f"To fit the model's {session.window}-token context window, left out: {left_out}.")
@@ -447,10 +454,12 @@ class MemoryAgent:
             m = graph.memory(memory_id)
             gone = {"memory": memory_id, "event": m.event, "session_id": m.session_id, "turns": list(m.turns)}
             self.theanine.delete_memory(user_id, memory_id)
+            self.shown.forget_user(user_id)  # no later prompt of a session shows the forgotten line again
             secom = self.secom.forget_turns(user_id, gone["turns"], session_of, self.settings.options)
         return {**gone, "segments_rebuilt": secom["rebuilt"], "segments_removed": secom["removed"]}
 
     def forget_user(self, user_id: str) -> None:
         with self._close_lock(user_id):
+            self.shown.forget_user(user_id)
             self.theanine.forget(user_id)
             self.secom.delete_user(user_id)

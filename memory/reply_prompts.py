@@ -10,9 +10,15 @@ has read (llama.cpp's KV cache of the previous call's longest common prefix, a s
 cache) reads each turn only what is new:
 
     system      the instructions and the session's date           same for the whole session
-    dialogue    the session's earlier turns                       grows at its end
-    system      the memory retrieved for this message             new every turn
+    dialogue    the session's earlier turns, each message after   grows at its end
+                the memory retrieved for it
+    system      the memory retrieved for this message that is     new every turn
+                not already in the prompt
     user        the message
+
+A memory block stays before the message it was retrieved for (memory.shown_memory keeps which lines
+each reply was shown), so the next message reads only its own new lines: at the end of every block
+the model's cache covers everything before it.
 
 A memory block in the first system message (the layout before) changed the prompt's first lines at
 every turn, so the model read the whole dialogue again each time. The memory goes in a system
@@ -139,11 +145,20 @@ def system_prompt(date: str, hint: str = "") -> str:
 
 
 def reply_messages(
-    strategy: str, memory_lines: list[str], history: list[Turn], message: str, date: str, hint: str = ""
+    strategy: str,
+    memory_lines: list[str],
+    history: list[Turn],
+    message: str,
+    date: str,
+    hint: str = "",
+    earlier: list[list[str]] | None = None,
 ) -> list[dict]:
-    """[system, the dialogue's turns..., system: the memory, user: the message] (the module's docstring)."""
+    """[system, the dialogue's turns..., system: the memory, user: the message] (the module's docstring);
+    `earlier[i]`: the memory lines shown before history[i] (memory.shown_memory)."""
     msgs = [{"role": "system", "content": system_prompt(date, hint)}]
-    for t in history:
+    for i, t in enumerate(history):
+        if earlier and i < len(earlier) and (shown := memory_block(strategy, earlier[i])):
+            msgs.append({"role": "system", "content": shown})
         msgs.append({"role": "assistant" if t.speaker == "assistant" else "user", "content": t.text})
     if block := memory_block(strategy, memory_lines):
         msgs.append({"role": "system", "content": block})
@@ -167,6 +182,12 @@ def stable_history(history: list[Turn], max_turns: int = HISTORY_TURNS, step: in
     return history[start:]
 
 
+def new_lines(memory_lines: list[str], earlier: list[list[str]]) -> list[str]:
+    """The retrieved lines not already shown in the prompt's earlier blocks, in their rank order."""
+    shown = {one_line(x) for block in earlier for x in block}
+    return [x for x in memory_lines if one_line(x) not in shown]
+
+
 def fit_reply(
     strategy: str,
     memory_lines: list[str],
@@ -176,20 +197,25 @@ def fit_reply(
     hint: str,
     fits: Callable[[list[dict]], bool],
     keep_turns: int = 2,
-) -> tuple[list[dict], list[str]]:
-    """`reply_messages` cut until `fits(messages)`, and what was cut: first the dialogue's oldest turns
-    but the latest `keep_turns`, then the memory's last lines (the lowest ranked), then the rest of the
-    dialogue. The message stays (the LLM session cuts its end as the last resort)."""
+    earlier: list[list[str]] | None = None,
+) -> tuple[list[dict], list[str], list[str]]:
+    """`reply_messages` with the retrieved lines not shown before (`new_lines`) cut until
+    `fits(messages)`; returns it, what was cut and the memory lines of its last block: first the
+    dialogue's oldest turns (with the memory shown before them) but the latest `keep_turns`, then the
+    memory's last lines (the lowest ranked), then the rest of the dialogue. The message stays (the LLM
+    session cuts its end as the last resort)."""
     lines, turns = list(memory_lines), list(history)
+    blocks = list(earlier or [[] for _ in history])
     cut: list[str] = []
 
     def build() -> list[dict]:
-        return reply_messages(strategy, lines, turns, message, date, hint)
+        return reply_messages(strategy, new_lines(lines, blocks), turns, message, date, hint, blocks)
 
     def drop_turns(keep: int) -> None:
         n = 0
         while len(turns) > keep and not fits(build()):
             turns.pop(0)
+            blocks.pop(0)
             n += 1
         if n:
             cut.append(f"{n} earlier message{'s' * (n != 1)} of this conversation")
@@ -202,7 +228,7 @@ def fit_reply(
     if n:
         cut.append(f"{n} line{'s' * (n != 1)} of memory")
     drop_turns(0)
-    return build(), cut
+    return build(), cut, new_lines(lines, blocks)
 
 
 def dialogue_text(history: list[Turn], message: str, last: int = 6) -> str:

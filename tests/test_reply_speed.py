@@ -65,23 +65,38 @@ def test_the_reading_status_comes_before_the_first_piece_of_the_reply(agent_llm)
     assert "tokens of memory" in kinds[reading[-1]][1]
 
 
-def test_two_turns_share_the_system_prompt_and_dialogue_as_their_prefix(agent_llm):
-    """The memory comes after the dialogue, so the second turn's prompt starts with the first's (but
-    the first's memory and message)."""
+def test_a_later_message_reads_only_what_follows_the_previous_prompt(agent_llm):
+    """The memory stays before the message it was retrieved for (memory.shown_memory): the second
+    message's prompt starts with the whole first prompt, and its own block lists only new lines."""
     agent, llm = agent_llm
     history = [Turn("user", "Hi there!"), Turn("assistant", "Hello! How are you?")]
     opts = Options(strategy="theanine")
     first = list(agent.reply("u", history, "Tell me about the puppy Biscuit", "2023-07-01", opts))
     p1 = llm.prompts[-1]
     history += [Turn("user", "Tell me about the puppy Biscuit"), Turn("assistant", first[-1].text)]
-    list(agent.reply("u", history, "And the hike in Norway?", "2023-07-01", opts))
+    second = list(agent.reply("u", history, "And the puppy Biscuit on the hike?", "2023-07-01", opts))
     p2 = llm.prompts[-1]
     assert p1[-1]["content"] == "Tell me about the puppy Biscuit"
-    assert p2[: len(p1) - 2] == p1[:-2]  # the system prompt and the dialogue, unchanged
+    assert p2[: len(p1)] == p1  # the system prompt, the dialogue, the first memory block and the message
     assert p1[0]["role"] == "system" and "Biscuit" not in p1[0]["content"]  # no memory in the system prompt
-    m1, m2 = memory_of(p1), memory_of(p2)
-    assert m1 and m2 and m1 != m2  # the memory changed, after the shared prefix
-    assert p2[-1]["content"] == "And the hike in Norway?"
+    assert p2[len(p1)]["role"] == "assistant" and p2[-1]["content"] == "And the puppy Biscuit on the hike?"
+    m1 = {ln for ln in memory_of(p1).split("\n") if ln.startswith("- ")}
+    m2 = {ln for ln in memory_of(p2).split("\n") if ln.startswith("- ")}
+    assert m1 and not (m1 & m2)  # a line already in the prompt is not shown again
+    retrieved = second[-1].trace.memories
+    assert retrieved and second[-1].trace.counts["memory_lines_new"] == len(m2)
+
+
+def test_a_forgotten_memory_leaves_the_session_prompt(agent_llm):
+    agent, llm = agent_llm
+    opts = Options(strategy="theanine")
+    first = list(agent.reply("u", [], "Tell me about the puppy Biscuit", "2023-07-01", opts))
+    shown = memory_of(llm.prompts[-1])
+    assert "Biscuit" in shown
+    agent.forget_user("u")
+    history = [Turn("user", "Tell me about the puppy Biscuit"), Turn("assistant", first[-1].text)]
+    list(agent.reply("u", history, "What else?", "2023-07-01", opts))
+    assert not any("Biscuit" in m["content"] for m in llm.prompts[-1] if m["role"] == "system")
 
 
 def test_the_layout_keeps_the_prefix_for_every_strategy():
@@ -120,7 +135,7 @@ def test_fitting_cuts_old_dialogue_then_memory_and_keeps_the_message():
     def fits(msgs):
         return sum(len(m["content"].split()) for m in msgs) <= 300
 
-    msgs, cut = fit_reply("theanine", lines, history, "What now?", "2024-01-01", "", fits)
+    msgs, cut, _ = fit_reply("theanine", lines, history, "What now?", "2024-01-01", "", fits)
     assert fits(msgs) and msgs[-1]["content"] == "What now?"
     assert cut[0].startswith("6 earlier messages") and "of memory" in cut[1]
     kept = [ln for ln in memory_of(msgs).split("\n") if ln.startswith("- ")]
