@@ -112,10 +112,10 @@ def make_agent(
     """The engine's MemoryAgent over embedded Chroma in `data_dir`, with the given LLM and embedder."""
     from memory.secom.segmentation import make_segmenter
     from memory.secom.strategy import SecomMemory
-    from memory.store import VectorStore
+    from memory.store import ChromaStore
     from memory.theanine.strategy import TheanineMemory
 
-    store = VectorStore(path=Path(data_dir) / "chroma")
+    store = ChromaStore(path=Path(data_dir) / "chroma")
     segmenter = make_segmenter("llm" if llm_segmenter else "embedding", embedder)
     secom = SecomMemory(store, embedder, compressor, compressor_note or "compression off in this benchmark", segmenter)
     from memory.agent import MemoryAgent

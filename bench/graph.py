@@ -25,7 +25,7 @@ from memory.files import atomic_write_json
 from memory.llm import LLMSession, make_llm
 from memory.locomo_format import observations, questions
 from memory.settings import Options, Settings
-from memory.store import VectorStore
+from memory.store import ChromaStore
 from memory.theanine.graph import Memory
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
     embedder = make_embedder("minilm")
     rows, retrieve_ms, untangle_ms, per_query = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        tm = TheanineMemory(VectorStore(path=f"{tmp}/chroma"), embedder, Path(tmp))
+        tm = TheanineMemory(ChromaStore(path=f"{tmp}/chroma"), embedder, Path(tmp))
         for s in samples:
             user = str(s.get("sample_id", "sample"))
             progress(f"{user}: linking observations ({'LLM' if use_llm else 'offline rule'})")

@@ -52,7 +52,7 @@ from memory.secom.segmentation import segmenter_for
 from memory.secom.strategy import KIND as SECOM_KIND
 from memory.secom.strategy import SecomMemory
 from memory.settings import Options, Settings
-from memory.store import VectorStore
+from memory.store import ChromaStore
 from memory.theanine import linking
 from memory.theanine import timelines as tl
 from memory.theanine.graph import Memory
@@ -378,7 +378,7 @@ def run(args, convs: list[Conversation]) -> dict:
     """The `--path units` command on loaded conversations: the JSON it writes."""
     settings, options, embedder, embedder_kind, use_llm, llm_session = _units_setup(args)
     with tempfile.TemporaryDirectory(prefix="bench-locomo-") as tmp:
-        store = VectorStore(path=Path(tmp) / "chroma")
+        store = ChromaStore(path=Path(tmp) / "chroma")
         secom, secom_note, seg_params = {}, "not requested", None
         if {"secom", "secom-raw"} & set(args.methods):
             secom, secom_note = _secom_memories(store, embedder, settings, use_llm, args.segment_max_len)

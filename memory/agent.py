@@ -167,11 +167,11 @@ class MemoryAgent:
         from .secom.compression import load_compressor
         from .secom.segmentation import segmenter_for
         from .secom.strategy import SecomMemory
-        from .store import VectorStore
+        from .store import ChromaStore
         from .theanine.strategy import TheanineMemory
 
         s = settings
-        store = VectorStore(path=Path(s.data_dir) / "chroma", host=s.chroma_host, port=s.chroma_port)
+        store = ChromaStore(path=Path(s.data_dir) / "chroma", host=s.chroma_host, port=s.chroma_port)
         embedder = make_embedder(s.embedder, api_key=s.llm.api_key, base_url=s.llm.base_url, model=s.embed_model)
         compressor, note = load_compressor(s.compressor_model)
         segmenter = segmenter_for(s, embedder)
@@ -446,11 +446,11 @@ class MemoryAgent:
                 return None
             m = graph.memory(memory_id)
             gone = {"memory": memory_id, "event": m.event, "session_id": m.session_id, "turns": list(m.turns)}
-            self.theanine.delete_memory(user_id, memory_id)
-            secom = self.secom.forget_turns(user_id, gone["turns"], session_of, self.settings.options)
+            self.theanine.forget(user_id, memory_id)
+            secom = self.secom.forget(user_id, gone["turns"], session_of, self.settings.options)
         return {**gone, "segments_rebuilt": secom["rebuilt"], "segments_removed": secom["removed"]}
 
     def forget_user(self, user_id: str) -> None:
         with self._close_lock(user_id):
-            self.theanine.forget(user_id)
-            self.secom.delete_user(user_id)
+            self.theanine.drop_user(user_id)
+            self.secom.drop_user(user_id)

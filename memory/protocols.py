@@ -1,5 +1,5 @@
 """The interfaces between the parts: what the session layer needs of an agent, and what the memories
-need of their stores. The real parts (memory.agent.MemoryAgent, memory.store.VectorStore on Chroma,
+need of their stores. The real parts (memory.agent.MemoryAgent, memory.store.ChromaStore,
 memory.theanine.graph.JsonGraphStore, sessions.graph_store.SqlGraphStore) and the test fakes
 (tests/fakes.py) implement them; mypy checks both sides, and tests/test_store_contract.py runs the
 same store contract against the fake and the real store.

@@ -288,11 +288,11 @@ def offline_agent(tmp, embedder, llm) -> MemoryAgent:
     from memory.secom.embedding_segmenter import EmbeddingSegmenter
     from memory.secom.strategy import SecomMemory
     from memory.settings import Settings
-    from memory.store import VectorStore
+    from memory.store import ChromaStore
     from memory.theanine.strategy import TheanineMemory
 
     tmp = Path(tmp)
-    store = VectorStore(path=tmp / "chroma")
+    store = ChromaStore(path=tmp / "chroma")
     return MemoryAgent(
         Settings(data_dir=tmp),
         store,

@@ -200,7 +200,7 @@ def test_a_replica_sees_the_graph_another_wrote(store, chroma_store, fake_embedd
     assert a.build(UID, sess("s2", "2023-05-08", "My puppy Biscuit chewed my shoes"), llm, opts, Trace("close"))
     assert b.graph(UID).built_sessions == {"s1", "s2"}  # reloaded: the version changed
     assert b.build(UID, sess("s2", "2023-05-08", "x"), llm, opts, Trace("close")) is None  # built once
-    assert b.delete_memory(UID, "s1:m0") and "s1:m0" not in a.graph(UID)
+    assert b.forget(UID, "s1:m0") and "s1:m0" not in a.graph(UID)
     assert not list(tmp_path.glob("*/users/*/theanine_graph"))  # no JSON files with a database store
 
 

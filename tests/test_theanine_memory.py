@@ -120,10 +120,10 @@ def test_delete_and_forget_keep_graph_and_chroma_consistent(tmp_path, chroma_sto
             Options(),
             Trace("c"),
         )
-    assert tm.delete_memory("u", "s1:m0")
+    assert tm.forget("u", "s1:m0")
     assert "s1:m0" not in tm.graph("u")
     assert sorted(h.id for h in chroma_store.get("u", "theanine_memories")) == ["s0:m0", "s2:m0"]
-    tm.forget("u")
+    tm.drop_user("u")
     assert chroma_store.count("u", "theanine_memories") == 0 and len(tm.graph("u")) == 0
 
 
@@ -137,7 +137,7 @@ def test_memories_rank_by_bm25_dense_or_their_fusion_and_the_index_follows_chang
         trace = Trace("theanine")
         tm.retrieve("u1", "cello", Options(theanine_retriever=retriever, k=1), trace, timelines=False)
         assert [m["event"] for m in trace.memories] == ["user: I play the cello on Sundays."], retriever
-    tm.delete_memory("u1", "s1:m1")  # the cello memory: BM25 no longer finds it
+    tm.forget("u1", "s1:m1")  # the cello memory: BM25 no longer finds it
     trace = Trace("theanine")
     tm.retrieve("u1", "cello", Options(theanine_retriever="bm25", k=1), trace, timelines=False)
     assert trace.memories == []

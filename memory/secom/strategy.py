@@ -402,7 +402,7 @@ class SecomMemory:
 
     # --- forgetting -------------------------------------------------------------
 
-    def forget_turns(self, user_id: str, turn_ids, session_of, options=None, trace: Trace | None = None) -> dict:
+    def forget(self, user_id: str, turn_ids, session_of, options=None, trace: Trace | None = None) -> dict:
         """Rebuild every segment built from any of `turn_ids` without those turns ("delete means delete").
 
         The store keeps each segment's joined text only, so `session_of(session_id)` gives the
@@ -468,7 +468,7 @@ class SecomMemory:
             self.store.delete(user_id, PARTS, where={"session_id": session_id})
         self._bm25.invalidate(user_id)
 
-    def delete_user(self, user_id: str) -> None:
+    def drop_user(self, user_id: str) -> None:
         with self._write:
             self.store.drop_user(user_id, (KIND, PARTS))
             self._upgraded.discard(user_id)

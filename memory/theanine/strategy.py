@@ -440,7 +440,7 @@ class TheanineMemory:
             return out if out is not None else set(graph.built_sessions)
 
     # --- management ---------------------------------------------------------------
-    def delete_memory(self, user_id: str, memory_id: str) -> bool:
+    def forget(self, user_id: str, memory_id: str) -> bool:
         with self.lock(user_id):
             graph = self.graph(user_id)
             if memory_id not in graph:
@@ -450,7 +450,7 @@ class TheanineMemory:
             self._save(user_id, graph, touched)
             return True
 
-    def forget(self, user_id: str) -> None:
+    def drop_user(self, user_id: str) -> None:
         with self.lock(user_id):
             self.store.drop_user(user_id, (KIND,))
             self._graphs.pop(user_id, None)
