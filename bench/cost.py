@@ -113,7 +113,6 @@ def make_agent(
     from memory.secom.segmentation import make_segmenter
     from memory.secom.strategy import SecomMemory
     from memory.store import ChromaStore
-    from memory.theanine.strategy import TheanineMemory
 
     store = ChromaStore(path=Path(data_dir) / "chroma")
     segmenter = make_segmenter("llm" if llm_segmenter else "embedding", embedder)
@@ -122,7 +121,7 @@ def make_agent(
 
     factory = (lambda cfg: llm_instance) if llm_instance is not None else None  # one LLM given, injected
     settings = replace(settings, llm_steps="on")  # the cost of the papers' LLM steps is what is measured
-    return MemoryAgent(settings, store, embedder, TheanineMemory(store, embedder, data_dir), secom, llm_factory=factory)
+    return MemoryAgent.from_parts(settings, store, embedder, llm_factory=factory, secom=secom)
 
 
 def synthetic_sessions(n_sessions: int = 4, turns: int = 12, seed: int = 0) -> list[SessionRecord]:

@@ -46,6 +46,7 @@ from memory.evaluation.machine import machine
 from memory.evaluation.ranking import fuse, order_by
 from memory.evaluation.scoring import Replayable, evidence_recall, mean, recall_fields
 from memory.llm import LLMSession, make_llm
+from memory.locks import UserLocks
 from memory.packing import Piece, Unit, pack
 from memory.secom.compression import load_compressor
 from memory.secom.segmentation import segmenter_for
@@ -84,7 +85,7 @@ class TheanineUnits:
         self.kind, self.options, self.dates, self.max_len, self.seed = THEANINE_KIND, options, dates, max_len, seed
         self.user = f"locomo-{conv.sample_id}"
         self.store = store
-        self.tm = TheanineMemory(store, embedder, data_dir)
+        self.tm = TheanineMemory(store, embedder, data_dir, UserLocks())
         by_session: dict[str, list] = defaultdict(list)
         for o in conv.observations:
             by_session[o.session].append(o)

@@ -37,6 +37,7 @@ import numpy as np
 
 from memory.evaluation.machine import machine
 from memory.files import atomic_write_json
+from memory.locks import UserLocks
 
 from . import common
 from .common import progress
@@ -191,7 +192,7 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
     opts = Options(seed=seed, retriever=secom_retriever)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         store = ChromaStore(path=Path(tmp) / "chroma")
-        tm = TheanineMemory(store, emb, Path(tmp))
+        tm = TheanineMemory(store, emb, Path(tmp), UserLocks())
         user = f"scale-{n}"
         t0 = time.perf_counter()
         info = fill_theanine(tm, user, u)
