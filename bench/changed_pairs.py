@@ -37,6 +37,7 @@ import numpy as np
 
 from memory.evaluation.machine import machine
 from memory.files import atomic_write_json
+from memory.locks import UserLocks
 from memory.locomo_format import load_sessions
 from memory.records import SessionRecord
 from memory.theanine import linking
@@ -198,7 +199,7 @@ def superseded(data_path: Path, embedder, sample_size: int, seed: int) -> dict:
     """Per dev conversation: memories, candidate pairs, Changed edges and superseded memories after an
     offline import through TheanineMemory.build (real Chroma), with a sample of superseded ones."""
     from memory.settings import Options
-    from memory.store import VectorStore
+    from memory.store import ChromaStore
     from memory.theanine.strategy import TheanineMemory
     from memory.trace import Trace
 
@@ -206,7 +207,7 @@ def superseded(data_path: Path, embedder, sample_size: int, seed: int) -> dict:
     out = {}
     for sid, sessions in load_sessions(json.loads(data_path.read_text(encoding="utf-8"))):
         with tempfile.TemporaryDirectory(prefix="bench-changed-") as tmp:
-            tm = TheanineMemory(VectorStore(path=Path(tmp) / "chroma"), embedder, Path(tmp))
+            tm = TheanineMemory(ChromaStore(path=Path(tmp) / "chroma"), embedder, Path(tmp), UserLocks())
             for s in sessions:
                 tm.build("u", s, None, Options(), Trace("close"))
             g = tm.graph("u")

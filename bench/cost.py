@@ -112,17 +112,16 @@ def make_agent(
     """The engine's MemoryAgent over embedded Chroma in `data_dir`, with the given LLM and embedder."""
     from memory.secom.segmentation import make_segmenter
     from memory.secom.strategy import SecomMemory
-    from memory.store import VectorStore
-    from memory.theanine.strategy import TheanineMemory
+    from memory.store import ChromaStore
 
-    store = VectorStore(path=Path(data_dir) / "chroma")
+    store = ChromaStore(path=Path(data_dir) / "chroma")
     segmenter = make_segmenter("llm" if llm_segmenter else "embedding", embedder)
     secom = SecomMemory(store, embedder, compressor, compressor_note or "compression off in this benchmark", segmenter)
     from memory.agent import MemoryAgent
 
     factory = (lambda cfg: llm_instance) if llm_instance is not None else None  # one LLM given, injected
     settings = replace(settings, llm_steps="on")  # the cost of the papers' LLM steps is what is measured
-    return MemoryAgent(settings, store, embedder, TheanineMemory(store, embedder, data_dir), secom, llm_factory=factory)
+    return MemoryAgent.from_parts(settings, store, embedder, llm_factory=factory, secom=secom)
 
 
 def synthetic_sessions(n_sessions: int = 4, turns: int = 12, seed: int = 0) -> list[SessionRecord]:

@@ -23,9 +23,10 @@ from memory.embeddings import make_embedder
 from memory.evaluation.machine import machine
 from memory.files import atomic_write_json
 from memory.llm import LLMSession, make_llm
+from memory.locks import UserLocks
 from memory.locomo_format import observations, questions
 from memory.settings import Options, Settings
-from memory.store import VectorStore
+from memory.store import ChromaStore
 from memory.theanine.graph import Memory
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
@@ -71,7 +72,7 @@ def main(argv: list[str]) -> int:
     embedder = make_embedder("minilm")
     rows, retrieve_ms, untangle_ms, per_query = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        tm = TheanineMemory(VectorStore(path=f"{tmp}/chroma"), embedder, Path(tmp))
+        tm = TheanineMemory(ChromaStore(path=f"{tmp}/chroma"), embedder, Path(tmp), UserLocks())
         for s in samples:
             user = str(s.get("sample_id", "sample"))
             progress(f"{user}: linking observations ({'LLM' if use_llm else 'offline rule'})")

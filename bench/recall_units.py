@@ -46,13 +46,14 @@ from memory.evaluation.machine import machine
 from memory.evaluation.ranking import fuse, order_by
 from memory.evaluation.scoring import Replayable, evidence_recall, mean, recall_fields
 from memory.llm import LLMSession, make_llm
+from memory.locks import UserLocks
 from memory.packing import Piece, Unit, pack
 from memory.secom.compression import load_compressor
 from memory.secom.segmentation import segmenter_for
 from memory.secom.strategy import KIND as SECOM_KIND
 from memory.secom.strategy import SecomMemory
 from memory.settings import Options, Settings
-from memory.store import VectorStore
+from memory.store import ChromaStore
 from memory.theanine import linking
 from memory.theanine import timelines as tl
 from memory.theanine.graph import Memory
@@ -84,7 +85,7 @@ class TheanineUnits:
         self.kind, self.options, self.dates, self.max_len, self.seed = THEANINE_KIND, options, dates, max_len, seed
         self.user = f"locomo-{conv.sample_id}"
         self.store = store
-        self.tm = TheanineMemory(store, embedder, data_dir)
+        self.tm = TheanineMemory(store, embedder, data_dir, UserLocks())
         by_session: dict[str, list] = defaultdict(list)
         for o in conv.observations:
             by_session[o.session].append(o)
@@ -378,7 +379,7 @@ def run(args, convs: list[Conversation]) -> dict:
     """The `--path units` command on loaded conversations: the JSON it writes."""
     settings, options, embedder, embedder_kind, use_llm, llm_session = _units_setup(args)
     with tempfile.TemporaryDirectory(prefix="bench-locomo-") as tmp:
-        store = VectorStore(path=Path(tmp) / "chroma")
+        store = ChromaStore(path=Path(tmp) / "chroma")
         secom, secom_note, seg_params = {}, "not requested", None
         if {"secom", "secom-raw"} & set(args.methods):
             secom, secom_note = _secom_memories(store, embedder, settings, use_llm, args.segment_max_len)

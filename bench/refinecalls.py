@@ -45,7 +45,8 @@ def _plan(text: str) -> int | None:
 
 
 def run_plan(agent, user: str, qs: list, first: int | None, date: str) -> list[dict]:
-    from memory.agent import ENDPOINT_WORKERS, RefinePlan
+    from memory.agent import ENDPOINT_WORKERS
+    from memory.design import RefinePlan
 
     # The plan under test, whatever the agent's default is (the app's rule: memory.agent._refine_plan).
     plan = None if first == 0 else RefinePlan(first=first, workers=ENDPOINT_WORKERS)

@@ -37,6 +37,7 @@ import numpy as np
 
 from memory.evaluation.machine import machine
 from memory.files import atomic_write_json
+from memory.locks import UserLocks
 
 from . import common
 from .common import progress
@@ -180,7 +181,7 @@ def fill_theanine(tm, user_id: str, u: SyntheticUser, cross_link: float = 0.08) 
 def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
     """Fill THEANINE and SeCom for one synthetic user of `n` memories, then time retrieval and linking."""
     from memory.settings import Options
-    from memory.store import VectorStore
+    from memory.store import ChromaStore
     from memory.theanine.strategy import TheanineMemory
 
     out: dict = {"n": n}
@@ -190,8 +191,8 @@ def run_one(n: int, seed: int, reps: int, secom_retriever: str) -> dict:
         emb.known[text] = v
     opts = Options(seed=seed, retriever=secom_retriever)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
-        store = VectorStore(path=Path(tmp) / "chroma")
-        tm = TheanineMemory(store, emb, Path(tmp))
+        store = ChromaStore(path=Path(tmp) / "chroma")
+        tm = TheanineMemory(store, emb, Path(tmp), UserLocks())
         user = f"scale-{n}"
         t0 = time.perf_counter()
         info = fill_theanine(tm, user, u)

@@ -6,8 +6,8 @@
         elif ev.kind == "done": trace = ev.trace        # ev.text is the full reply
     report = agent.close_session(user_id, SessionRecord(...), options, progress=cb)
 
-Both memories (THEANINE graph and SeCom segments) are built at every session
-close, so switching strategy compares them on the same history.
+Every design of memory.registry (THEANINE's graph, SeCom's segments) is built at every session close,
+so switching strategy compares them on the same history; a reply reads the one its strategy names.
 """
 
 from __future__ import annotations
@@ -15,19 +15,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .answer_use import answer_use, changes_behind
+from .design import Forgetting, MemoryClients, MemoryDesign, RecallRequest, RefinePlan, SessionOf
+from .embeddings import Embedder
 from .errors import LLMError, StoreUnavailable
 from .llm import LLM, LLMSession, make_llm
 from .locks import UserLocks
+from .protocols import GraphStore, VectorStore, Versions
 from .records import CloseReport, Progress, ReplyEvent, SessionRecord, Turn
-from .reply_prompts import RefusalGuard, dialogue_text, fit_reply, memory_block, stable_history
+from .reply_prompts import RefusalGuard, fit_reply, memory_block, stable_history
+from .secom.strategy import SecomMemory
 from .settings import LLMConfig, Options, Settings
 from .shown_memory import ShownMemory
 from .steps_policy import EVERY_STEP, StepPlan, plan_for
+from .theanine.strategy import TheanineMemory
 from .tokens import count_tokens, truncate
 from .trace import Trace
 
@@ -39,32 +44,6 @@ OFFLINE_CLOSE = (
     "rule (Changed where a later statement replaces an earlier one, else SameTopic by topic similarity); "
     "SeCom's segments come from the embedding segmenter."
 )
-OFFLINE_REPLY = (
-    "Timelines are shown as retrieved, not refined: on the bundled model one refinement call reads about "
-    "700 prompt tokens, which adds 6 s or more before the reply's first word on 2 cores, and its answers "
-    "were unusable (docs/defaults.md). Connect an LLM (or set MEMORY_LLM_STEPS=on) to refine every "
-    "timeline, or choose the paper's THEANINE setting in Settings."
-)
-
-
-# At most three timelines are refined per reply, as the official code does (one per top-3 retrieved
-# memory): refining every timeline that reached the reply made 26.5 calls per reply (max 32) at the
-# app's options, 3 make 3 (`python -m bench refinecalls`, docs/memory.md "Refinement").
-REFINE_TIMELINES = 3
-
-
-@dataclass(frozen=True)
-class RefinePlan:
-    """How a reply refines its THEANINE timelines (Phase II-2): the `first` timelines that reached the
-    reply (None = every one), one call each, `workers` calls at once (an endpoint serves them in
-    parallel), `per_timeline` answer tokens each, reading the open session's last `turns` turns (None =
-    every turn the reply holds: memory.agent.recent_history)."""
-
-    first: int | None = REFINE_TIMELINES
-    workers: int = 1
-    per_timeline: int = 120
-    turns: int | None = None
-
 
 # The bundled model in `auto` refines no timeline: one refinement on 2 cores costs seconds before the
 # first token and its answers were unusable (docs/defaults.md, "Refinement").
@@ -82,6 +61,7 @@ class MemoryContext:
     strategy: str
     lines: list[str] = field(default_factory=list)
     covers: list[tuple[str, ...]] = field(default_factory=list)
+    note: str = ""  # the design's notice for the user (THEANINE: timelines read unrefined)
 
     @property
     def text(self) -> str:
@@ -112,75 +92,88 @@ def recent_history(
     return out[::-1]
 
 
-# MiniLM reads a text's first 256 word pieces and drops the rest; a retrieval query is kept within
-# this many tokens (cl100k; English text takes a few more word pieces than cl100k tokens) so that
-# the message is always read, whatever the order of the turns beside it.
-QUERY_WINDOW_TOKENS = 180
-
-
-def retrieval_query(history: list[Turn], message: str, opts: Options) -> str:
-    """What both memories are searched with: the new message alone (`opts.query_turns` 0, the default),
-    or with the last `query_turns` turns, in time order (the message last, as the paper's dialogue) or
-    the message first and the turns newest first (`query_order`). The oldest turns are dropped until
-    the query fits QUERY_WINDOW_TOKENS, so the embedder never loses the message (docs/defaults.md)."""
-    turns = history[-opts.query_turns :] if opts.query_turns else []
-    lines = [f"{t.speaker}: {t.text}" for t in turns]
-    mine = f"user: {message}" if lines else message
-    budget = QUERY_WINDOW_TOKENS - count_tokens(mine)
-    kept: list[str] = []
-    for line in reversed(lines):  # newest first, while they fit
-        n = count_tokens(line) + 1
-        if n > budget:
-            break
-        kept.append(line)
-        budget -= n
-    if not kept:
-        return message
-    return "\n".join([mine, *kept] if opts.query_order == "message-first" else [*kept[::-1], mine])
-
-
 class MemoryAgent:
-    """Both memories of every user, and the reply loop. Thread-safe; one per process."""
+    """Every user's memories, in each design of `designs` (by strategy name), and the reply loop.
+    Thread-safe; one per process. `designs` None: memory.registry's, built from `clients`."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store,
-        embedder,
-        theanine,
-        secom,
-        llm_factory: Callable[[LLMConfig], LLM] | None = None,
-        locks: UserLocks | None = None,
-    ):
-        self.settings, self.store, self.embedder = settings, store, embedder
-        self.theanine, self.secom = theanine, secom
-        self.llm_factory = llm_factory or make_llm  # injected by benchmarks and tests (a scripted LLM)
-        # Per-user exclusion (memory.locks.UserLocks): a build or deletion holds the user's writer lock
-        # (level 3; the app takes the user's lanes and the close claim first).
-        self.locks = locks or UserLocks()
+    def __init__(self, settings: Settings, clients: MemoryClients, designs: Mapping[str, MemoryDesign] | None = None):
+        from .registry import DESIGNS
+
+        self.settings, self.clients = settings, clients
+        self.designs: dict[str, MemoryDesign] = (
+            dict(designs) if designs is not None else {name: make(settings, clients) for name, make in DESIGNS.items()}
+        )
+        # Per-user exclusion (memory.locks.UserLocks, the clients' one owner): a build or deletion holds the
+        # user's writer lock (level 3; the app takes the user's lanes and the close claim first).
+        self.locks: UserLocks = clients.locks
         self.shown = ShownMemory()  # the memory each reply of a session read, kept in its prompt (shown_memory)
 
     @classmethod
     def from_settings(
         cls, settings: Settings, llm_factory: Callable[[LLMConfig], LLM] | None = None, locks: UserLocks | None = None
     ) -> MemoryAgent:
-        """The embedded defaults, or the providers the settings name; chosen here and nowhere else."""
+        """The embedded defaults, or the providers the settings name; chosen here and nowhere else. `locks`:
+        the process's one owner of per-user exclusion (app.py's, shared with the session service); None
+        when this agent is the first part to need one (benchmarks, tests): everything below takes it."""
         from .embeddings import make_embedder
-        from .secom.compression import load_compressor
-        from .secom.segmentation import segmenter_for
-        from .secom.strategy import SecomMemory
-        from .store import VectorStore
-        from .theanine.strategy import TheanineMemory
+        from .store import ChromaStore
+        from .theanine.graph import JsonGraphStore
 
         s = settings
-        store = VectorStore(path=Path(s.data_dir) / "chroma", host=s.chroma_host, port=s.chroma_port)
-        embedder = make_embedder(s.embedder, api_key=s.llm.api_key, base_url=s.llm.base_url, model=s.embed_model)
-        compressor, note = load_compressor(s.compressor_model)
-        segmenter = segmenter_for(s, embedder)
-        secom = SecomMemory(store, embedder, compressor, note, segmenter)
-        locks = locks or UserLocks()
-        theanine = TheanineMemory(store, embedder, s.data_dir, locks=locks)
-        return cls(s, store, embedder, theanine, secom, llm_factory, locks)
+        clients = MemoryClients(
+            store=ChromaStore(path=Path(s.data_dir) / "chroma", host=s.chroma_host, port=s.chroma_port),
+            embedder=make_embedder(s.embedder, api_key=s.llm.api_key, base_url=s.llm.base_url, model=s.embed_model),
+            graphs=JsonGraphStore(s.data_dir),
+            locks=UserLocks() if locks is None else locks,
+            llm_factory=llm_factory or make_llm,
+        )
+        return cls(s, clients)
+
+    @classmethod
+    def from_parts(
+        cls,
+        settings: Settings,
+        store: VectorStore,
+        embedder: Embedder,
+        llm_factory: Callable[[LLMConfig], LLM] | None = None,
+        **designs: MemoryDesign,
+    ) -> MemoryAgent:
+        """An agent on given parts (benchmarks, tests): graph files under settings.data_dir, a lock owner
+        of its own, and the designs given by name (e.g. secom=SecomMemory(...)); the others from the registry."""
+        from .registry import DESIGNS
+        from .theanine.graph import JsonGraphStore
+
+        graphs = JsonGraphStore(settings.data_dir)
+        clients = MemoryClients(store, embedder, graphs, UserLocks(), llm_factory or make_llm)
+        made = {name: designs.get(name) or make(settings, clients) for name, make in DESIGNS.items()}
+        return cls(settings, clients, made)
+
+    @property
+    def store(self) -> VectorStore:
+        return self.clients.store
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.clients.embedder
+
+    @property
+    def llm_factory(self) -> Callable[[LLMConfig], LLM]:
+        return self.clients.llm_factory
+
+    @property
+    def theanine(self) -> TheanineMemory:
+        """THEANINE's graph: it also dates sessions for time travel, finds the changes behind a SeCom
+        reply (See why) and holds the memories a user deletes by id."""
+        design = self.designs["theanine"]
+        assert isinstance(design, TheanineMemory)
+        return design
+
+    @property
+    def secom(self) -> SecomMemory:
+        """SeCom's segments (benchmarks and tests reach into them)."""
+        design = self.designs["secom"]
+        assert isinstance(design, SecomMemory)
+        return design
 
     def _llm_session(self, trace: Trace, options: Options, cfg: LLMConfig | None) -> LLMSession:
         cfg = cfg or self.settings.llm
@@ -224,8 +217,8 @@ class MemoryAgent:
                 ctx = yield from self._memory_steps(
                     user_id, history, message, opts, trace, session if refine else None, refine=refine
                 )
-                if opts.strategy == "theanine" and ctx.lines and not trace.timelines_refined:
-                    trace.notice(OFFLINE_REPLY)
+                if ctx.note:
+                    trace.notice(ctx.note)
                 # System prompt and dialogue first, then the memory and the message: what the model read for
                 # the previous turn is not read again (reply_prompts). Cut to the context window if need be.
                 max_tokens = opts.max_reply_tokens
@@ -268,7 +261,7 @@ class MemoryAgent:
             try:  # for See why: did the reply use its memory (memory.answer_use; no model call)
                 said = [message, *(t.text for t in history if t.speaker != "assistant")]
                 changes = []
-                if trace.strategy == "secom":  # a segment knows no change; the graph of the same turns does
+                if trace.segments:  # a segment knows no change; the graph of the same turns does
                     with self.theanine.lock(user_id):
                         changes = changes_behind(self.theanine.graph(user_id), trace.segments)
                 trace.answer_use = answer_use(text, trace, said, changes)
@@ -305,37 +298,15 @@ class MemoryAgent:
         `refine` says how (default: every timeline); `timelines` False gives THEANINE's top-k
         memories without timelines (a benchmark ablation); `as_of` (a date or a session id)
         retrieves over the memory as it stood then."""
-        ctx = MemoryContext(opts.strategy)
         sessions = set(as_of) if isinstance(as_of, (set, frozenset)) else None
         if isinstance(as_of, str) and as_of:
             sessions = self.theanine.sessions_as_of(user_id, as_of)
-        if opts.strategy == "theanine":
-            opts = opts.for_theanine()
-            yield ReplyEvent("status", "Retrieving memory timelines...")
-            raw = self.theanine.retrieve(
-                user_id, retrieval_query(history, message, opts), opts, trace, timelines=timelines, as_of=sessions
-            )
-            texts = [t["text"] for t in raw]
-            if raw and session is not None and timelines:
-                yield ReplyEvent("status", "Refining timelines for this conversation...")
-                plan = refine or RefinePlan()
-                texts = self.theanine.refine(
-                    session,
-                    dialogue_text(history, message, last=len(history) if plan.turns is None else plan.turns),
-                    raw,
-                    trace,
-                    each=opts.refine_each,
-                    workers=plan.workers,
-                    first=plan.first,
-                    per_timeline=plan.per_timeline,
-                )
-            ctx.lines, ctx.covers = list(texts), [tuple(t.get("covers", ())) for t in raw]
-        elif opts.strategy == "secom":
-            yield ReplyEvent("status", "Retrieving segments of earlier sessions...")
-            segs = self.secom.retrieve(user_id, retrieval_query(history, message, opts), opts, trace, sessions=sessions)
-            ctx.lines = [s["context"] for s in segs]
-            ctx.covers = [tuple(s["covers"]) for s in segs]
-        return ctx
+        design = self.designs.get(opts.strategy)
+        if design is None:  # "none": a reply without memory
+            return MemoryContext(opts.strategy)
+        ask = RecallRequest(history, message, sessions, session, refine or RefinePlan(), timelines)
+        found = yield from design.recall(user_id, opts, trace, ask)
+        return MemoryContext(opts.strategy, found.lines, found.covers, found.note)
 
     def memory_context(
         self,
@@ -379,7 +350,7 @@ class MemoryAgent:
         llm_steps: bool | None = None,
         steps: StepPlan | None = None,
     ) -> CloseReport:
-        """Build both memories from one session. Idempotent: a session already built is skipped,
+        """Build every design's memory from one session. Idempotent: a session already built is skipped,
         and concurrent closes of the same user's sessions run one at a time. `llm_steps` True runs
         every LLM step, False none (summary, relations and segmentation take their offline paths);
         None leaves it to the settings: MEMORY_LLM_STEPS on/off, and `auto` every step with an
@@ -404,45 +375,39 @@ class MemoryAgent:
                     session_llm.plan = plan  # memory.theanine.linking runs only the steps it names
                 if chosen:
                     trace.notice(f"LLM steps at this close: {plan.describe()}. Why: {plan.reason}.")
-                what = "summarising the session into memories" if plan.summary else "taking the session's statements"
-                how = {"": "by the offline rule", "llm": "by the LLM", "score": "by the LLM's label scores"}
-                step(0.05, f"THEANINE: {what} and linking them {how[plan.relations]}")
             else:
                 trace.memory_path = "offline"
                 trace.notice(OFFLINE_CLOSE)
                 if chosen:
                     trace.notice(f"No LLM step at this close: {plan.reason}.")
-                step(0.05, "THEANINE: taking the session's statements as memories and linking them (no LLM)")
-            new = self.theanine.build(user_id, session, session_llm if plan.theanine else None, opts, trace)
-            step(0.55, "SeCom: segmenting and compressing the session")
-            segs = self.secom.build(user_id, session, session_llm if plan.segmentation else None, opts, trace)
-            report.already_built = new is None and segs is None
-            report.new_memories, report.new_segments = new or [], segs or []
+            built: dict[str, list[str] | None] = {}
+            for i, (name, design) in enumerate(self.designs.items()):
+                gets_llm, doing = design.build_step(plan)
+                step(0.05 + i / len(self.designs), doing)
+                built[name] = design.build(user_id, session, session_llm if gets_llm else None, opts, trace)
+            report.already_built = all(ids is None for ids in built.values())
+            report.new_memories, report.new_segments = built.get("theanine") or [], built.get("secom") or []
             step(1.0, "Memory built")
         return report
 
-    def use_graph_store(self, graphs, versions=None) -> None:
+    def use_graph_store(self, graphs: GraphStore, versions: Versions | None = None) -> None:
         """Persist THEANINE graphs in `graphs` (memory.protocols.GraphStore), e.g. the app's database;
         `versions` tells SeCom when another process changed a user's segments (its BM25 is then rebuilt)."""
-        self.theanine.use_graph_store(graphs)
-        if versions is not None:
-            self.secom.use_versions(versions)
+        kept = self.clients.versions if versions is None else versions
+        self.clients = replace(self.clients, graphs=graphs, versions=kept)
+        for design in self.designs.values():
+            design.use_clients(self.clients)
 
     # --- views and management ---------------------------------------------------------
     def graph_view(self, user_id: str) -> dict:
-        view = self.theanine.view(user_id)
-        graph = self.theanine.graph(user_id)
-        for n in view.get("nodes") or []:  # provenance, for "open the source turns" in the graph
-            if n["id"] in graph:
-                n.setdefault("turns", list(graph.memory(n["id"]).turns))
-        return view
+        return self.theanine.view(user_id)  # its nodes carry their turns: "open the source turns"
 
     def export_user(self, user_id: str) -> dict:
-        return {"theanine_graph": self.theanine.graph(user_id).to_dict(), "secom_segments": self.secom.export(user_id)}
+        return {design.export_key: design.export(user_id) for design in self.designs.values()}
 
-    def forget_memory(self, user_id: str, memory_id: str, session_of) -> dict | None:
-        """Delete a memory from every representation: the THEANINE node (graph and Chroma) and, in
-        SeCom, the turns it was summarised from (their segments rebuilt without them).
+    def forget_memory(self, user_id: str, memory_id: str, session_of: SessionOf) -> dict | None:
+        """Delete a memory from every design: the THEANINE node (graph and Chroma) and, in SeCom, the
+        turns it was summarised from (their segments rebuilt without them).
 
         `session_of(session_id)` -> SessionRecord | None gives a session's transcript. Returns what
         was removed, or None when the memory does not exist.
@@ -453,13 +418,21 @@ class MemoryAgent:
                 return None
             m = graph.memory(memory_id)
             gone = {"memory": memory_id, "event": m.event, "session_id": m.session_id, "turns": list(m.turns)}
-            self.theanine.delete_memory(user_id, memory_id)
+            memory = Forgetting(memory_id, tuple(m.turns))
             self.shown.forget_user(user_id)  # no later prompt of a session shows the forgotten line again
-            secom = self.secom.forget_turns(user_id, gone["turns"], session_of, self.settings.options)
-        return {**gone, "segments_rebuilt": secom["rebuilt"], "segments_removed": secom["removed"]}
+            done = {
+                name: design.forget(user_id, memory, session_of, self.settings.options)
+                for name, design in self.designs.items()
+            }
+        segments = done.get("secom", {})
+        return {
+            **gone,
+            "segments_rebuilt": segments.get("rebuilt", []),
+            "segments_removed": segments.get("removed", []),
+        }
 
     def forget_user(self, user_id: str) -> None:
         with self._close_lock(user_id):
             self.shown.forget_user(user_id)
-            self.theanine.forget(user_id)
-            self.secom.delete_user(user_id)
+            for design in self.designs.values():
+                design.drop_user(user_id)

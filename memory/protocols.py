@@ -1,5 +1,5 @@
 """The interfaces between the parts: what the session layer needs of an agent, and what the memories
-need of their stores. The real parts (memory.agent.MemoryAgent, memory.store.VectorStore on Chroma,
+need of their stores. The real parts (memory.agent.MemoryAgent, memory.store.ChromaStore,
 memory.theanine.graph.JsonGraphStore, sessions.graph_store.SqlGraphStore) and the test fakes
 (tests/fakes.py) implement them; mypy checks both sides, and tests/test_store_contract.py runs the
 same store contract against the fake and the real store.
@@ -15,6 +15,7 @@ import numpy as np
 from .records import CloseReport, Progress, ReplyEvent, SessionRecord, Turn
 
 if TYPE_CHECKING:  # types only
+    from .locks import UserLocks
     from .settings import LLMConfig, Options
     from .store import Hit
 
@@ -74,7 +75,10 @@ class Versions(Protocol):
 
 
 class Agent(Protocol):
-    """What the session layer (sessions/) asks of the memory agent."""
+    """What the session layer (sessions/) asks of the memory agent. `locks`: the process's one owner of
+    per-user exclusion; the session layer's lanes are its first level."""
+
+    locks: UserLocks
 
     def reply(
         self, user_id: str, history: list[Turn], message: str, date: str, options: Options, llm: LLMConfig | None

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, ClassVar, get_type_hints
 
 from .errors import InvalidOptions, InvalidSetting
+from .registry import DESIGNS
 
-STRATEGIES = ("theanine", "secom", "none")
+STRATEGIES = (*DESIGNS, "none")  # memory.registry's designs, or no memory
 # Compare's columns: every strategy at the chat's settings, and THEANINE at the paper's own setting.
 COMPARE_COLUMNS = ("theanine", "secom", "none", "theanine-paper")  # the slowest (it refines) last
 RETRIEVERS = ("bm25", "dense", "hybrid")

@@ -35,7 +35,7 @@ def collection_name(user_id: str, kind: str) -> str:
     return f"{kind}-{user_key(user_id)}"
 
 
-EXACT_UP_TO = 2000  # records: up to this many, a query ranks every one (see VectorStore.query)
+EXACT_UP_TO = 2000  # records: up to this many, a query ranks every one (see ChromaStore.query)
 
 
 def _exact_top(got: dict, embedding: np.ndarray, n: int) -> list[tuple[str, float]]:
@@ -51,7 +51,7 @@ def _exact_top(got: dict, embedding: np.ndarray, n: int) -> list[tuple[str, floa
     return [(ids[i], float(sims[i])) for i in order]
 
 
-class VectorStore:
+class ChromaStore:
     def __init__(self, path: Path | str | None = None, host: str = "", port: int = 8000):
         import chromadb
         from chromadb.config import Settings as ChromaSettings

@@ -69,7 +69,9 @@ class SessionService(Upkeep):
         self.url_check = url_check  # verdict on a user-supplied base URL (memory.url_guard)
         # What each user runs, one piece of work per lane, on the owner of every per-user lock (app.py gives
         # the agent's, so one object holds every level).
-        self.work = UserWork(locks)
+        if locks is not None and locks is not agent.locks:
+            raise ValueError("one owner of per-user locks: pass the agent's (agent.locks), or none")
+        self.work = UserWork(agent.locks)
         self.builds = BuildPool(self.limits.build_workers, self.limits.build_nice)
         self.import_rate = ImportRate(self.limits.imports_per_hour)
         self.lifecycle = Lifecycle(self.store, agent, self.options, self.llm, build_runner=self.builds.run)

@@ -360,10 +360,10 @@ class UserWork:
     """Which user runs which work right now: one piece per lane (LANES) per user. A user is known by
     key (memory.userspace), so the page's id and the server's own key name the same lanes."""
 
-    def __init__(self, locks: UserLocks | None = None):
-        # The lanes are the first level of the one owner of per-user locks (memory.locks.UserLocks); the
-        # app passes the agent's, so one object holds every level.
-        self.locks = locks or UserLocks()
+    def __init__(self, locks: UserLocks):
+        # The lanes are the first level of the one owner of per-user locks (memory.locks.UserLocks): the
+        # agent's, so one object holds every level.
+        self.locks = locks
         self._finished: dict[tuple[str, str], Work] = {}  # background work whose end is not yet shown
         self._lock = threading.Lock()
 

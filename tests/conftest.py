@@ -54,9 +54,9 @@ def fake_embedder():
 
 @pytest.fixture
 def chroma_store(tmp_path):
-    from memory.store import VectorStore
+    from memory.store import ChromaStore
 
-    return VectorStore(path=tmp_path / "chroma")
+    return ChromaStore(path=tmp_path / "chroma")
 
 
 @pytest.fixture(scope="session")

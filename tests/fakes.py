@@ -15,6 +15,7 @@ import numpy as np
 from memory.agent import MemoryAgent
 from memory.errors import LLMError
 from memory.llm import Completion
+from memory.locks import UserLocks
 from memory.protocols import GraphStore, Versions
 from memory.records import CloseReport, Progress, ReplyEvent, SessionRecord, Turn
 from memory.settings import LLMConfig, Options
@@ -87,6 +88,7 @@ class ScriptedAgent:
         self.graphs: dict[str, dict] = {}  # user -> {"nodes": [...], "edges": [...], "built": set()}
         self.calls: list[tuple] = []
         self.graph_store: GraphStore | None = None  # given by the session service, as the real agent is
+        self.locks = UserLocks()  # the one owner of per-user locks, as the real agent holds it
 
     def _g(self, user_id: str) -> dict:
         # by key, as the real stores: the service passes keys, recovery and tests may pass ids
@@ -288,16 +290,14 @@ def offline_agent(tmp, embedder, llm) -> MemoryAgent:
     from memory.secom.embedding_segmenter import EmbeddingSegmenter
     from memory.secom.strategy import SecomMemory
     from memory.settings import Settings
-    from memory.store import VectorStore
-    from memory.theanine.strategy import TheanineMemory
+    from memory.store import ChromaStore
 
     tmp = Path(tmp)
-    store = VectorStore(path=tmp / "chroma")
-    return MemoryAgent(
+    store = ChromaStore(path=tmp / "chroma")
+    return MemoryAgent.from_parts(
         Settings(data_dir=tmp),
         store,
         embedder,
-        TheanineMemory(store, embedder, tmp),
-        SecomMemory(store, embedder, None, "", EmbeddingSegmenter(embedder)),
         llm_factory=lambda cfg: llm,
+        secom=SecomMemory(store, embedder, None, "", EmbeddingSegmenter(embedder)),
     )

@@ -4,7 +4,7 @@
 import json
 
 from bench import cost
-from memory.agent import REFINE_TIMELINES
+from memory.design import REFINE_TIMELINES
 from memory.settings import Options, Settings
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from memory.chroma_purge import _HEADER, blank_unused_slots, purge
-from memory.store import VectorStore
+from memory.store import ChromaStore
 
 
 def _index_dirs(path):
@@ -18,7 +18,7 @@ def _index_dirs(path):
 
 def test_purge_removes_dropped_indexes_and_zeroes_unused_slots(tmp_path):
     path = tmp_path / "chroma"
-    store = VectorStore(path=path)
+    store = ChromaStore(path=path)
     rng = np.random.default_rng(0)
     vecs = rng.random((120, 8), dtype=np.float32)
     # Enough records that Chroma writes both vector indexes to disk.
@@ -43,4 +43,4 @@ def test_purge_removes_dropped_indexes_and_zeroes_unused_slots(tmp_path):
         assert blank_unused_slots(d) == len(level0) - count * per + (d / "length.bin").stat().st_size - count * 4
     # The kept collection answers, here and from a fresh client on the same files.
     assert [h.id for h in store.query("keep", "theanine", vecs[5], 1)] == ["keep5"]
-    assert [h.id for h in VectorStore(path=path).query("keep", "theanine", vecs[7], 1)] == ["keep7"]
+    assert [h.id for h in ChromaStore(path=path).query("keep", "theanine", vecs[7], 1)] == ["keep7"]

@@ -18,7 +18,6 @@ from memory.secom.llm_segmenter import LLMSegmenter
 from memory.secom.strategy import SecomMemory
 from memory.settings import LLMConfig, Options, Settings
 from memory.theanine import refining
-from memory.theanine.strategy import TheanineMemory
 from memory.tokens import count_tokens
 from memory.trace import Trace
 from tests.fakes import MemoryStore
@@ -46,13 +45,12 @@ def cfg(server, window=WINDOW) -> LLMConfig:
 
 def agent(tmp_path, fake_embedder, llm) -> MemoryAgent:
     store = MemoryStore()
-    return MemoryAgent(
+    return MemoryAgent.from_parts(
         Settings(data_dir=tmp_path, llm_steps="on"),
         store,
         fake_embedder,
-        TheanineMemory(store, fake_embedder, tmp_path),
-        SecomMemory(store, fake_embedder, None, "", LLMSegmenter(EmbeddingSegmenter(fake_embedder))),
         llm_factory=lambda c: llm,
+        secom=SecomMemory(store, fake_embedder, None, "", LLMSegmenter(EmbeddingSegmenter(fake_embedder))),
     )
 
 

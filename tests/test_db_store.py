@@ -11,7 +11,9 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from memory.design import Forgetting
 from memory.llm import LLMSession
+from memory.locks import UserLocks
 from memory.records import SessionRecord, Turn
 from memory.settings import Options
 from memory.theanine.graph import JsonGraphStore, Memory, MemoryGraph
@@ -192,15 +194,15 @@ def summaries(messages):
 
 def test_a_replica_sees_the_graph_another_wrote(store, chroma_store, fake_embedder, tmp_path):
     """Two TheanineMemory objects on one database (two replicas): B's cached graph reloads after A builds."""
-    a = TheanineMemory(chroma_store, fake_embedder, tmp_path / "a", graphs=SqlGraphStore(store.engine))
-    b = TheanineMemory(chroma_store, fake_embedder, tmp_path / "b", graphs=SqlGraphStore(store.engine))
+    a = TheanineMemory(chroma_store, fake_embedder, tmp_path / "a", UserLocks(), graphs=SqlGraphStore(store.engine))
+    b = TheanineMemory(chroma_store, fake_embedder, tmp_path / "b", UserLocks(), graphs=SqlGraphStore(store.engine))
     opts, llm = Options(), LLMSession(ScriptedLLM(summaries), Trace("close"))
     assert a.build(UID, sess("s1", "2023-05-01", "I adopted a puppy named Biscuit"), llm, opts, Trace("close"))
     assert len(b.graph(UID)) == 1  # B caches the graph now
     assert a.build(UID, sess("s2", "2023-05-08", "My puppy Biscuit chewed my shoes"), llm, opts, Trace("close"))
     assert b.graph(UID).built_sessions == {"s1", "s2"}  # reloaded: the version changed
     assert b.build(UID, sess("s2", "2023-05-08", "x"), llm, opts, Trace("close")) is None  # built once
-    assert b.delete_memory(UID, "s1:m0") and "s1:m0" not in a.graph(UID)
+    assert b.forget(UID, Forgetting("s1:m0"))["removed"] and "s1:m0" not in a.graph(UID)
     assert not list(tmp_path.glob("*/users/*/theanine_graph"))  # no JSON files with a database store
 
 

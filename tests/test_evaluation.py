@@ -12,6 +12,7 @@ import pytest
 
 from memory.evaluation import agent_run
 from memory.evaluation.spec import AGENT_METHODS
+from memory.locks import UserLocks
 from sessions import UserError, new_user_id
 from sessions.evaluation import (
     Evaluations,
@@ -35,7 +36,7 @@ class FakeService:
 
     def __init__(self, sessions: dict[str, list[tuple[str, str]]]):
         self._sessions = sessions
-        self.work = UserWork()
+        self.work = UserWork(UserLocks())
         self.settings = None
 
     def sessions(self, user_id):

@@ -10,6 +10,7 @@ import pytest
 
 from memory.errors import InvalidOptions
 from memory.llm import LLMSession
+from memory.locks import UserLocks
 from memory.records import SessionRecord, Turn
 from memory.reply_prompts import memory_of, reply_messages
 from memory.secom.compression import force_tokens
@@ -262,7 +263,7 @@ def test_components_are_those_of_the_graph_before_the_session():
 
 
 def test_refine_prompt_has_relation_definitions_and_the_dialogue_one_text_per_timeline(tmp_path, fake_embedder):
-    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
+    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path, UserLocks())
     raw = [
         {"text": "[2023: Ann quit] -(Cause)- [2023: Ann rested]", "nodes": ["a", "b"]},
         {"text": "[2023: Ann hiked] -(SameTopic)- [2023: Ann climbed]", "nodes": ["c", "d"]},
@@ -277,7 +278,7 @@ def test_refine_prompt_has_relation_definitions_and_the_dialogue_one_text_per_ti
 def test_every_timeline_is_refined_a_lone_memory_too_one_call_each(tmp_path, fake_embedder):
     """As the official code does: one refinement call per timeline that reached the reply, a single
     memory included; `first` refines only the first timelines (the bundled model), the rest go raw."""
-    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
+    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path, UserLocks())
     raw = [
         {"text": "[2023: Ann hiked]", "nodes": ["c"]},
         {"text": "[2023: Ann quit] -(Cause)- [2023: Ann rested]", "nodes": ["a", "b"]},
@@ -301,7 +302,7 @@ def test_refinement_calls_run_in_parallel_on_an_endpoint(tmp_path, fake_embedder
     """workers > 1: the per-timeline calls overlap (an endpoint serves them at once); answers keep their order."""
     import threading
 
-    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
+    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path, UserLocks())
     raw = [{"text": f"[2023: event {i}]", "nodes": [f"m{i}"]} for i in range(4)]
     barrier = threading.Barrier(4, timeout=10)
 
@@ -333,7 +334,7 @@ def prompts_hint():
 
 
 def test_timelines_are_packed_into_the_budget_and_carry_their_turns(tmp_path, fake_embedder):
-    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path)
+    tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path, UserLocks())
     s1 = [
         mem(f"s1:m{i}", f"Ann went sailing on the lake, trip number {i}, with friends", "2023-01-01") for i in range(6)
     ]
@@ -356,13 +357,12 @@ def make_agent(tmp_path, fake_embedder, llm):
     from memory.settings import Settings
 
     store = MemoryStore()
-    return MemoryAgent(
+    return MemoryAgent.from_parts(
         Settings(data_dir=tmp_path),
         store,
         fake_embedder,
-        TheanineMemory(store, fake_embedder, tmp_path),
-        SecomMemory(store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)),
         llm_factory=lambda cfg: llm,
+        secom=SecomMemory(store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)),
     )
 
 

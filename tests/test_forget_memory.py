@@ -2,13 +2,14 @@
 
 Real parts: MemoryAgent with MiniLM and embedded Chroma, the real SQLite store, the `openai` client
 against the scripted server (tests/llm_server.py: one memory per user turn, one segment per
-session), so the outcome is deterministic. Plus SecomMemory.forget_turns alone on a fake store.
+session), so the outcome is deterministic. Plus SecomMemory.forget alone on a fake store.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from memory.design import Forgetting
 from memory.records import SessionRecord, Turn
 from memory.secom.segmentation import make_segmenter
 from memory.secom.strategy import KIND, SecomMemory
@@ -90,13 +91,13 @@ def test_forget_turns_removes_a_segment_left_empty_and_keeps_others(fake_embedde
             },
         ],
     )
-    out = sec.forget_turns("u", ["s1:1", "s1:2"], lambda sid: rec, Options(), Trace("forget"))
+    out = sec.forget("u", Forgetting(turns=("s1:1", "s1:2")), lambda sid: rec, Options(), Trace("forget"))
     assert out == {"rebuilt": [], "removed": ["s1:seg0"], "turns": ["s1:1", "s1:2"]}
     assert list(store.rows("u", KIND)) == ["s1:seg1"]
-    out = sec.forget_turns("u", ["s1:3"], lambda sid: rec, Options(), Trace("forget"))
+    out = sec.forget("u", Forgetting(turns=("s1:3",)), lambda sid: rec, Options(), Trace("forget"))
     assert out["rebuilt"] == ["s1:seg1"]
     doc, meta = store.rows("u", KIND)["s1:seg1"]
     assert meta["text"] == "bot: fine" and meta["turn_ids"] == "s1:4" and meta["summary"] == ""
     assert meta["forgotten"] == "s1:3" and "other" not in doc
     # A transcript that is gone: the segment cannot be rebuilt, so it is removed rather than kept.
-    assert sec.forget_turns("u", ["s1:4"], lambda sid: None)["removed"] == ["s1:seg1"]
+    assert sec.forget("u", Forgetting(turns=("s1:4",)), lambda sid: None)["removed"] == ["s1:seg1"]

@@ -14,6 +14,7 @@ import pytest
 from bench import knowledge_update as ku
 from bench.ku_histories import histories
 from memory.errors import InvalidOptions
+from memory.locks import UserLocks
 from memory.records import SessionRecord, Turn
 from memory.settings import Options
 from memory.theanine.changes import ChangeRule
@@ -72,7 +73,7 @@ def test_the_rule_finds_a_replaced_fact_and_not_a_restatement_or_someone_elses()
 @pytest.fixture
 def moved(tmp_path, chroma_store, minilm):
     """Three sessions built offline: Porto, a distractor, then the move to Lisbon."""
-    tm = TheanineMemory(chroma_store, minilm, tmp_path)
+    tm = TheanineMemory(chroma_store, minilm, tmp_path, UserLocks())
     for s in (
         sess("s1", "2023-01-05", PORTO, "I baked banana bread for my colleagues."),
         sess("s2", "2023-02-10", "I started learning Spanish with a phone app."),
@@ -107,7 +108,7 @@ def test_recall_as_of_a_session_or_date_sees_the_memory_as_it_stood(moved):
     for as_of in ("2023-02-10", {"s1", "s2"}):
         sessions = as_of if isinstance(as_of, set) else moved.sessions_as_of("u1", as_of)
         assert sessions == {"s1", "s2"}
-        raw = moved.retrieve("u1", "Which city do I live in?", Options(), Trace("theanine"), as_of=sessions)
+        raw = moved.retrieve("u1", "Which city do I live in?", Options(), Trace("theanine"), sessions=sessions)
         text = "\n".join(t["text"] for t in raw)
         assert "Porto" in text and "Lisbon" not in text and "until" not in text
     assert moved.sessions_as_of("u1", "s1") == {"s1"}

@@ -2,6 +2,8 @@
 
 import threading
 
+import pytest
+
 from memory.locks import KeyedLocks
 
 
@@ -72,3 +74,15 @@ def test_the_agent_the_graph_and_the_work_registry_share_one_owner(tmp_path):
         assert not agent._close_lock("u").acquire(blocking=False)
     with svc.work.hold("u", "reply") as work:
         assert locks.holder(user_key("u"), "chat") is work
+
+
+def test_the_service_keeps_its_work_on_the_agents_locks_and_refuses_a_second_owner(tmp_path):
+    from memory.locks import UserLocks
+    from memory.settings import Settings
+    from sessions import SessionService
+    from tests.fakes import ScriptedAgent
+
+    agent = ScriptedAgent()
+    assert SessionService(Settings(data_dir=tmp_path), agent).work.locks is agent.locks
+    with pytest.raises(ValueError, match="one owner"):
+        SessionService(Settings(data_dir=tmp_path), agent, locks=UserLocks())

@@ -5,7 +5,7 @@ tokens; Compare shows the other cards before the paper card starts."""
 
 from __future__ import annotations
 
-from memory.agent import QUERY_WINDOW_TOKENS, retrieval_query
+from memory.design import QUERY_WINDOW_TOKENS, retrieval_query
 from memory.records import Turn
 from memory.settings import LLMConfig, Options, Settings
 from sessions import SessionService, new_user_id

@@ -10,6 +10,7 @@ from typing import cast
 import pytest
 
 from app import AppSettings
+from memory.locks import UserLocks
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
 from sessions.work import BuildPool, Busy, ImportRate, LimitReached, Limits, UserWork
@@ -209,7 +210,7 @@ def test_limits_from_env():
 
 
 def test_gate_frees_the_slot_when_a_stream_is_abandoned():
-    work = UserWork()
+    work = UserWork(UserLocks())
     it = work.stream("u", "reply", lambda: iter([1, 2, 3]))
     assert next(it) == 1
     running = work.running("u")

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 
-from memory.agent import REFINE_TIMELINES, MemoryAgent
+from memory.agent import MemoryAgent
+from memory.design import REFINE_TIMELINES
 from memory.records import SessionRecord, Turn
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.strategy import SecomMemory
 from memory.settings import LLMConfig, Options, Settings
-from memory.theanine.strategy import TheanineMemory
 from tests.fakes import MemoryStore, ScriptedLLM
 
 TOPICS = ["puppy Biscuit", "pottery class", "bakery job", "coast hike", "guitar lessons", "garden tomatoes"]
@@ -39,13 +39,12 @@ def test_a_reply_refines_at_most_three_timelines_over_the_whole_open_session(tmp
     llm = ScriptedLLM(answer)
     store = MemoryStore()
     cfg = LLMConfig(backend="openai", model="scripted", base_url="http://127.0.0.1:9/v1")
-    agent = MemoryAgent(
+    agent = MemoryAgent.from_parts(
         Settings(data_dir=tmp_path, llm=cfg),
         store,
         fake_embedder,
-        TheanineMemory(store, fake_embedder, tmp_path),
-        SecomMemory(store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)),
         llm_factory=lambda c: llm,
+        secom=SecomMemory(store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)),
     )
     for s in sessions():
         agent.close_session("u", s, llm_steps=False)

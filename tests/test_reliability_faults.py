@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from memory.agent import REFINE_TIMELINES
+from memory.design import REFINE_TIMELINES
 from memory.theanine.graph import RELATIONS
 from tests.reliability_app import TRACEBACK, handlers, last_done, make_service, visible
 

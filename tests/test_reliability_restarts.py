@@ -92,9 +92,9 @@ def stored_memories(url: str, uid: str) -> list[str]:
 
 
 def chroma_ids(port: int, uid: str, kind: str) -> list[str]:
-    from memory.store import VectorStore
+    from memory.store import ChromaStore
 
-    return sorted(h.id for h in VectorStore(host="127.0.0.1", port=port).get(uid, kind))
+    return sorted(h.id for h in ChromaStore(host="127.0.0.1", port=port).get(uid, kind))
 
 
 def a_user_with_a_built_session(c) -> str:

@@ -109,9 +109,9 @@ def wait_until_a_close_waits_for_the_claim(url: str, uid: str) -> None:
 
 
 def chroma_ids(port: int, uid: str, kind: str = "theanine_memories") -> list[str]:
-    from memory.store import VectorStore
+    from memory.store import ChromaStore
 
-    return sorted(h.id for h in VectorStore(host="127.0.0.1", port=port).get(uid, kind))
+    return sorted(h.id for h in ChromaStore(host="127.0.0.1", port=port).get(uid, kind))
 
 
 def chat(c, uid, *texts):

@@ -17,7 +17,6 @@ from memory.reply_prompts import RefusalGuard, fit_reply, memory_of, reply_messa
 from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.strategy import SecomMemory
 from memory.settings import Options, Settings
-from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
 from sessions.lifecycle import _in_parallel
 from tests.fakes import WAIT, MemoryStore, ScriptedLLM
@@ -26,13 +25,12 @@ from tests.test_secom_strategy import S1, S2
 
 def make_agent(tmp_path, embedder, llm) -> MemoryAgent:
     store = MemoryStore()
-    return MemoryAgent(
+    return MemoryAgent.from_parts(
         Settings(data_dir=tmp_path),
         store,
         embedder,
-        TheanineMemory(store, embedder, tmp_path),
-        SecomMemory(store, embedder, None, "", EmbeddingSegmenter(embedder)),
         llm_factory=lambda cfg: llm,
+        secom=SecomMemory(store, embedder, None, "", EmbeddingSegmenter(embedder)),
     )
 
 

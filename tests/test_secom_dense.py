@@ -7,6 +7,7 @@ its best part and its mean vector. Real MiniLM, the in-memory store and the real
 import numpy as np
 import pytest
 
+from memory.design import Forgetting
 from memory.records import SessionRecord, Turn
 from memory.secom.embedding_segmenter import SegParams
 from memory.secom.present import asks_present
@@ -65,9 +66,9 @@ def opts(**kw):
 @pytest.fixture(params=["chroma", "memory"])
 def store(request, tmp_path):
     if request.param == "chroma":
-        from memory.store import VectorStore
+        from memory.store import ChromaStore
 
-        return VectorStore(path=tmp_path / "chroma")
+        return ChromaStore(path=tmp_path / "chroma")
     return MemoryStore()
 
 
@@ -138,13 +139,13 @@ def test_parts_follow_forgetting_and_deleting(store, minilm):
     mem.build("alice", LONG, None, opts(), Trace("c"))
     mem.build("alice", SHORT, None, opts(), Trace("c"))
     by_id = {"s1": LONG, "s2": SHORT}
-    gone = mem.forget_turns("alice", ["s1:20", "s1:21"], by_id.get)  # the wedding exchange
+    gone = mem.forget("alice", Forgetting(turns=("s1:20", "s1:21")), by_id.get)  # the wedding exchange
     assert gone["rebuilt"] == ["s1:seg0"]
     texts = [h.document for h in store.get("alice", PARTS)]
     assert len(texts) == len(COOKING) + 1 and not any("Paris" in t for t in texts)
     mem.delete_session("alice", "s2")
     assert {h.metadata["session_id"] for h in store.get("alice", PARTS)} == {"s1"}
-    mem.delete_user("alice")
+    mem.drop_user("alice")
     assert store.count("alice", PARTS) == 0 and store.count("alice", KIND) == 0
 
 

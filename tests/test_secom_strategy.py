@@ -58,9 +58,9 @@ S2 = session(
 @pytest.fixture(params=["chroma", "memory"])
 def store(request, tmp_path):
     if request.param == "chroma":
-        from memory.store import VectorStore
+        from memory.store import ChromaStore
 
-        return VectorStore(path=tmp_path / "chroma")
+        return ChromaStore(path=tmp_path / "chroma")
     return MemoryStore()
 
 
@@ -152,7 +152,7 @@ def test_users_are_isolated(built):
         "bob", "What is my puppy called? Biscuit", opts(budget=32000, k=20, retriever="dense"), Trace("s")
     )
     assert segs and all(s["session_id"] == "b1" for s in segs)
-    mem.delete_user("bob")
+    mem.drop_user("bob")
     assert mem.count("bob") == 0 and mem.retrieve("bob", "cat", opts(), Trace("s")) == []
     assert mem.count("alice") > 0
 

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from memory.locks import UserLocks
 from memory.records import SessionRecord, Turn
 from memory.settings import Options
 from memory.theanine.changes import stated_change
@@ -123,7 +124,7 @@ def test_short_facts_add_few_memories_on_locomo_and_no_question():
     ids=["job", "home", "relationship", "habit"],
 )
 def test_a_stated_change_across_two_sessions_is_changed(old, new, tmp_path, chroma_store, minilm):
-    tm = TheanineMemory(chroma_store, minilm, tmp_path)
+    tm = TheanineMemory(chroma_store, minilm, tmp_path, UserLocks())
     for s in (
         sess("s1", "2023-01-05", old, "I baked banana bread for my colleagues."),
         sess("s2", "2023-03-10", "I started learning Spanish with a phone app.", new),

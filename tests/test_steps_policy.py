@@ -19,7 +19,6 @@ from memory.secom.strategy import SecomMemory
 from memory.settings import LLMConfig, Settings
 from memory.steps_policy import EVERY_STEP, StepPlan, plan_for
 from memory.theanine import prompts
-from memory.theanine.strategy import TheanineMemory
 from tests.fakes import MemoryStore, ScriptedLLM
 from tests.test_secom_strategy import S1, S2
 
@@ -110,13 +109,12 @@ class Scorer(ScriptedLLM):
 
 def agent(tmp_path, fake_embedder, llm, settings: Settings | None = None) -> MemoryAgent:
     store = MemoryStore()
-    return MemoryAgent(
+    return MemoryAgent.from_parts(
         settings or Settings(data_dir=tmp_path),
         store,
         fake_embedder,
-        TheanineMemory(store, fake_embedder, tmp_path),
-        SecomMemory(store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)),
         llm_factory=lambda cfg: llm,
+        secom=SecomMemory(store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)),
     )
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from memory.errors import StoreUnavailable
-from memory.store import VectorStore, collection_name
+from memory.store import ChromaStore, collection_name
 from tests.servers import chroma_cmd, free_port, running
 
 
@@ -13,7 +13,7 @@ def unit(*xs):
     return v / np.linalg.norm(v)
 
 
-def exercise(store: VectorStore):
+def exercise(store: ChromaStore):
     store.add(
         "alice",
         "k",
@@ -35,9 +35,9 @@ def exercise(store: VectorStore):
 
 
 def test_embedded_store_scopes_every_query_to_its_user(tmp_path):
-    exercise(VectorStore(path=tmp_path / "c"))
+    exercise(ChromaStore(path=tmp_path / "c"))
     # and the data survives a reopen
-    s = VectorStore(path=tmp_path / "c")
+    s = ChromaStore(path=tmp_path / "c")
     assert s.count("bob", "k") == 1
 
 
@@ -53,7 +53,7 @@ def test_chroma_server_mode_and_outage(tmp_path):
     cmd = chroma_cmd(tmp_path / "srv", port)
     url = f"http://127.0.0.1:{port}/api/v2/heartbeat"
     with running(cmd, url, log=tmp_path / "chroma.log"):
-        store = VectorStore(host="127.0.0.1", port=port)
+        store = ChromaStore(host="127.0.0.1", port=port)
         exercise(store)
     # the server is down: a clear error, not a hang or a stack of library internals
     with pytest.raises(StoreUnavailable, match="cannot be reached"):

@@ -1,5 +1,5 @@
 """One contract for memory.protocols.VectorStore, run against the fake (tests/fakes.py MemoryStore) and the real
-Chroma store (memory.store.VectorStore, embedded): same calls, same answers. A fake that drifts fails here.
+Chroma store (memory.store.ChromaStore, embedded): same calls, same answers. A fake that drifts fails here.
 
 The protocol conformance of every fake and real part is checked by mypy (`conformance` below is typed, not run).
 """
@@ -11,7 +11,7 @@ import pytest
 
 from memory.agent import MemoryAgent
 from memory.protocols import Agent, GraphStore, VectorStore
-from memory.store import VectorStore as ChromaStore
+from memory.store import ChromaStore
 from memory.theanine.graph import JsonGraphStore
 from sessions.graph_store import SqlGraphStore
 from tests.fakes import GatedAgent, MemoryStore, ScriptedAgent

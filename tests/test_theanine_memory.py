@@ -4,8 +4,10 @@ import json
 
 import pytest
 
+from memory.design import Forgetting
 from memory.errors import InvalidOptions
 from memory.llm import LLMSession
+from memory.locks import UserLocks
 from memory.records import SessionRecord, Turn
 from memory.settings import Options
 from memory.theanine.strategy import TheanineMemory
@@ -32,7 +34,7 @@ def answer_for(messages):
 
 
 def make(tmp_path, chroma_store, fake_embedder):
-    return TheanineMemory(chroma_store, fake_embedder, tmp_path)
+    return TheanineMemory(chroma_store, fake_embedder, tmp_path, UserLocks())
 
 
 def test_build_links_sessions_and_retrieves_refined_timelines(tmp_path, chroma_store, fake_embedder):
@@ -120,10 +122,10 @@ def test_delete_and_forget_keep_graph_and_chroma_consistent(tmp_path, chroma_sto
             Options(),
             Trace("c"),
         )
-    assert tm.delete_memory("u", "s1:m0")
+    assert tm.forget("u", Forgetting("s1:m0"))["removed"] == ["s1:m0"]
     assert "s1:m0" not in tm.graph("u")
     assert sorted(h.id for h in chroma_store.get("u", "theanine_memories")) == ["s0:m0", "s2:m0"]
-    tm.forget("u")
+    tm.drop_user("u")
     assert chroma_store.count("u", "theanine_memories") == 0 and len(tm.graph("u")) == 0
 
 
@@ -137,7 +139,7 @@ def test_memories_rank_by_bm25_dense_or_their_fusion_and_the_index_follows_chang
         trace = Trace("theanine")
         tm.retrieve("u1", "cello", Options(theanine_retriever=retriever, k=1), trace, timelines=False)
         assert [m["event"] for m in trace.memories] == ["user: I play the cello on Sundays."], retriever
-    tm.delete_memory("u1", "s1:m1")  # the cello memory: BM25 no longer finds it
+    tm.forget("u1", Forgetting("s1:m1"))  # the cello memory: BM25 no longer finds it
     trace = Trace("theanine")
     tm.retrieve("u1", "cello", Options(theanine_retriever="bm25", k=1), trace, timelines=False)
     assert trace.memories == []

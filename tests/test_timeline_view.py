@@ -13,6 +13,7 @@ from html import unescape
 
 import pytest
 
+from memory.locks import UserLocks
 from tests.ui_fixtures import PAGE_WAIT, chromium_browser
 from ui import panels
 from ui.graph_view import graph_data, graph_html, static_dir
@@ -321,7 +322,7 @@ def test_a_real_theanine_trace_draws_its_chain_each_memory_once(tmp_path, chroma
     from tests.fakes import ScriptedLLM
     from tests.test_theanine_memory import answer_for, sess
 
-    tm = TheanineMemory(chroma_store, fake_embedder, tmp_path)
+    tm = TheanineMemory(chroma_store, fake_embedder, tmp_path, UserLocks())
     llm = ScriptedLLM(answer_for)
     days = [
         ("s1", "2023-05-01", "I adopted a puppy named Biscuit today after months of looking at shelters"),

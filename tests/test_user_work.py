@@ -8,6 +8,7 @@ from typing import cast
 
 import pytest
 
+from memory.locks import UserLocks
 from memory.settings import Settings
 from sessions import SessionService, new_user_id
 from sessions.lifecycle import INTERRUPTED
@@ -46,7 +47,7 @@ def test_stop_returns_once_the_cancelled_reply_has_recorded_its_interruption(tmp
 
 
 def test_stop_frees_the_lane_of_a_reply_stuck_in_a_slow_call():
-    work = UserWork()
+    work = UserWork(UserLocks())
     stuck = work.stream("u", "reply", lambda: iter([1, 2]))
     assert next(stuck) == 1
     work.stop("u", "chat", wait=0.01)  # the stream never ends by itself here
@@ -58,7 +59,7 @@ def test_stop_frees_the_lane_of_a_reply_stuck_in_a_slow_call():
 
 
 def test_background_work_reports_progress_and_its_end_once():
-    work = UserWork()
+    work = UserWork(UserLocks())
     go = threading.Event()
 
     def build(w):

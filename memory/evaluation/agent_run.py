@@ -91,7 +91,8 @@ def build(
     s = dataclasses.replace(settings, data_dir=Path(data_dir), chroma_host="")
     agent = MemoryAgent.from_settings(s, llm_factory=(lambda cfg: llm) if llm is not None else None)
     cached = CachedEmbedder(agent.embedder)
-    agent.embedder = agent.theanine.embedder = agent.secom.embedder = cached
+    agent.clients = dataclasses.replace(agent.clients, embedder=cached)
+    agent.theanine.embedder = agent.secom.embedder = cached
     if segment_max_len:  # the offline segmenter with its longest segment capped
         agent.secom.segmenter = segmenter_for(s, cached, max_len=segment_max_len)
     user = f"locomo-{conv.sample_id}-{summariser}"

@@ -32,18 +32,22 @@ from typing import Any
 
 import numpy as np
 
-from ..bm25 import BM25Index, tokenize
+from ..bm25 import tokenize
 from ..dates import timestamp, ts_order_key
+from ..design import Forgetting, MemoryClients, Recall, Recalled, RecallRequest, SessionOf
 from ..fusion import rrf
 from ..packing import Piece, Unit, pack, render
 from ..protocols import VectorStore
-from ..records import SessionRecord, exchanges
+from ..records import ReplyEvent, SessionRecord, exchanges
+from ..settings import Options, Settings
+from ..steps_policy import StepPlan
 from ..tokens import count_tokens
 from ..trace import Trace
-from .compression import Compressor
+from .bm25_cache import BM25Cache
+from .compression import Compressor, load_compressor
 from .exchanges import exchange_lines
 from .present import asks_present
-from .segmentation import Segmenter
+from .segmentation import Segmenter, segmenter_for
 from .vectors import SCHEME, Embedded, embed_segments, mixed_score
 
 KIND = "secom_segments"
@@ -63,47 +67,14 @@ def _needs_vector(h) -> bool:
     return bool(m.get("fingerprint")) and m.get("vector") != SCHEME
 
 
-class _BM25Cache:
-    """Per-user BM25 over the segment keys, rebuilt from the store after a change. Thread-safe.
-
-    `shared` (optional, e.g. the app's database): a per-user counter every process bumps after it
-    changed segments, so a replica rebuilds its index when another one wrote.
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._by_user: dict[str, tuple[BM25Index, list[Any], int]] = {}
-        self._version: dict[str, int] = {}
-        self.shared = None
-
-    def invalidate(self, user_id: str) -> None:
-        with self._lock:
-            self._by_user.pop(user_id, None)
-            self._version[user_id] = self._version.get(user_id, 0) + 1
-        if self.shared is not None:
-            self.shared.bump(user_id, KIND)
-
-    def get(self, user_id: str, load) -> tuple[BM25Index, list[Any]]:
-        shared = self.shared.version(user_id, KIND) if self.shared is not None else 0  # read before loading
-        with self._lock:
-            hit = self._by_user.get(user_id)
-            version = self._version.get(user_id, 0)
-        if hit is not None and hit[2] == shared:
-            return hit[0], hit[1]
-        hits = sorted(load(), key=lambda h: h.id)
-        idx = BM25Index([h.document for h in hits])
-        with self._lock:
-            if self._version.get(user_id, 0) == version:  # not invalidated while we were loading
-                self._by_user[user_id] = (idx, hits, shared)
-        return idx, hits
-
-
 class SecomMemory:
-    """SeCom's memory for every user of one store. Thread-safe.
+    """SeCom's memory for every user of one store (memory.design.MemoryDesign). Thread-safe.
 
     `segmenter` (see `segmentation.Segmenter`) cuts each session; it gets the job's LLM session, or None
     where no LLM step may run.
     """
+
+    export_key = "secom_segments"
 
     def __init__(
         self, store: VectorStore, embedder, compressor: Compressor | None, compressor_note: str, segmenter: Segmenter
@@ -113,11 +84,23 @@ class SecomMemory:
         self.compressor = compressor
         self.compressor_note = compressor_note or "compression unavailable; segment keys are the original text"
         self.segmenter = segmenter
-        self._bm25 = _BM25Cache()
+        self._bm25 = BM25Cache(KIND)
         # Held while segments are written or deleted (briefly, never during segmentation): the vector
         # upgrade of older segments (`_upgrade_vectors`) never writes back a segment deleted meanwhile.
         self._write = threading.Lock()
         self._upgraded: set[str] = set()
+
+    @classmethod
+    def from_clients(cls, settings: Settings, clients: MemoryClients) -> SecomMemory:
+        """With the compressor and segmenter the settings name."""
+        compressor, note = load_compressor(settings.compressor_model)
+        mem = cls(clients.store, clients.embedder, compressor, note, segmenter_for(settings, clients.embedder))
+        mem.use_clients(clients)
+        return mem
+
+    def use_clients(self, clients: MemoryClients) -> None:
+        if clients.versions is not None:
+            self.use_versions(clients.versions)
 
     def use_versions(self, versions) -> None:
         """`versions.version(user_id, kind)` / `.bump(user_id, kind)`: shared by every replica."""
@@ -137,6 +120,9 @@ class SecomMemory:
             ]
         )
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+    def build_step(self, plan: StepPlan) -> tuple[bool, str]:
+        return plan.segmentation, "SeCom: segmenting and compressing the session"
 
     def build(
         self, user_id: str, session: SessionRecord, llm_session, options, trace: Trace, force: bool = False
@@ -357,6 +343,12 @@ class SecomMemory:
         finally:
             trace.timings["secom_retrieve"] = trace.timings.get("secom_retrieve", 0.0) + time.perf_counter() - t0
 
+    def recall(self, user_id: str, options: Options, trace: Trace, ask: RecallRequest) -> Recall:
+        """The segments one reply reads (SeCom asks no LLM at reply time)."""
+        yield ReplyEvent("status", "Retrieving segments of earlier sessions...")
+        segs = self.retrieve(user_id, ask.query(options), options, trace, sessions=ask.sessions)
+        return Recalled([s["context"] for s in segs], [tuple(s["covers"]) for s in segs])
+
     def _idf(self, user_id: str, query: str) -> dict[str, float]:
         idx, _ = self._bm25.get(user_id, lambda: self.store.get(user_id, KIND))
         return {t: idx.idf(t) for t in set(tokenize(query))}
@@ -402,8 +394,15 @@ class SecomMemory:
 
     # --- forgetting -------------------------------------------------------------
 
-    def forget_turns(self, user_id: str, turn_ids, session_of, options=None, trace: Trace | None = None) -> dict:
-        """Rebuild every segment built from any of `turn_ids` without those turns ("delete means delete").
+    def forget(
+        self,
+        user_id: str,
+        memory: Forgetting,
+        session_of: SessionOf,
+        options: Options | None = None,
+        trace: Trace | None = None,
+    ) -> dict:
+        """Rebuild every segment built from any of `memory.turns` without those turns ("delete means delete").
 
         The store keeps each segment's joined text only, so `session_of(session_id)` gives the
         transcript (a SessionRecord, or None). An affected segment is re-made from its remaining
@@ -412,7 +411,7 @@ class SecomMemory:
         without turns, or whose transcript is gone, is removed. Returns the ids of the segments
         rebuilt and removed, and the turn ids taken out.
         """
-        drop = {str(t) for t in turn_ids or () if t}
+        drop = {str(t) for t in memory.turns if t}
         out: dict = {"rebuilt": [], "removed": [], "turns": []}
         if not drop:
             return out
@@ -468,7 +467,7 @@ class SecomMemory:
             self.store.delete(user_id, PARTS, where={"session_id": session_id})
         self._bm25.invalidate(user_id)
 
-    def delete_user(self, user_id: str) -> None:
+    def drop_user(self, user_id: str) -> None:
         with self._write:
             self.store.drop_user(user_id, (KIND, PARTS))
             self._upgraded.discard(user_id)
@@ -490,6 +489,10 @@ class SecomMemory:
             )
         )
         return out
+
+    def view(self, user_id: str) -> dict:
+        """{"segments": the export}: every segment, its text, key and turns, in chronological order."""
+        return {"segments": self.export(user_id)}
 
     def count(self, user_id: str) -> int:
         return self.store.count(user_id, KIND)

@@ -9,76 +9,36 @@ from pathlib import Path
 import numpy as np
 
 from ..bm25 import BM25Index
-from ..dates import iso_key, order_key
+from ..design import Forgetting, MemoryClients, Recall, Recalled, RecallRequest, SessionOf
 from ..embeddings import Embedder
-from ..errors import InvalidOptions
 from ..fusion import rrf
 from ..llm import LLMSession
 from ..locks import UserLocks
 from ..packing import Piece, Unit, pack, pack_anchors_first, render
 from ..protocols import GraphStore, VectorStore
-from ..records import SessionRecord
-from ..settings import Options
+from ..records import ReplyEvent, SessionRecord
+from ..reply_prompts import dialogue_text
+from ..settings import Options, Settings
+from ..steps_policy import StepPlan
 from ..trace import Trace
 from . import linking, refining
 from . import timelines as timelines_mod
 from .changes import ChangeRule
 from .extract import BUILT_BY
 from .graph import JsonGraphStore, Memory, MemoryGraph
+from .untangle import AsOf, as_of_sessions, current_first, newest_first, node_text
 
 KIND = "theanine_memories"
 # hybrid retrieval: memories taken from each ranking before fusing them, whatever k (so a larger k adds
 # memories below the same ranking; fusing 100 deep ranked worse: 0.770 against 0.797, docs/defaults.md)
 FUSION_CANDIDATES = 50
 
-
-AsOf = str | set[str] | frozenset[str] | None  # a date, or the ids of the sessions built by then
-
-
-def node_text(graph: MemoryGraph, mid: str) -> str:
-    """A memory as the reply reads it: "[time: event]"; a superseded one "[time until then: event]"."""
-    m = graph.memory(mid)
-    nxt = graph.superseded_by(mid)
-    when = f"{m.time} until {graph.memory(nxt).time}" if nxt is not None else m.time
-    return f"[{when}: {m.event}]" if when else f"[{m.event}]"
-
-
-def newest_first(graph: MemoryGraph, timelines: list[dict]) -> list[dict]:
-    """The packed timelines by the time of their latest memory, newest first; timelines of the same
-    session keep their rank. Packing chose them by rank; the reply then meets a newer statement of a
-    fact before an older one even where no Changed edge links them (a 0.5B model answers with the
-    first value it reads: docs/knowledge_update.md)."""
-
-    def latest(t: dict) -> tuple:
-        return max(order_key(graph.memory(m).ts) for m in t["nodes"])
-
-    return sorted(timelines, key=latest, reverse=True)
-
-
-def current_first(graph: MemoryGraph, path: list[str], anchor: str, shown: set[str]) -> tuple[list[str], list[str]]:
-    """The timeline `path` through `anchor` as the reply reads it, current fact first: the memories
-    `anchor` superseded (Changed, directly or through earlier changes) come right after it as its
-    history, newest first, whether they lay on the path or not (shown ones excepted), and a path that
-    reached the current fact through them starts at the anchor. Returns (path, history)."""
-    replaced = graph.replaced(anchor)
-    on_path = [x for x in path[: path.index(anchor)] if x in replaced]
-    if on_path:
-        path = path[path.index(anchor) :]  # what led to the old value is the old value's own timeline
-    history = [x for x in replaced if x not in path and x not in shown]
-    return path, history
-
-
-def as_of_sessions(graph: MemoryGraph, as_of: AsOf) -> set[str] | None:
-    """The sessions that make up the memory as of `as_of` (None: all of it, now)."""
-    if as_of is None or as_of == "":
-        return None
-    if isinstance(as_of, str):
-        iso = iso_key(as_of)
-        if not iso:
-            raise InvalidOptions(f"as_of must be a date (e.g. 2023-05-02) or a built session's id, not {as_of!r}")
-        # A date without a time of day means the whole day.
-        return graph.sessions_until(iso if ":" in as_of else iso[:10] + "T23:59:59.999999")
-    return set(as_of)
+OFFLINE_REPLY = (
+    "Timelines are shown as retrieved, not refined: on the bundled model one refinement call reads about "
+    "700 prompt tokens, which adds 6 s or more before the reply's first word on 2 cores, and its answers "
+    "were unusable (docs/defaults.md). Connect an LLM (or set MEMORY_LLM_STEPS=on) to refine every "
+    "timeline, or choose the paper's THEANINE setting in Settings."
+)
 
 
 class _AlreadyBuilt(Exception):
@@ -86,23 +46,30 @@ class _AlreadyBuilt(Exception):
 
 
 class TheanineMemory:
-    """`graphs`: where the graph is persisted (default: JSON files under data_dir, for one process)."""
+    """The THEANINE design (memory.design.MemoryDesign). `locks`: the owner's (the agent's), whose data
+    lock (level 4) guards the user's graph; `graphs`: where the graph is persisted (default: JSON files
+    under data_dir, for one process)."""
+
+    export_key = "theanine_graph"
 
     def __init__(
-        self,
-        store: VectorStore,
-        embedder: Embedder,
-        data_dir: Path,
-        graphs: GraphStore | None = None,
-        locks: UserLocks | None = None,
+        self, store: VectorStore, embedder: Embedder, data_dir: Path, locks: UserLocks, graphs: GraphStore | None = None
     ):
         self.store, self.embedder, self.data_dir = store, embedder, Path(data_dir)
         self.graphs: GraphStore = graphs or JsonGraphStore(self.data_dir)
         self._graphs: dict[str, tuple[MemoryGraph, int]] = {}  # user -> (graph, the store's version of it)
         # user -> (graph key, BM25 over the events, memory ids, their sessions)
         self._lexical: dict[str, tuple[tuple, BM25Index, list[str], list[str]]] = {}
-        self._locks = locks or UserLocks()  # the agent's: the user's data lock (level 4)
+        self._locks = locks
         self._guard = threading.Lock()
+
+    @classmethod
+    def from_clients(cls, settings: Settings, clients: MemoryClients) -> TheanineMemory:
+        return cls(clients.store, clients.embedder, settings.data_dir, clients.locks, clients.graphs)
+
+    def use_clients(self, clients: MemoryClients) -> None:
+        if clients.graphs is not self.graphs:
+            self.use_graph_store(clients.graphs)
 
     # --- per-user graph, cached, one writer at a time ------------------------
     def lock(self, user_id: str) -> threading.RLock:
@@ -142,6 +109,13 @@ class TheanineMemory:
             self._graphs.pop(user_id, None)
 
     # --- Phase I --------------------------------------------------------------
+    def build_step(self, plan: StepPlan) -> tuple[bool, str]:
+        if not plan.any:
+            return False, "THEANINE: taking the session's statements as memories and linking them (no LLM)"
+        what = "summarising the session into memories" if plan.summary else "taking the session's statements"
+        how = {"": "by the offline rule", "llm": "by the LLM", "score": "by the LLM's label scores"}
+        return plan.theanine, f"THEANINE: {what} and linking them {how[plan.relations]}"
+
     def build(
         self, user_id: str, session: SessionRecord, llm: LLMSession | None, options: Options, trace: Trace
     ) -> list[str] | None:
@@ -235,7 +209,7 @@ class TheanineMemory:
 
     # --- Phase II ---------------------------------------------------------------
     def retrieve(
-        self, user_id: str, context: str, options: Options, trace: Trace, timelines: bool = True, as_of: AsOf = None
+        self, user_id: str, context: str, options: Options, trace: Trace, timelines: bool = True, sessions: AsOf = None
     ) -> list[dict]:
         """Top-k memories for the dialogue context, n sampled timelines through each, packed into
         `options.budget` tokens by a shared rule of memory.packing (`options.timeline_packing`):
@@ -246,18 +220,18 @@ class TheanineMemory:
 
         Current first, history kept: a retrieved memory that a later one superseded (a Changed edge)
         is replaced by the current one, with the superseded ones after it as its history
-        ("[2023-01-05 until 2023-04-03: lived in Porto]"). `as_of` retrieves over the memory as it
+        ("[2023-01-05 until 2023-04-03: lived in Porto]"). `sessions` retrieves over the memory as it
         stood then: a date, or the sessions built by then (`as_of_sessions`).
 
         Returns the raw timelines ({"anchor", "nodes", "text", "covers"}) and fills trace.memories.
         """
         with trace.timed("theanine_untangle"), self.lock(user_id):
             graph = self.graph(user_id)
-            sessions = as_of_sessions(graph, as_of)
-            if sessions is not None:
-                graph = graph.as_of(sessions)
+            built = as_of_sessions(graph, sessions)
+            if built is not None:
+                graph = graph.as_of(built)
         with trace.timed("theanine_retrieve"):
-            hits = self._rank(user_id, context, options.theanine_retriever, options.k, sessions)
+            hits = self._rank(user_id, context, options.theanine_retriever, options.k, built)
         with trace.timed("theanine_untangle"):
             rng = random.Random(options.seed)
             units: list[Unit] = []
@@ -398,6 +372,28 @@ class TheanineMemory:
             )
         return out
 
+    def recall(self, user_id: str, options: Options, trace: Trace, ask: RecallRequest) -> Recall:
+        """Timelines for one reply, refined for the dialogue when `ask.llm` is given (`ask.refine` says how)."""
+        opts = options.for_theanine()
+        yield ReplyEvent("status", "Retrieving memory timelines...")
+        raw = self.retrieve(user_id, ask.query(opts), opts, trace, timelines=ask.timelines, sessions=ask.sessions)
+        texts = [t["text"] for t in raw]
+        if raw and ask.llm is not None and ask.timelines:
+            yield ReplyEvent("status", "Refining timelines for this conversation...")
+            plan = ask.refine
+            texts = self.refine(
+                ask.llm,
+                dialogue_text(ask.history, ask.message, last=len(ask.history) if plan.turns is None else plan.turns),
+                raw,
+                trace,
+                each=opts.refine_each,
+                workers=plan.workers,
+                first=plan.first,
+                per_timeline=plan.per_timeline,
+            )
+        note = OFFLINE_REPLY if texts and not trace.timelines_refined else ""
+        return Recalled(list(texts), [tuple(t.get("covers", ())) for t in raw], note)
+
     def refine(
         self,
         llm: LLMSession,
@@ -440,22 +436,29 @@ class TheanineMemory:
             return out if out is not None else set(graph.built_sessions)
 
     # --- management ---------------------------------------------------------------
-    def delete_memory(self, user_id: str, memory_id: str) -> bool:
+    def forget(
+        self, user_id: str, memory: Forgetting, session_of: SessionOf | None = None, options: Options | None = None
+    ) -> dict:
+        """The memory `memory.memory_id` goes from the graph (its edges too) and the store; memories made
+        from the same turns stay. {"removed": [the id]}, or {"removed": []} when there is no such memory."""
         with self.lock(user_id):
             graph = self.graph(user_id)
-            if memory_id not in graph:
-                return False
-            touched = graph.remove_memory(memory_id)
-            self.store.delete(user_id, KIND, ids=[memory_id])
+            if memory.memory_id not in graph:
+                return {"removed": []}
+            touched = graph.remove_memory(memory.memory_id)
+            self.store.delete(user_id, KIND, ids=[memory.memory_id])
             self._save(user_id, graph, touched)
-            return True
+            return {"removed": [memory.memory_id]}
 
-    def forget(self, user_id: str) -> None:
+    def drop_user(self, user_id: str) -> None:
         with self.lock(user_id):
             self.store.drop_user(user_id, (KIND,))
             self._graphs.pop(user_id, None)
             self._lexical.pop(user_id, None)
             self.graphs.drop(user_id)
+
+    def export(self, user_id: str) -> dict:
+        return self.graph(user_id).to_dict()
 
     def view(self, user_id: str) -> dict:
         with self.lock(user_id):
