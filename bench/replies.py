@@ -219,7 +219,19 @@ def summarise(rows: list[dict]) -> dict:
         "first_token_later_max": p(laters, "first_token_s", 100),
         "complete_p50": p(rows, "complete_s", 50),
         "prompt_tokens_p50": p([r for r in rows if r["prompt_tokens"] is not None], "prompt_tokens", 50),
+        # what the model read before its first token (the prompt but what its cache kept): the wait's
+        # share that does not depend on the machine's load
+        "read_first_p50": p(_read(firsts), "read", 50),
+        "read_later_p50": p(_read(laters), "read", 50),
     }
+
+
+def _read(rows: list[dict]) -> list[dict]:
+    return [
+        {"read": r["prompt_tokens"] - (r.get("prompt_tokens_cached") or 0)}
+        for r in rows
+        if r.get("prompt_tokens") is not None
+    ]
 
 
 def table(s: dict, label: str) -> str:
@@ -238,6 +250,7 @@ def table(s: dict, label: str) -> str:
         ("1st token, first msg p50/max", f"{f(s['first_token_first_p50'])} / {f(s['first_token_first_max'])} s"),
         ("1st token, later p50/max", f"{f(s['first_token_later_p50'])} / {f(s['first_token_later_max'])} s"),
         ("complete p50", f"{f(s['complete_p50'])} s"),
+        ("tokens read, first / later p50", f"{f(s.get('read_first_p50'))} / {f(s.get('read_later_p50'))}"),
     ]
     out = [f"{label}: {s['n']} questions, {s['errors']} errors"]
     out += [f"  {k:30} {v if isinstance(v, str) else f(v)}" for k, v in cols]
