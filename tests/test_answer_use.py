@@ -14,7 +14,7 @@ from memory.records import SessionRecord, Turn
 from memory.settings import Options
 from sessions import upkeep
 from tests.fakes import ScriptedLLM, offline_agent
-from ui.panels import trace_html
+from ui.see_why import trace_html
 
 PORTO = "I live in Porto with my two roommates."
 LISBON = "I live in Lisbon now, the move went smoothly."

@@ -162,7 +162,7 @@ def test_recall_returns_lines_with_sources_and_scores_and_keeps_users_apart(serv
 
 def test_the_graph_and_see_why_name_the_superseded_memory():
     from ui.graph_view import graph_data
-    from ui.panels import trace_html
+    from ui.see_why import trace_html
 
     view = {
         "nodes": [

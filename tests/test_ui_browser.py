@@ -55,7 +55,7 @@ REPLY_DONE = """(n) => {
 
 
 def test_panels_escape_every_text():
-    from ui import panels
+    from ui import compare_view, panels, see_why
 
     trace = {
         "strategy": "theanine",
@@ -68,7 +68,7 @@ def test_panels_escape_every_text():
         "error": XSS,
         "tokens": 3,
     }
-    html = panels.trace_html(trace) + panels.trace_html(
+    html = see_why.trace_html(trace) + see_why.trace_html(
         dict(
             trace,
             strategy="secom",
@@ -76,7 +76,7 @@ def test_panels_escape_every_text():
         )
     )
     html += panels.status_html(XSS, "error") + panels.banner_html(XSS, True)
-    html += panels.compare_html(
+    html += compare_view.compare_html(
         XSS, {"none": {"text": XSS, "error": XSS, "done": True, "trace": trace}}, ["none"], 0, XSS
     )
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -2,8 +2,8 @@
 memory used"), and a warning when the reply names a value a later memory replaced.
 
 The trace records it (memory.answer_use, at the end of each reply); this draws it, every text escaped.
-ui.panels calls it with its own way of naming memories and writing dates (passed in: this module does
-not import ui.panels, which imports it).
+ui.see_why calls it with its own way of naming memories and writing dates (passed in: this module does
+not import ui.see_why, which imports it).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _sentence(event) -> str:
 
 def answer_use_parts(trace: dict, at: Callable[[str], str], name_of: Name, date_html: DateHtml) -> list[str]:
     """The section, or nothing for a trace without the check (no memory, an error, an older trace).
-    `at(part)`: the section's id attribute (ui.panels.trace_html's)."""
+    `at(part)`: the section's id attribute (ui.see_why.trace_html's)."""
     use = trace.get("answer_use") or {}
     if not use:
         return []

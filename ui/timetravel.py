@@ -27,7 +27,7 @@ from sessions.recall import MemoryHistory, Step, memory_history, recall
 from sessions.service import user_message
 from sessions.work import Work
 
-from . import panels
+from . import html_text, panels
 from .events import FAST
 from .graph_view import fragment, graph_data, page_url, short_text
 
@@ -186,7 +186,7 @@ def step_html(history: MemoryHistory, k: int, shown: bool = True) -> str:
     if s.segments:
         items = []
         for seg in s.segments:
-            summary = f"<b>{esc(short_text(panels.segment_title(seg), 120))}</b> · "
+            summary = f"<b>{esc(short_text(html_text.segment_title(seg), 120))}</b> · "
             items.append(
                 f'<li class="segment" data-id="{esc(seg["id"])}">{summary}<span class="mc-muted">'
                 f"{exchanges_text(seg['start'], seg['end'])}</span>"

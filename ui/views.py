@@ -18,7 +18,7 @@ from sessions.db import database_down
 from sessions.service import user_message
 from sessions.work import Busy, Work
 
-from . import panels, session_list
+from . import html_text, panels, see_why, session_list
 from .chat_view import chat_messages
 from .components import Page
 from .data_actions import repair_choices
@@ -71,7 +71,7 @@ class Views:
 
     def session_numbers(self, uid: str) -> dict[str, str]:
         """{session id: its number in the sidebar}: See why names memories by it."""
-        return panels.session_numbers(self.svc.sessions(uid))
+        return html_text.session_numbers(self.svc.sessions(uid))
 
     def session_name(self, uid: str, session_id: str) -> str:
         s = next((s for s in self.svc.sessions(uid) if s.session_id == session_id), None)
@@ -149,7 +149,7 @@ class Views:
             c.session_header: self.header(uid),
             c.sessions: self.session_list(uid),
             c.graph: self.graph(uid, trace),
-            c.why: panels.trace_html(trace, sessions=self.session_numbers(uid)),
+            c.why: see_why.trace_html(trace, sessions=self.session_numbers(uid)),
             c.memory: self.memory_choices(uid),
             c.retry: gr.update(visible=needs_retry(rows)),
             c.date: self.svc.default_next_date(uid),
