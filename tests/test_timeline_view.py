@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 from html import unescape
+from typing import Unpack, cast
 
 import pytest
 
+from memory.trace_types import ChainMemory, RetrievedMemory, Timeline, TraceDict
 from tests.ui_fixtures import PAGE_WAIT, chromium_browser
 from ui import compare_view, see_why
 from ui.graph_view import graph_data, graph_html, static_dir
@@ -26,8 +28,8 @@ CLUB = f"Ann joined a dog club {XSS}"
 SESSIONS = {"s3": "1", "s7": "2", "s18": "15", "s20": "16"}  # internal id -> the sidebar's number
 
 
-def memory(mid: str, event: str, time: str, relation: str = "", used: bool = True, **flags) -> dict:
-    return {
+def memory(mid: str, event: str, time: str, relation: str = "", used: bool = True, **flags) -> ChainMemory:
+    m: ChainMemory = {
         "id": mid,
         "event": event,
         "time": time,
@@ -35,8 +37,10 @@ def memory(mid: str, event: str, time: str, relation: str = "", used: bool = Tru
         "relation": relation,
         "used": used,
         "anchor": flags.get("anchor", False),
-        **({"history": True} if flags.get("history") else {}),
     }
+    if flags.get("history"):
+        m["history"] = True
+    return m
 
 
 # Root to leaf: the dog (cut by the budget), walking it (retrieved; it replaced an earlier memory given as
@@ -51,8 +55,8 @@ TEXT = f"now: [2023-06-01: {WALKS}] before: [2023-05-20: {PORTO}] -(Want)- [2023
 REFINED = "Rex shapes Ann's mornings; she met other owners at a club."
 
 
-def trace(timelines: list[dict], refined: list[str] | None = None, **extra) -> dict:
-    return {
+def trace(timelines: list[Timeline], refined: list[str] | None = None, **extra: Unpack[TraceDict]) -> TraceDict:
+    t: TraceDict = {
         "strategy": "theanine",
         "memories": [
             {"id": "s18:m46", "event": WALKS, "time": "2023-06-01", "session_id": "s18", "score": 0.61},
@@ -61,20 +65,22 @@ def trace(timelines: list[dict], refined: list[str] | None = None, **extra) -> d
         "timelines_raw": timelines,
         "timelines_refined": refined if refined is not None else [],
         "memory_path": "llm",
-        **extra,
     }
+    t.update(extra)
+    return t
 
 
-def chained(**over) -> dict:
-    return {
+def chained(**over: Unpack[Timeline]) -> Timeline:
+    t: Timeline = {
         "anchor": "s18:m46",
         "nodes": ["s18:m46", "s7:m2", "s20:m1"],
         "text": TEXT,
         "covers": [],
         "chain": CHAIN,
         "whole": False,
-        **over,
     }
+    t.update(over)
+    return t
 
 
 def timelines_part(html: str) -> str:
@@ -128,21 +134,21 @@ def test_the_part_that_reached_the_reply_is_marked_and_the_retrieved_memory_star
     assert "3 of 4 memories reached the reply" in text_of(part)
     whole = timelines_part(
         see_why.trace_html(
-            trace([chained(chain=[dict(c, used=True) for c in CHAIN], whole=True)], [REFINED]), sessions=SESSIONS
+            trace([chained(chain=[{**c, "used": True} for c in CHAIN], whole=True)], [REFINED]), sessions=SESSIONS
         )
     )
     assert "mc-node mc-unused" not in whole and "the whole timeline reached the reply" in whole
 
 
 def test_a_memory_another_timeline_gave_says_so():
-    other = {"anchor": "s3:m0", "nodes": ["s3:m0"], "text": f"[2023-05-08: {DOG}]", "chain": [CHAIN[0]]}
+    other: Timeline = {"anchor": "s3:m0", "nodes": ["s3:m0"], "text": f"[2023-05-08: {DOG}]", "chain": [CHAIN[0]]}
     part = timelines_part(see_why.trace_html(trace([chained(), other], [REFINED, ""]), sessions=SESSIONS))
     first = part.split('<li class="timeline"')[1]
     assert "in the reply with timeline 2" in first and "not in the reply: budget" not in first
 
 
 def test_the_refined_text_sits_beside_its_chain_and_unrefined_says_why():
-    second = chained(anchor="s20:m1", chain=[dict(c, anchor=c["id"] == "s20:m1") for c in CHAIN])
+    second = chained(anchor="s20:m1", chain=[{**c, "anchor": c["id"] == "s20:m1"} for c in CHAIN])
     notice = "Timelines are shown as retrieved, not refined: the model is busy"
     part = timelines_part(see_why.trace_html(trace([chained(), second], [REFINED, ""], notices=[notice])))
     first, other = part.split('<li class="timeline"')[1:]
@@ -173,7 +179,7 @@ def test_memories_are_named_and_dated_as_the_sidebar_does():
 
 def test_a_trace_stored_before_chains_is_drawn_from_its_text_each_memory_once():
     # Stored by the previous version: the current fact said first ("now:") and again in its place.
-    old = {
+    old: Timeline = {
         "anchor": "s7:m9",
         "nodes": ["s7:m9", "s3:m0", "s7:m2"],
         "text": f"now: [2023-05-21: {LISBON}] [2023-05-08: {DOG}] -(SameTopic)- [2023-05-20: {PORTO}] "
@@ -354,7 +360,7 @@ def test_a_real_theanine_trace_draws_its_chain_each_memory_once(tmp_path, chroma
 
 def test_trace_tables_round_scores_say_a_shared_value_once_and_list_segments_by_score():
     """Issue 36 item 4: no raw floats, no column repeating one sentence on every row, segments best first."""
-    mems = [
+    mems: list[RetrievedMemory] = [
         {
             "id": "s3:m1",
             "session_id": "s3",
@@ -372,7 +378,7 @@ def test_trace_tables_round_scores_say_a_shared_value_once_and_list_segments_by_
             "built_by": "offline: the session's statements",
         },
     ]
-    trace = {"strategy": "theanine", "memories": mems}
+    trace: TraceDict = {"strategy": "theanine", "memories": mems}
     html = see_why.trace_html(trace, sessions=SESSIONS)
     table = html[html.index('<table class="mc-table mc-mem"') :]
     table = table[: table.index("</table>")]
@@ -382,7 +388,7 @@ def test_trace_tables_round_scores_say_a_shared_value_once_and_list_segments_by_
     mems[1]["built_by"] = "LLM summary"
     table = see_why.trace_html(trace, sessions=SESSIONS)
     assert "<th>made</th>" in table  # different values stay in their column
-    segs = [
+    segs = [  # a stored segment's score may be null
         {
             "id": f"g{i}",
             "session_id": "s3",
@@ -394,5 +400,5 @@ def test_trace_tables_round_scores_say_a_shared_value_once_and_list_segments_by_
         }
         for i, score in enumerate((0.2, 0.9, None, 0.5))
     ]
-    html = see_why.trace_html({"strategy": "secom", "segments": segs}, sessions=SESSIONS)
+    html = see_why.trace_html(cast(TraceDict, {"strategy": "secom", "segments": segs}), sessions=SESSIONS)
     assert re.findall(r'data-id="(g\d)"', html) == ["g1", "g3", "g0", "g2"]

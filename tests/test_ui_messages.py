@@ -7,6 +7,7 @@ import json
 import re
 
 from memory.settings import Settings
+from memory.trace_types import TraceDict
 from sessions import SessionService
 from sessions.users import new_user_id
 from tests import locomo_synth
@@ -21,7 +22,7 @@ RAW = (
 
 
 def test_exception_names_and_tracebacks_become_plain_words():
-    trace = {
+    trace: TraceDict = {
         "strategy": "secom",
         "notices": [RAW],
         "error": "The language model failed: APIConnectionError: Connection error. Your message is saved.",

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 from memory.dates import human_date
 from memory.text import plural
+from memory.trace_types import TraceDict
+from sessions.db import CompareReply
 
 from .html_text import STRATEGY_NAMES, esc, plain, seconds
 from .see_why import trace_html
@@ -21,7 +23,7 @@ def _when(ts: float | None) -> str:
     return f'<span class="mc-date" title="{esc(stamp)}">ran {esc(human_date(stamp))}</span>'
 
 
-def _recalled_summary(trace: dict | None) -> str:
+def _recalled_summary(trace: TraceDict | None) -> str:
     """One line on what a strategy recalled and spent: the fold's title under its reply."""
     if not trace:
         return "What it recalled"
@@ -41,7 +43,7 @@ def _recalled_summary(trace: dict | None) -> str:
     return f"What it recalled: {what} · {cost}"
 
 
-def compare_card_html(strategy: str, result: dict, sessions: Mapping[str, str] | None = None) -> str:
+def compare_card_html(strategy: str, result: CompareReply, sessions: Mapping[str, str] | None = None) -> str:
     """One strategy's answer in a full-width card: the reply first, its memory folded under it."""
     name = STRATEGY_NAMES.get(strategy, strategy)
     state = "" if result.get("done") else f' <span class="mc-muted">({esc(result.get("status"))})</span>'
@@ -66,7 +68,7 @@ def compare_card_html(strategy: str, result: dict, sessions: Mapping[str, str] |
 
 def compare_html(
     message: str,
-    results: dict,
+    results: Mapping[str, CompareReply],
     order,
     when: float | None = None,
     where: str = "",

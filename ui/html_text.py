@@ -54,8 +54,9 @@ def plain(text) -> str:
     return " ".join(t.split())
 
 
-def segment_title(segment: dict, n: int = 80) -> str:
-    """A segment's title: its summary, or (a segment rebuilt after a deletion has none) its opening words."""
+def segment_title(segment: Mapping[str, object], n: int = 80) -> str:
+    """A segment's title (a trace's `Segment` or a stored one): its summary, or (a segment rebuilt
+    after a deletion has none) its opening words."""
     title = " ".join(str(segment.get("summary") or "").split())
     if not title:
         words = " ".join(str(segment.get("text") or segment.get("key") or "").split())

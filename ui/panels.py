@@ -7,6 +7,7 @@ Every text goes through `esc` (ui.html_text) before it reaches the page.
 from __future__ import annotations
 
 from memory.dates import human_date
+from sessions.db import SessionRow
 
 from .html_text import STRATEGY_NAMES, esc, plain
 
@@ -65,7 +66,7 @@ def session_header_html(seq: int | str, date: str, n_messages: int, strategy: st
     )
 
 
-def past_session_header_html(s) -> str:
+def past_session_header_html(s: SessionRow) -> str:
     state = _state(s)
     return (
         f'<div class="mc-session mc-past-head" id="session-header" data-session="{esc(s.session_id)}">'
@@ -75,7 +76,7 @@ def past_session_header_html(s) -> str:
     )
 
 
-def _state(s, building: bool = False) -> str:
+def _state(s: SessionRow, building: bool = False) -> str:
     if s.status == "open":
         return "open now"
     if s.status == "closing":

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 
 from memory.dates import parse as parse_date
 from memory.text import plural
+from memory.trace_types import ChainMemory, RetrievedMemory, Segment, Timeline, TraceDict
 
 from .answer_use_view import answer_use_parts
 from .graph_view import RELATIONS
@@ -32,7 +33,7 @@ def notice_html(text) -> str:
     return f'<details class="mc-notice"><summary>ℹ {esc(head)}</summary><div>{esc(t)}</div></details>'
 
 
-def _key_label(segment: dict) -> str:
+def _key_label(segment: Segment) -> str:
     return "compressed key" if segment.get("compressed", True) else "key (not compressed: the original text)"
 
 
@@ -61,7 +62,7 @@ def _score(x) -> str:
 
 
 def trace_html(
-    trace: dict | None, title: str = "Why this reply", main: bool = True, sessions: Mapping[str, str] | None = None
+    trace: TraceDict | None, title: str = "Why this reply", main: bool = True, sessions: Mapping[str, str] | None = None
 ) -> str:
     """The "See why" panel of one reply: what was retrieved and what it cost.
 
@@ -102,7 +103,7 @@ def trace_html(
     return "".join(out)
 
 
-def _theanine_parts(trace: dict, at: Callable[[str], str], sessions: Mapping[str, str] | None = None) -> list[str]:
+def _theanine_parts(trace: TraceDict, at: Callable[[str], str], sessions: Mapping[str, str] | None = None) -> list[str]:
     """Retrieved memories, then each timeline drawn as a chain beside its refined text."""
     mems = trace.get("memories") or []
     out = [f"<section{at('why-memories')}><h5>Retrieved memories</h5>"]
@@ -161,26 +162,26 @@ CHAIN_CSS = (
 _PIECE = re.compile(r"(?:^|(?<=\]\s))(?:-\((?P<rel>[A-Za-z]+)\)-\s)?(?:(?P<tag>now|history|before):\s)?\[")
 
 
-def _known_memories(mems: list[dict]) -> dict[str, dict]:
+def _known_memories(mems: list[RetrievedMemory]) -> dict[str, RetrievedMemory]:
     """The memories a trace names, by id: the retrieved ones and those that superseded them."""
-    known: dict[str, dict] = {}
+    known: dict[str, RetrievedMemory] = {}
     for m in mems:
         by = m.get("superseded_by")
         if isinstance(by, dict) and by.get("id"):
-            known.setdefault(str(by["id"]), by)
+            known.setdefault(str(by["id"]), RetrievedMemory(**by))
         if m.get("id"):
             known[str(m["id"])] = m
     return known
 
 
-def _memory_table(mems: list[dict], sessions: Mapping[str, str] | None) -> str:
+def _memory_table(mems: list[RetrievedMemory], sessions: Mapping[str, str] | None) -> str:
     """The retrieved memories, named and dated as the sidebar does (the stored id in the name's title),
     scores rounded; how they were made is said once above the table when it is the same for all."""
     made = {str(m.get("built_by") or "") for m in mems}
     once = len(made) == 1
     cols = ("memory", "event", "date", "score") + (() if once else ("made",))
 
-    def cells(m: dict) -> list[str]:
+    def cells(m: RetrievedMemory) -> list[str]:
         out = [
             f'<td data-label="memory" title="{esc(m.get("id"))}">'
             f"{esc(memory_name(m.get('id'), m.get('session_id'), sessions))}</td>",
@@ -196,7 +197,7 @@ def _memory_table(mems: list[dict], sessions: Mapping[str, str] | None) -> str:
     return f'{note}<table class="mc-table mc-mem"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
-def _pieces(text: str) -> list[dict]:
+def _pieces(text: str) -> list[dict[str, str]]:
     """A raw timeline's text ("[time: event] -(Cause)- [time: event]", with "now: [...]" on a memory that
     replaced earlier ones and "history: [...]" or "before: [...]" on those) cut into its memories; []
     when it does not read so."""
@@ -216,7 +217,7 @@ def _pieces(text: str) -> list[dict]:
     return out
 
 
-def _chain(t: dict, known: dict[str, dict]) -> list[dict]:
+def _chain(t: Timeline, known: Mapping[str, RetrievedMemory]) -> list[ChainMemory]:
     """A timeline's memories root to leaf, each once: {id, event, time, session_id, relation (from the
     one before), used (reached the reply), anchor (the retrieved memory), history (an earlier version of
     the anchor given with it)}. From the trace's "chain" when it has one; else read from its text (a
@@ -225,7 +226,7 @@ def _chain(t: dict, known: dict[str, dict]) -> list[dict]:
     anchor = str(t.get("anchor") or "")
     chain = [c for c in t.get("chain") or [] if isinstance(c, dict)]
     if chain:
-        out: list[dict] = []
+        out: list[ChainMemory] = []
         seen: set[str] = set()
         for c in chain:
             cid = str(c.get("id") or "")
@@ -235,8 +236,8 @@ def _chain(t: dict, known: dict[str, dict]) -> list[dict]:
             out.append(
                 {
                     "id": cid,
-                    "event": c.get("event"),
-                    "time": c.get("time"),
+                    "event": c.get("event", ""),
+                    "time": c.get("time", ""),
                     "session_id": c.get("session_id") or "",
                     "relation": str(c.get("relation") or ""),
                     "used": bool(c.get("used", cid in nodes)),
@@ -252,8 +253,8 @@ def _chain(t: dict, known: dict[str, dict]) -> list[dict]:
             out.append(
                 {
                     "id": nid,
-                    "event": m.get("event"),
-                    "time": m.get("time"),
+                    "event": m.get("event") or "",
+                    "time": m.get("time") or "",
                     "session_id": m.get("session_id") or "",
                     "relation": "",
                     "used": True,
@@ -290,7 +291,7 @@ def _chain(t: dict, known: dict[str, dict]) -> list[dict]:
     ]
 
 
-def _memory_box(c: dict, sessions: Mapping[str, str] | None, elsewhere: dict[str, int], inner: str = "") -> str:
+def _memory_box(c: ChainMemory, sessions: Mapping[str, str] | None, elsewhere: dict[str, int], inner: str = "") -> str:
     """One memory of a chain: its name and date, its event; starred when retrieved, dimmed when it did
     not reach the reply (with why); `inner` inside it (the earlier versions a retrieved memory replaced)."""
     cls = "mc-node " + ("mc-used" if c["used"] else "mc-unused")
@@ -314,7 +315,7 @@ def _memory_box(c: dict, sessions: Mapping[str, str] | None, elsewhere: dict[str
     )
 
 
-def _not_refined(trace: dict, t: dict, i: int) -> str:
+def _not_refined(trace: TraceDict, t: Timeline, i: int) -> str:
     """Why a timeline went to the reply unrefined, in the trace's words where it has them."""
     if trace.get("memory_path") == "offline" and not trace.get("timelines_refined"):
         return "<i>(not refined: no LLM step with the bundled model; its refinement adds 6 s or more per reply)</i>"
@@ -340,7 +341,11 @@ def _not_refined(trace: dict, t: dict, i: int) -> str:
 
 
 def _timeline_html(
-    trace: dict, raw: list[dict], i: int, known: dict[str, dict], sessions: Mapping[str, str] | None
+    trace: TraceDict,
+    raw: list[Timeline],
+    i: int,
+    known: Mapping[str, RetrievedMemory],
+    sessions: Mapping[str, str] | None,
 ) -> str:
     """One timeline: its chain (memories joined by arrows carrying their relation) and its refined text."""
     t = raw[i]
@@ -402,7 +407,7 @@ def _timeline_html(
     )
 
 
-def _secom_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
+def _secom_parts(trace: TraceDict, at: Callable[[str], str]) -> list[str]:
     """Retrieved segments: date, score, summary, the key retrieval read, the original text."""
     segs = sorted(trace.get("segments") or [], key=lambda s: -_num(s.get("score")))  # best first
     out = [f"<section{at('why-segments')}><h5>Retrieved segments ({len(segs)}, best score first)</h5>"]
@@ -423,7 +428,7 @@ def _secom_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
     return out
 
 
-def _cost_parts(trace: dict, at: Callable[[str], str]) -> list[str]:
+def _cost_parts(trace: TraceDict, at: Callable[[str], str]) -> list[str]:
     """Every LLM call (purpose, tokens, time, status) and the step timings."""
     calls = trace.get("llm_calls") or []
     rows = [

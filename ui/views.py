@@ -13,6 +13,7 @@ import gradio as gr
 
 from memory.dates import date_positions, human_date
 from memory.errors import InvalidOptions
+from memory.trace_types import TraceDict
 from sessions import SessionService, UserError
 from sessions.db import database_down
 from sessions.service import user_message
@@ -34,7 +35,7 @@ def needs_retry(rows) -> bool:
     return bool(rows) and (rows[-1].status == "error" or rows[-1].role == "user")
 
 
-def retrieved_ids(trace: dict | None) -> set[str]:
+def retrieved_ids(trace: TraceDict | None) -> set[str]:
     """The memories a reply's trace gave the reply: those of the timelines packed into its prompt (starred in
     the graph)."""
     ids: set[str] = set()
@@ -44,7 +45,7 @@ def retrieved_ids(trace: dict | None) -> set[str]:
     return ids
 
 
-def ranked_ids(trace: dict | None) -> set[str]:
+def ranked_ids(trace: TraceDict | None) -> set[str]:
     """The memories retrieval ranked for a reply that did not reach it (the budget cut them): drawn apart
     from those the reply read."""
     ranked = {str(m.get("id")) for m in (trace or {}).get("memories") or [] if isinstance(m, dict)}
@@ -83,7 +84,7 @@ class Views:
 
         return lookup
 
-    def graph(self, uid: str, trace: dict | None = None, found=(), open_id: str = "") -> str:
+    def graph(self, uid: str, trace: TraceDict | None = None, found=(), open_id: str = "") -> str:
         job = self.building(uid)
         if job is not None:
             # The graph is being written; reading it would wait for the build.
@@ -135,7 +136,7 @@ class Views:
             selected = None  # a session folded away: none chosen
         return gr.update(choices=choices, value=selected or open_id)
 
-    def view(self, uid: str, trace: dict | None = None, use_last_trace: bool = False) -> dict:
+    def view(self, uid: str, trace: TraceDict | None = None, use_last_trace: bool = False) -> dict:
         """Everything that depends on the user's data (showing the open session)."""
         c = self.c
         rows = self.svc.messages(uid)

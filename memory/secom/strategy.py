@@ -28,7 +28,7 @@ import math
 import re
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from ..protocols import VectorStore
 from ..records import SessionRecord, exchanges
 from ..tokens import count_tokens
 from ..trace import Trace
+from ..trace_types import Segment
 from .compression import Compressor
 from .exchanges import exchange_lines
 from .present import asks_present
@@ -352,7 +353,7 @@ class SecomMemory:
                     "segment keys are the original text (not compressed: "
                     f"{self.compressor_note if self.compressor is None else 'compression off or failed'})"
                 )
-            trace.segments = list(picked)
+            trace.segments = cast(list[Segment], list(picked))  # unit.meta's keys less "_ts": a Segment
             return picked
         finally:
             trace.timings["secom_retrieve"] = trace.timings.get("secom_retrieve", 0.0) + time.perf_counter() - t0
