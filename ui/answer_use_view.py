@@ -9,18 +9,15 @@ not import ui.see_why, which imports it).
 from __future__ import annotations
 
 from collections.abc import Callable
-from html import escape
 
 from memory.answer_use import marked
 from memory.text import plural
 from memory.trace_types import AnswerSource, StaleValue, TraceDict
 
+from .html_text import esc
+
 Name = Callable[[object, object], str]  # (memory id, session id) -> its name as the sidebar numbers sessions
 DateHtml = Callable[[object], str]  # a stored date -> HTML in the page's date style
-
-
-def esc(value) -> str:
-    return escape("" if value is None else str(value), quote=True)
 
 
 STYLE = (

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from html import escape
 
 import gradio as gr
 
@@ -30,6 +29,7 @@ from sessions.work import Work
 from . import html_text, panels
 from .events import FAST
 from .graph_view import fragment, graph_data, page_url, short_text
+from .html_text import esc
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,6 @@ POST_STEP_JS = """(k) => {
   const f = frame();
   if (f && f.contentWindow) f.contentWindow.postMessage({ttStep: Number(k)}, '*');
 }"""
-
-
-def esc(value) -> str:
-    return escape("" if value is None else str(value), quote=True)
 
 
 # --- the frame ------------------------------------------------------------------------------------
