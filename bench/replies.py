@@ -36,6 +36,7 @@ from pathlib import Path
 
 from memory.evaluation.machine import machine
 from memory.files import atomic_write_json
+from memory.trace_types import TraceDict
 
 from .common import parser, percentile, progress, str_list
 from .reply_scores import Question, paired, parrots, score
@@ -140,7 +141,9 @@ def ask(svc, uid: str, q: Question, first: bool, strategy: str) -> dict:
         if upd.kind == "done":
             done = upd
     complete = time.perf_counter() - t0
-    trace = (done.trace if done else None) or {}
+    trace: TraceDict = {}
+    if done and done.trace:
+        trace = done.trace
     reply = done.text if done else ""
     timings = trace.get("timings") or {}
     counters = trace.get("counts") or {}

@@ -34,6 +34,7 @@ from pathlib import Path
 from memory.evaluation.conversations import load_samples
 from memory.evaluation.machine import machine
 from memory.files import atomic_write_json
+from memory.trace_types import LLMCallDict, TraceDict
 
 from .answer_score import normalise, token_f1
 from .common import parser, percentile, progress
@@ -108,8 +109,9 @@ class App:
         self._log.close()
 
 
-def reply_call(trace: dict) -> dict:
-    return next((c for c in reversed(trace.get("llm_calls") or []) if c.get("purpose") == "reply"), {})
+def reply_call(trace: TraceDict) -> LLMCallDict:
+    none: LLMCallDict = {}
+    return next((c for c in reversed(trace.get("llm_calls") or []) if c.get("purpose") == "reply"), none)
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -189,6 +191,7 @@ def main(argv: list[str]) -> int:
             )
             for i, q in enumerate(questions):
                 t1 = time.perf_counter()
+                trace: TraceDict  # /send_message's second output: the reply's trace as JSON
                 reply, trace = client.predict(uid, q.question, a.strategy, api_name="/send_message")
                 complete = time.perf_counter() - t1
                 call = reply_call(trace)

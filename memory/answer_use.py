@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING
 from .bm25 import tokenize
 from .dates import parse as parse_date
 from .trace import Trace
+from .trace_types import AnswerSource, AnswerUse, MemoryRef, Segment, StaleValue
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from .theanine.graph import MemoryGraph
 
@@ -138,11 +139,11 @@ def reached_lines(trace: Trace) -> list[Line]:
     return out
 
 
-def _sid(d: dict) -> str:
+def _sid(d: Mapping[str, object]) -> str:
     return str(d.get("session_id") or "")
 
 
-def changes_behind(graph: MemoryGraph, segments: list[dict]) -> list[tuple[dict, dict]]:
+def changes_behind(graph: MemoryGraph, segments: list[Segment]) -> list[tuple[MemoryRef, MemoryRef]]:
     """(old, current) for each THEANINE memory made from the turns of `segments` that a `Changed`
     edge replaced: SeCom's segments know no change, the graph built from the same sessions does."""
     turns = {str(t) for s in segments for t in s.get("covers") or ()}
@@ -150,15 +151,17 @@ def changes_behind(graph: MemoryGraph, segments: list[dict]) -> list[tuple[dict,
     for m in graph.memories():
         if turns & set(m.turns) and (cur := graph.current(m.id)) != m.id:
             c = graph.memory(cur)
-            out.append(({"id": m.id, "event": m.event, "time": m.time}, {"id": c.id, "event": c.event, "time": c.time}))
+            out.append((MemoryRef(id=m.id, event=m.event, time=m.time), MemoryRef(id=c.id, event=c.event, time=c.time)))
     return out
 
 
-def superseded(trace: Trace, changes: Iterable[tuple[dict, dict]] = ()) -> dict[str, tuple[dict, dict]]:
+def superseded(
+    trace: Trace, changes: Iterable[tuple[MemoryRef, MemoryRef]] = ()
+) -> dict[str, tuple[MemoryRef, MemoryRef]]:
     """{old memory id: (the old memory, the memory that holds its fact now)}, from what the trace
     records: a retrieved memory's `superseded_by`, the earlier versions a timeline gave with its
     (current) anchor, and a `Changed` arrow along a timeline; and `changes` (`changes_behind`)."""
-    out: dict[str, tuple[dict, dict]] = {str(old.get("id")): (old, cur) for old, cur in changes}
+    out: dict[str, tuple[MemoryRef, MemoryRef]] = {str(old.get("id")): (old, cur) for old, cur in changes}
     for m in trace.memories:
         by = m.get("superseded_by")
         if isinstance(by, dict) and by.get("id"):
@@ -182,7 +185,7 @@ def keys(text: str) -> set[str]:
 
 def match(
     reply: str, line: Line, said: set[str], got: set[str] | None = None, rare: frozenset[str] = frozenset()
-) -> dict | None:
+) -> AnswerSource | None:
     """What `line` shares with the reply beyond the person's words, or None when it is no source.
     `got`: the reply's word keys, when the caller has them; `rare`: words no other line that reached the
     reply holds (one of them, long enough, names its line: a one-word answer such as "peanuts")."""
@@ -266,11 +269,11 @@ def _values(text: str, other: str) -> list[Word]:
     return list({w.key: w for w in pick}.values())
 
 
-def stale_values(reply: str, old: dict[str, tuple[dict, dict]]) -> list[dict]:
+def stale_values(reply: str, old: dict[str, tuple[MemoryRef, MemoryRef]]) -> list[StaleValue]:
     """Every replaced memory of `old` (`superseded`) whose own value the reply names while it names
     none of the current one's."""
     got = keys(reply)
-    out = []
+    out: list[StaleValue] = []
     for old_id, (was, cur) in old.items():
         old_text, cur_text = str(was.get("event") or ""), str(cur.get("event") or "")
         named = [w.surface for w in _values(old_text, cur_text) if w.key in got]
@@ -287,7 +290,9 @@ def stale_values(reply: str, old: dict[str, tuple[dict, dict]]) -> list[dict]:
     return out
 
 
-def answer_use(reply: str, trace: Trace, said: list[str], changes: Iterable[tuple[dict, dict]] = ()) -> dict:
+def answer_use(
+    reply: str, trace: Trace, said: list[str], changes: Iterable[tuple[MemoryRef, MemoryRef]] = ()
+) -> AnswerUse:
     """Where the reply's words came from among the memory lines that reached it, and the stale values
     it names. `said`: what the person typed (the message, their earlier turns); `changes`: replaced
     memories the trace does not record (`changes_behind`, for SeCom). {} without memory."""
@@ -304,5 +309,7 @@ def answer_use(reply: str, trace: Trace, said: list[str], changes: Iterable[tupl
     for m in found:
         if m["kind"] == "memory" and m["id"] in old:
             cur = old[m["id"]][1]
-            m["superseded_by"] = {k: str(cur.get(k) or "") for k in ("id", "event", "time")}
+            m["superseded_by"] = MemoryRef(
+                id=str(cur.get("id") or ""), event=str(cur.get("event") or ""), time=str(cur.get("time") or "")
+            )
     return {"checked": len(lines), "sources": found[:MAX_SOURCES], "stale": stale_values(reply, old)}

@@ -6,7 +6,7 @@ and gets back. memory/registry.py names the designs the agent can pick.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -144,7 +144,7 @@ class MemoryDesign(Protocol):
 
     def retrieve(
         self, user_id: str, query: str, options: Options, trace: Trace, /, *, sessions: set[str] | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> Sequence[Mapping[str, object]]:
         """The design's own retrieved items for `query` (timelines, segments), filling the trace."""
 
     def recall(self, user_id: str, options: Options, trace: Trace, ask: RecallRequest) -> Recall:

@@ -1,13 +1,17 @@
 """The trace of one reply or one session close: what was retrieved and what it cost.
 
-The UI renders it and the benchmarks read it; `to_dict()` is JSON-safe.
+The UI renders it and the benchmarks read it; `to_dict()` is JSON-safe, its shape declared in
+memory.trace_types.
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from copy import deepcopy
+from dataclasses import dataclass, field
+
+from .trace_types import AnswerUse, LLMCallDict, RetrievedMemory, Segment, Timeline, TraceDict
 
 
 @dataclass
@@ -20,20 +24,31 @@ class LLMCall:
     detail: str = ""  # what went wrong, never a secret
     reasoning: str = ""  # a reasoning model's thinking, kept out of the answer (See why shows it folded)
 
+    def to_dict(self) -> LLMCallDict:
+        return LLMCallDict(
+            purpose=self.purpose,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            seconds=self.seconds,
+            status=self.status,
+            detail=self.detail,
+            reasoning=self.reasoning,
+        )
+
 
 @dataclass
 class Trace:
     strategy: str  # theanine | secom | none
-    memories: list[dict] = field(default_factory=list)  # THEANINE: retrieved {id, event, time, session_id, score}
-    timelines_raw: list[dict] = field(default_factory=list)  # {"anchor", "nodes": [ids], "text"}
+    memories: list[RetrievedMemory] = field(default_factory=list)  # THEANINE: the top-k retrieved
+    timelines_raw: list[Timeline] = field(default_factory=list)  # THEANINE: the timelines packed for the reply
     timelines_refined: list[str] = field(default_factory=list)
-    segments: list[dict] = field(default_factory=list)  # SeCom: {id, session_id, date, text, key, summary, score}
+    segments: list[Segment] = field(default_factory=list)  # SeCom: the segments packed for the reply
     llm_calls: list[LLMCall] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step
     notices: list[str] = field(default_factory=list)  # e.g. "compression unavailable: ..."
     counts: dict[str, int] = field(default_factory=dict)  # the size of a step's work, e.g. {"relation_pairs": 12}
     # memory.answer_use: the memory lines the reply's words came from, and stale values it named
-    answer_use: dict = field(default_factory=dict)
+    answer_use: AnswerUse = field(default_factory=AnswerUse)
     memory_path: str = ""  # "llm" | "offline": whether LLM memory steps ran
     error: str | None = None  # a user-facing message, never a stack trace
 
@@ -56,8 +71,21 @@ class Trace:
     def tokens(self) -> int:
         return sum(c.prompt_tokens + c.completion_tokens for c in self.llm_calls)
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["n_llm_calls"] = len(self.llm_calls)
-        d["tokens"] = self.tokens
-        return d
+    def to_dict(self) -> TraceDict:
+        """A copy: changing it leaves the trace as it was."""
+        return TraceDict(
+            strategy=self.strategy,
+            memories=deepcopy(self.memories),
+            timelines_raw=deepcopy(self.timelines_raw),
+            timelines_refined=list(self.timelines_refined),
+            segments=deepcopy(self.segments),
+            llm_calls=[c.to_dict() for c in self.llm_calls],
+            timings=dict(self.timings),
+            notices=list(self.notices),
+            counts=dict(self.counts),
+            answer_use=deepcopy(self.answer_use),
+            memory_path=self.memory_path,
+            error=self.error,
+            n_llm_calls=len(self.llm_calls),
+            tokens=self.tokens,
+        )

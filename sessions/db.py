@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
+from memory.trace_types import CloseReportDict, TraceDict
 from memory.userspace import user_key
 
 from . import schema
@@ -246,7 +247,7 @@ class SessionRow:
     created_at: float
     closed_at: float | None
     close_error: str | None
-    report: dict | None
+    report: CloseReportDict | None
     n_messages: int = 0
     number: int = 0  # the session's place in time order, 1.. (set by Lifecycle.sessions; 0 = not computed)
     damaged: str = ""  # the JSON column that could not be read (quarantined), else ""
@@ -268,7 +269,7 @@ class MessageRow:
     error: str | None
     strategy: str | None
     reply_to: int | None
-    trace: dict | None
+    trace: TraceDict | None
     created_at: float
     source_turn_id: str | None = None  # the turn's id in an imported history (LoCoMo "D3:7")
     turn_no: int | None = None  # its number in the session (rows stored before numbering: their id)
@@ -283,6 +284,17 @@ class MessageRow:
 def chat_turn_id(session_id: str, turn_no: int | None, message_id: int) -> str:
     """A chat message's turn id: "s3:4", the 4th message of session 3 (a row stored before the numbering: its id)."""
     return f"{session_id}:{turn_no or message_id}"
+
+
+class CompareReply(TypedDict, total=False):
+    """One strategy's answer in a comparison (sessions.lifecycle's `Chat.compare`), as the page draws it and
+    the database stores it (total=False: a stored run of an earlier version may lack a key)."""
+
+    text: str  # the reply so far
+    status: str  # waiting | what the agent is doing | answering | done | failed
+    trace: TraceDict | None  # the reply's trace, once done
+    error: str | None  # a message for people
+    done: bool
 
 
 R = TypeVar("R", "SessionRow", "MessageRow")

@@ -10,17 +10,17 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from memory.dates import DateError, human_date, iso_date, iso_key, today
 from memory.dates import check as read_date
 from memory.dates import parse as parse_date
 from memory.errors import LLMError, StoreUnavailable
-from memory.records import Progress, SessionRecord, Turn
+from memory.records import CloseReport, Progress, SessionRecord, Turn
 from memory.settings import COMPARE_COLUMNS, LLMConfig, Options
 from memory.text import clean_obj, clean_text, plural
+from memory.trace_types import CloseReportDict, TraceDict
 
-from .db import NOT_STORED, DatabaseUnavailable, UserError, database_down
+from .db import NOT_STORED, CompareReply, DatabaseUnavailable, UserError, database_down
 from .store import MessageRow, SessionRow, Store
 
 # --- lifecycle ---------------------------------------------------
@@ -70,7 +70,7 @@ def in_time_order(rows: list[SessionRow]) -> list[SessionRow]:
 @dataclass
 class CloseOutcome:
     session_id: str
-    report: dict | None = None  # CloseReport as JSON (with trace) when the build completed
+    report: CloseReportDict | None = None  # CloseReport as JSON (with trace) when the build completed
     error: str | None = None  # a message for people when it did not
 
 
@@ -85,7 +85,7 @@ class EndResult:
         return [c.error for c in self.closed if c.error]
 
 
-def report_dict(report) -> dict:
+def report_dict(report: CloseReport) -> CloseReportDict:
     return {
         "session_id": report.session_id,
         "already_built": report.already_built,
@@ -281,7 +281,7 @@ class ChatUpdate:
     status: str = ""  # what the agent is doing
     message_id: int | None = None  # the stored user message
     reply_id: int | None = None  # the stored reply ("done")
-    trace: dict | None = None  # the reply's trace ("done")
+    trace: TraceDict | None = None  # the reply's trace ("done")
     error: str | None = None  # a message for people ("done" when the reply failed)
 
 
@@ -297,7 +297,7 @@ def check_message(text: str | None) -> str:
     return text
 
 
-def _follow(r: dict[str, Any], events: Iterator, lock: threading.Lock) -> Iterator[None]:
+def _follow(r: CompareReply, events: Iterator, lock: threading.Lock) -> Iterator[None]:
     """Consume one strategy's reply events into its result `r` (under `lock`), yielding after each change."""
     try:
         for ev in events:
@@ -320,7 +320,7 @@ def _follow(r: dict[str, Any], events: Iterator, lock: threading.Lock) -> Iterat
     yield
 
 
-def _in_parallel(results: dict[str, dict[str, Any]], runs: dict[str, Iterator]) -> Iterator[dict]:
+def _in_parallel(results: dict[str, CompareReply], runs: dict[str, Iterator]) -> Iterator[dict[str, CompareReply]]:
     """Every run in its own thread; yields a copy of `results` whenever some changed (changes that came
     together are shown together). Closing this generator stops the runs at their next event."""
     lock, stop = threading.Lock(), threading.Event()
@@ -348,7 +348,7 @@ def _in_parallel(results: dict[str, dict[str, Any]], runs: dict[str, Iterator]) 
                 items.append(changed.get())
             running -= items.count(None)
             with lock:
-                snapshot = {s: dict(r) for s, r in results.items()}
+                snapshot = {s: r.copy() for s, r in results.items()}
             yield snapshot
     finally:
         stop.set()
@@ -410,7 +410,7 @@ class Chat:
         llm: LLMConfig | None,
     ) -> Iterator[ChatUpdate]:
         text, error = "", None
-        trace: dict | None = None
+        trace: TraceDict | None = None
         try:
             for ev in self.agent.reply(user_id, history, message, session.date, options, llm):
                 # The model's text arrives cleaned (LLMSession cleans what a model writes, once). The trace is
@@ -460,7 +460,7 @@ class Chat:
         options: Options,
         llm: LLMConfig | None,
         strategies: tuple[str, ...] = COMPARE_COLUMNS,
-    ) -> Iterator[dict]:
+    ) -> Iterator[dict[str, CompareReply]]:
         """The same message answered by every strategy on the same history (and THEANINE at the paper's
         setting: `Options.for_column`): at once on an endpoint, one
         after the other on the embedded model (it answers one call at a time; each card is shown as
@@ -472,7 +472,7 @@ class Chat:
         message = check_message(message)
         session = self.lifecycle.current(user_id)
         history = history_before(self.store.messages(user_id, session.session_id), session)
-        results: dict[str, dict[str, Any]] = {
+        results: dict[str, CompareReply] = {
             s: {"text": "", "status": "waiting", "trace": None, "error": None, "done": False} for s in strategies
         }
         yield results

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,10 +28,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from memory.text import clean_obj, register_secret
+from memory.trace_types import CloseReportDict, TraceDict
 from memory.userspace import user_key
 
 from . import damage, db, migrations, schema
-from .db import Damage, MessageRow, R, SessionRow, chat_turn_id, row_of
+from .db import CompareReply, Damage, MessageRow, R, SessionRow, chat_turn_id, row_of
 from .schema import compares as C
 from .schema import messages as M
 from .schema import sessions as S
@@ -235,7 +236,7 @@ class Store:
                 return None
             return self._insert_session(c, user_id, next_date, "open", "chat")
 
-    def mark_closed(self, user_id: str, session_id: str, report: dict) -> None:
+    def mark_closed(self, user_id: str, session_id: str, report: CloseReportDict) -> None:
         with self._write() as c:
             c.execute(
                 S.update()
@@ -376,7 +377,7 @@ class Store:
         reply_to: int,
         text: str,
         strategy: str,
-        trace: dict | None,
+        trace: TraceDict | None,
         error: str | None = None,
     ) -> int:
         """The assistant's reply to message `reply_to`, or (error set) the record of a failed one."""
@@ -430,7 +431,7 @@ class Store:
         return self._read_row(MessageRow, user_id, q)
 
     # --- compare runs --------------------------------------------------------------------
-    def add_compare(self, user_id: str, session_id: str, message: str, results: dict) -> int:
+    def add_compare(self, user_id: str, session_id: str, message: str, results: Mapping[str, CompareReply]) -> int:
         with self._write() as c:
             return int(
                 c.execute(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from memory.dates import human_date, iso_key
 from memory.records import Progress
 from memory.theanine.strategy import KIND as THEANINE_KIND
+from memory.trace_types import AnswerSource, AnswerUse, MemoryRef, Segment, StaleValue, Timeline, TraceDict
 from memory.userspace import user_key
 
 from . import damage, db
@@ -75,11 +76,11 @@ def excerpt(text: str, f: Forgotten) -> str:
     return f.replace(text)
 
 
-def trace(t: dict, f: Forgotten) -> dict:
+def trace(t: TraceDict, f: Forgotten) -> TraceDict:
     """A reply trace without the forgotten memory; `t` is not changed."""
-    out = dict(t)
+    out = t.copy()
     out["memories"] = [
-        dict(m, event=f.replace(str(m.get("event", ""))))
+        {**m, "event": f.replace(str(m.get("event", "")))}
         for m in t.get("memories") or []
         if str(m.get("id")) not in f.memory_ids
     ]
@@ -94,10 +95,13 @@ def trace(t: dict, f: Forgotten) -> dict:
         aligned = len(refined) == len(raw)
         out["timelines_refined"] = [f.replace(str(refined[i])) for i in keep] if aligned else []
     out["segments"] = [
-        {
-            k: f.replace(v) if isinstance(v, str) and k in ("text", "context", "key", "summary") else v
-            for k, v in s.items()
-        }
+        cast(  # the same keys, its texts scrubbed
+            Segment,
+            {
+                k: f.replace(v) if isinstance(v, str) and k in ("text", "context", "key", "summary") else v
+                for k, v in s.items()
+            },
+        )
         for s in t.get("segments") or []
         if not f.turn_ids & set(s.get("covers") or []) and not f.turn_ids & set(str(s.get("turn_ids", "")).split(","))
     ]
@@ -106,7 +110,7 @@ def trace(t: dict, f: Forgotten) -> dict:
     return out
 
 
-def _answer_use(u: dict, f: Forgotten) -> dict:
+def _answer_use(u: AnswerUse, f: Forgotten) -> AnswerUse:
     """Whether the reply used its memory (memory.answer_use) without the forgotten memory: a source
     that is it or holds its turns, and a stale value it is part of, are left out."""
 
@@ -114,34 +118,34 @@ def _answer_use(u: dict, f: Forgotten) -> dict:
         d = d if isinstance(d, dict) else {}
         return str(d.get("id")) in f.memory_ids or bool(f.turn_ids & set(d.get("covers") or []))
 
-    def event(m: dict) -> dict:
-        return dict(m, event=f.replace(str(m.get("event", ""))))
+    def event(m: MemoryRef) -> MemoryRef:
+        return {**m, "event": f.replace(str(m.get("event", "")))}
 
-    sources = []
+    sources: list[AnswerSource] = []
     for s in u.get("sources") or []:
         if not gone(s):
-            s = dict(s, text=f.replace(str(s.get("text", ""))))
+            s = {**s, "text": f.replace(str(s.get("text", "")))}
             by = s.pop("superseded_by", None)
             if isinstance(by, dict) and not gone(by):
                 s["superseded_by"] = event(by)
             sources.append(s)
-    stale = [
-        dict(s, old=event(s["old"]), current=event(s["current"]))
+    stale: list[StaleValue] = [
+        {**s, "old": event(s["old"]), "current": event(s["current"])}
         for s in u.get("stale") or []
         if isinstance(s.get("old"), dict)
         and isinstance(s.get("current"), dict)
         and not (gone(s["old"]) or gone(s["current"]))
     ]
-    return dict(u, sources=sources, stale=stale)
+    return {**u, "sources": sources, "stale": stale}
 
 
-def _timeline(t: dict, f: Forgotten) -> dict:
+def _timeline(t: Timeline, f: Forgotten) -> Timeline:
     """A raw timeline without the forgotten memory: its text, and its chain (the whole timeline See
     why draws, memories that did not reach the reply included) without that memory."""
-    out = dict(t, text=f.replace(str(t.get("text", ""))))
+    out: Timeline = {**t, "text": f.replace(str(t.get("text", "")))}
     if "chain" in t:
         out["chain"] = [
-            dict(m, event=f.replace(str(m.get("event", ""))))
+            {**m, "event": f.replace(str(m.get("event", "")))}
             for m in t.get("chain") or []
             if str(m.get("id")) not in f.memory_ids
         ]
@@ -153,7 +157,7 @@ def value(v: Any, f: Forgotten) -> Any:
     report's trace) are scrubbed."""
     if isinstance(v, dict):
         if "timelines_raw" in v or "memories" in v or "segments" in v:
-            return trace(v, f)
+            return trace(cast(TraceDict, v), f)  # a stored value with a trace's keys is a trace
         return {
             k: [m for m in x if m not in f.memory_ids] if k == "new_memories" and isinstance(x, list) else value(x, f)
             for k, x in v.items()

@@ -26,6 +26,7 @@ from memory.agent import MemoryAgent
 from memory.embeddings import make_embedder
 from memory.locomo_format import load_sessions, questions
 from memory.settings import Options
+from memory.trace_types import AnswerUse
 from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedLLM, offline_agent
 
@@ -42,7 +43,7 @@ GENERIC = (
 PER_SAMPLE = 15
 
 
-def checked(agent: MemoryAgent, uid: str, question: str, opts: Options) -> tuple[dict, set[str]]:
+def checked(agent: MemoryAgent, uid: str, question: str, opts: Options) -> tuple[AnswerUse, set[str]]:
     """The reply's answer-use check, and the turns whose words reached its prompt."""
     trace = list(agent.reply(uid, [], question, "2024-01-01", opts))[-1].trace
     assert trace is not None and trace.error is None, trace

@@ -112,7 +112,7 @@ class Replica:
         t0 = time.perf_counter()
         mid = self.store.add_user_message(uid, sid, "timed write")
         assert mid is not None
-        self.store.add_reply(uid, sid, mid, "timed reply", "none", {"n": 1})
+        self.store.add_reply(uid, sid, mid, "timed reply", "none", {"tokens": 1})
         self.out["store write"].append(time.perf_counter() - t0)
 
 

@@ -12,9 +12,10 @@ import pytest
 from memory.answer_use import Line, marked, match, named_date, words
 from memory.records import SessionRecord, Turn
 from memory.settings import Options
+from memory.trace_types import TraceDict
 from sessions import upkeep
 from tests.fakes import ScriptedLLM, offline_agent
-from ui.panels import trace_html
+from ui.see_why import trace_html
 
 PORTO = "I live in Porto with my two roommates."
 LISBON = "I live in Lisbon now, the move went smoothly."
@@ -126,13 +127,17 @@ def test_forgetting_a_memory_takes_it_out_of_the_check(agent):
 
 
 def test_the_page_escapes_what_it_quotes_and_marks_whole_words():
-    trace = {
+    trace: TraceDict = {
         "strategy": "theanine",
         "answer_use": {
             "checked": 1,
             "sources": [
-                {"kind": "memory", "id": "s1:m0", "text": "user: my cat <img src=x onerror=alert(1)> Rex"}
-                | {"shared": ["Rex"]}
+                {
+                    "kind": "memory",
+                    "id": "s1:m0",
+                    "text": "user: my cat <img src=x onerror=alert(1)> Rex",
+                    "shared": ["Rex"],
+                }
             ],
             "stale": [],
         },

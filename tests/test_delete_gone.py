@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from memory.trace_types import TraceDict
 from sessions import new_user_id
 from sessions.transfer import ExportFiles
 from tests.reliability_app import handlers, make_service
@@ -158,7 +159,7 @@ def test_scrub_takes_a_memory_out_of_a_trace_a_compare_run_and_an_excerpt():
     from sessions import upkeep
 
     f = upkeep.Forgotten.of("s1:m0", "John started surfing five years ago.", {"s1:3": ("John", "I started  surfing!")})
-    trace = {
+    trace: TraceDict = {
         "memories": [{"id": "s1:m0", "event": "John started surfing five years ago."}, {"id": "s1:m1", "event": "x"}],
         "timelines_raw": [
             {"anchor": "s1:m1", "nodes": ["s1:m0", "s1:m1"], "text": "[...]", "covers": ["s1:3"]},

@@ -22,6 +22,7 @@ from memory.theanine.graph import Memory, MemoryGraph
 from memory.theanine.strategy import TheanineMemory
 from memory.tokens import count_tokens
 from memory.trace import Trace
+from memory.trace_types import Timeline
 from tests.fakes import MemoryStore, ScriptedLLM, UpperCompressor
 from tests.test_secom_strategy import S1, S2
 
@@ -264,7 +265,7 @@ def test_components_are_those_of_the_graph_before_the_session():
 
 def test_refine_prompt_has_relation_definitions_and_the_dialogue_one_text_per_timeline(tmp_path, fake_embedder):
     tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path, UserLocks())
-    raw = [
+    raw: list[Timeline] = [
         {"text": "[2023: Ann quit] -(Cause)- [2023: Ann rested]", "nodes": ["a", "b"]},
         {"text": "[2023: Ann hiked] -(SameTopic)- [2023: Ann climbed]", "nodes": ["c", "d"]},
     ]
@@ -279,7 +280,7 @@ def test_every_timeline_is_refined_a_lone_memory_too_one_call_each(tmp_path, fak
     """As the official code does: one refinement call per timeline that reached the reply, a single
     memory included; `first` refines only the first timelines (the bundled model), the rest go raw."""
     tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path, UserLocks())
-    raw = [
+    raw: list[Timeline] = [
         {"text": "[2023: Ann hiked]", "nodes": ["c"]},
         {"text": "[2023: Ann quit] -(Cause)- [2023: Ann rested]", "nodes": ["a", "b"]},
     ]
@@ -303,7 +304,7 @@ def test_refinement_calls_run_in_parallel_on_an_endpoint(tmp_path, fake_embedder
     import threading
 
     tm = TheanineMemory(MemoryStore(), fake_embedder, tmp_path, UserLocks())
-    raw = [{"text": f"[2023: event {i}]", "nodes": [f"m{i}"]} for i in range(4)]
+    raw: list[Timeline] = [{"text": f"[2023: event {i}]", "nodes": [f"m{i}"]} for i in range(4)]
     barrier = threading.Barrier(4, timeout=10)
 
     def answer(messages):

@@ -21,6 +21,7 @@ from memory.theanine.changes import ChangeRule
 from memory.theanine.graph import Memory
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
+from memory.trace_types import MemoryRef, RetrievedMemory
 
 PORTO = "I live in Porto with my two roommates."
 LISBON = "I live in Lisbon now, the move went smoothly."
@@ -163,7 +164,7 @@ def test_recall_returns_lines_with_sources_and_scores_and_keeps_users_apart(serv
 
 def test_the_graph_and_see_why_name_the_superseded_memory():
     from ui.graph_view import graph_data
-    from ui.panels import trace_html
+    from ui.see_why import trace_html
 
     view = {
         "nodes": [
@@ -187,8 +188,14 @@ def test_the_graph_and_see_why_name_the_superseded_memory():
     data = graph_data(view, retrieved={"s1:m0"})
     assert [n["sup"] for n in data["n"]] == ["s3:m0", ""]
     assert [(e["from"], e["to"], e["title"]) for e in data["e"]] == [("s1:m0", "s3:m0", "Changed")]
-    by = {"id": "s3:m0", "event": "user: " + LISBON, "time": "2023-04-03"}
-    mem = {"id": "s1:m0", "event": "user: " + PORTO, "time": "2023-01-05", "score": 0.5, "superseded_by": by}
+    by: MemoryRef = {"id": "s3:m0", "event": "user: " + LISBON, "time": "2023-04-03"}
+    mem: RetrievedMemory = {
+        "id": "s1:m0",
+        "event": "user: " + PORTO,
+        "time": "2023-01-05",
+        "score": 0.5,
+        "superseded_by": by,
+    }
     html = trace_html({"strategy": "theanine", "memories": [mem], "timelines_raw": []})
     # dated as the sidebar writes dates, the stored date in the title
     assert "Superseded" in html and LISBON.rstrip(".") in html

@@ -17,6 +17,7 @@ from memory.llm import LLMSession, bundled_gguf_path
 from memory.records import SessionRecord, Turn
 from memory.settings import LLMConfig, Options, Settings
 from memory.trace import Trace
+from memory.trace_types import Timeline
 from tests.servers import free_port, llama_server_cmd, running
 
 pytestmark = pytest.mark.slow
@@ -68,7 +69,7 @@ def test_reply_close_and_refine_through_a_real_server(qwen_server, tmp_path):
     assert purposes == ["refine"] * len(trace.timelines_raw) + ["reply"], purposes
     assert len(trace.timelines_refined) == len(trace.timelines_raw)
     # a timeline of two memories is refined through the server
-    timeline = {
+    timeline: Timeline = {
         "text": "[2024-03-02: user adopted a beagle puppy named Rex] -(Cause)- [2024-03-09: Ana met Rex]",
         "nodes": ["a", "b"],
     }

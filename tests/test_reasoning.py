@@ -15,7 +15,7 @@ from memory.settings import LLMConfig
 from memory.theanine import prompts
 from memory.trace import Trace
 from tests.llm_server import ok, think
-from ui.panels import trace_html
+from ui.see_why import trace_html
 
 MSGS = [{"role": "user", "content": "hello"}]
 

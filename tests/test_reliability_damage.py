@@ -67,7 +67,7 @@ def _chat(store: Store, uid: str) -> list[int]:
     for i in range(3):
         m = store.add_user_message(uid, s.session_id, f"message {i}")
         assert m is not None
-        ids.append(store.add_reply(uid, s.session_id, m, f"reply {i}", "theanine", {"n": i}))
+        ids.append(store.add_reply(uid, s.session_id, m, f"reply {i}", "theanine", {"tokens": i}))
     return ids
 
 
@@ -79,8 +79,8 @@ def test_a_corrupt_trace_costs_that_trace_only_and_is_quarantined(store):
     assert [m.text for m in rows] == ["message 0", "reply 0", "message 1", "reply 1", "message 2", "reply 2"]
     bad = next(m for m in rows if m.id == ids[1])
     assert bad.trace is None and bad.damaged == "trace"
-    assert [m.trace for m in rows if m.role == "assistant" and m.id != ids[1]] == [{"n": 0}, {"n": 2}]
-    assert store.last_reply(UID).trace == {"n": 2}
+    assert [m.trace for m in rows if m.role == "assistant" and m.id != ids[1]] == [{"tokens": 0}, {"tokens": 2}]
+    assert store.last_reply(UID).trace == {"tokens": 2}
     [d] = damage.items(store.engine, user_key(UID))
     assert (d.table, d.row_key, d.column, d.session_id, d.raw) == ("messages", str(ids[1]), "trace", "s1", "{broken")
     assert damage.items(store.engine, user_key(OTHER)) == []  # another user sees nothing of it

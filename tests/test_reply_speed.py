@@ -18,6 +18,7 @@ from memory.secom.embedding_segmenter import EmbeddingSegmenter
 from memory.secom.strategy import SecomMemory
 from memory.settings import Options, Settings
 from memory.trace import Trace
+from sessions.db import CompareReply
 from sessions.lifecycle import _in_parallel
 from tests.fakes import WAIT, MemoryStore, ScriptedLLM
 from tests.test_secom_strategy import S1, S2
@@ -167,7 +168,9 @@ def test_compare_runs_the_strategies_at_once_on_an_endpoint():
         assert started[other].wait(WAIT)
         yield type("Ev", (), {"kind": "delta", "text": f"reply {me}"})()
 
-    results = {s: {"text": "", "status": "waiting", "trace": None, "error": None, "done": False} for s in started}
+    results: dict[str, CompareReply] = {
+        s: {"text": "", "status": "waiting", "trace": None, "error": None, "done": False} for s in started
+    }
     snapshots = list(_in_parallel(results, {"a": run("a", "b"), "b": run("b", "a")}))
     assert all(results[s]["done"] and results[s]["text"] == f"reply {s}" for s in started)
     assert not any(results[s]["error"] for s in started)

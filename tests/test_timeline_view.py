@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from html import unescape
+from typing import Unpack, cast
 
 import pytest
 
 from memory.locks import UserLocks
+from memory.trace_types import ChainMemory, RetrievedMemory, Timeline, TraceDict
 from tests.ui_fixtures import PAGE_WAIT, chromium_browser
-from ui import panels
+from ui import compare_view, see_why
 from ui.graph_view import graph_data, graph_html, static_dir
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -27,8 +29,8 @@ CLUB = f"Ann joined a dog club {XSS}"
 SESSIONS = {"s3": "1", "s7": "2", "s18": "15", "s20": "16"}  # internal id -> the sidebar's number
 
 
-def memory(mid: str, event: str, time: str, relation: str = "", used: bool = True, **flags) -> dict:
-    return {
+def memory(mid: str, event: str, time: str, relation: str = "", used: bool = True, **flags) -> ChainMemory:
+    m: ChainMemory = {
         "id": mid,
         "event": event,
         "time": time,
@@ -36,8 +38,10 @@ def memory(mid: str, event: str, time: str, relation: str = "", used: bool = Tru
         "relation": relation,
         "used": used,
         "anchor": flags.get("anchor", False),
-        **({"history": True} if flags.get("history") else {}),
     }
+    if flags.get("history"):
+        m["history"] = True
+    return m
 
 
 # Root to leaf: the dog (cut by the budget), walking it (retrieved; it replaced an earlier memory given as
@@ -52,8 +56,8 @@ TEXT = f"now: [2023-06-01: {WALKS}] before: [2023-05-20: {PORTO}] -(Want)- [2023
 REFINED = "Rex shapes Ann's mornings; she met other owners at a club."
 
 
-def trace(timelines: list[dict], refined: list[str] | None = None, **extra) -> dict:
-    return {
+def trace(timelines: list[Timeline], refined: list[str] | None = None, **extra: Unpack[TraceDict]) -> TraceDict:
+    t: TraceDict = {
         "strategy": "theanine",
         "memories": [
             {"id": "s18:m46", "event": WALKS, "time": "2023-06-01", "session_id": "s18", "score": 0.61},
@@ -62,20 +66,22 @@ def trace(timelines: list[dict], refined: list[str] | None = None, **extra) -> d
         "timelines_raw": timelines,
         "timelines_refined": refined if refined is not None else [],
         "memory_path": "llm",
-        **extra,
     }
+    t.update(extra)
+    return t
 
 
-def chained(**over) -> dict:
-    return {
+def chained(**over: Unpack[Timeline]) -> Timeline:
+    t: Timeline = {
         "anchor": "s18:m46",
         "nodes": ["s18:m46", "s7:m2", "s20:m1"],
         "text": TEXT,
         "covers": [],
         "chain": CHAIN,
         "whole": False,
-        **over,
     }
+    t.update(over)
+    return t
 
 
 def timelines_part(html: str) -> str:
@@ -96,7 +102,7 @@ def text_of(fragment: str) -> str:
 
 
 def test_a_chain_shows_each_memory_once_joined_by_labelled_arrows():
-    part = timelines_part(panels.trace_html(trace([chained()], [REFINED]), sessions=SESSIONS))
+    part = timelines_part(see_why.trace_html(trace([chained()], [REFINED]), sessions=SESSIONS))
     shown = text_of(part)
     for event in (DOG, WALKS, PORTO, CLUB):
         assert shown.count(event) == 1, (event, shown)
@@ -113,7 +119,7 @@ def test_a_chain_shows_each_memory_once_joined_by_labelled_arrows():
 
 
 def test_the_part_that_reached_the_reply_is_marked_and_the_retrieved_memory_starred():
-    part = timelines_part(panels.trace_html(trace([chained()], [REFINED]), sessions=SESSIONS))
+    part = timelines_part(see_why.trace_html(trace([chained()], [REFINED]), sessions=SESSIONS))
     boxes = re.findall(r'<div class="mc-node ([^"]*)" data-id="([^"]*)" data-used="(\d)" data-anchor="(\d)">', part)
     by_id = {mid: (cls, used, anchor) for cls, mid, used, anchor in boxes}
     assert set(by_id) == {"s3:m0", "s18:m46", "s7:m2", "s20:m1"}
@@ -128,39 +134,39 @@ def test_the_part_that_reached_the_reply_is_marked_and_the_retrieved_memory_star
     assert 'mc-link mc-off" data-relation="Cause"' in part and 'mc-link" data-relation="Want"' in part
     assert "3 of 4 memories reached the reply" in text_of(part)
     whole = timelines_part(
-        panels.trace_html(
-            trace([chained(chain=[dict(c, used=True) for c in CHAIN], whole=True)], [REFINED]), sessions=SESSIONS
+        see_why.trace_html(
+            trace([chained(chain=[{**c, "used": True} for c in CHAIN], whole=True)], [REFINED]), sessions=SESSIONS
         )
     )
     assert "mc-node mc-unused" not in whole and "the whole timeline reached the reply" in whole
 
 
 def test_a_memory_another_timeline_gave_says_so():
-    other = {"anchor": "s3:m0", "nodes": ["s3:m0"], "text": f"[2023-05-08: {DOG}]", "chain": [CHAIN[0]]}
-    part = timelines_part(panels.trace_html(trace([chained(), other], [REFINED, ""]), sessions=SESSIONS))
+    other: Timeline = {"anchor": "s3:m0", "nodes": ["s3:m0"], "text": f"[2023-05-08: {DOG}]", "chain": [CHAIN[0]]}
+    part = timelines_part(see_why.trace_html(trace([chained(), other], [REFINED, ""]), sessions=SESSIONS))
     first = part.split('<li class="timeline"')[1]
     assert "in the reply with timeline 2" in first and "not in the reply: budget" not in first
 
 
 def test_the_refined_text_sits_beside_its_chain_and_unrefined_says_why():
-    second = chained(anchor="s20:m1", chain=[dict(c, anchor=c["id"] == "s20:m1") for c in CHAIN])
+    second = chained(anchor="s20:m1", chain=[{**c, "anchor": c["id"] == "s20:m1"} for c in CHAIN])
     notice = "Timelines are shown as retrieved, not refined: the model is busy"
-    part = timelines_part(panels.trace_html(trace([chained(), second], [REFINED, ""], notices=[notice])))
+    part = timelines_part(see_why.trace_html(trace([chained(), second], [REFINED, ""], notices=[notice])))
     first, other = part.split('<li class="timeline"')[1:]
     # One row per timeline: the chain, then (beside it, or under it on a narrow panel) its refined text.
     assert first.index('class="mc-chain"') < first.index('class="mc-refined"')
     assert REFINED in text_of(first.split('class="mc-refined"')[1]) and REFINED not in text_of(other)
     assert "(not refined: Timelines are shown as retrieved, not refined: the model is busy)" in other
     # Offline: the existing words.
-    offline = timelines_part(panels.trace_html(trace([chained()], [], memory_path="offline")))
+    offline = timelines_part(see_why.trace_html(trace([chained()], [], memory_path="offline")))
     assert "(not refined: no LLM step with the bundled model" in offline
     # A refinement that gave the raw text back is not called refined.
     failed = trace([chained()], [TEXT], llm_calls=[{"purpose": "refine", "status": "fallback", "detail": "bad JSON"}])
-    assert "(not refined: the refine step failed: bad JSON)" in timelines_part(panels.trace_html(failed))
+    assert "(not refined: the refine step failed: bad JSON)" in timelines_part(see_why.trace_html(failed))
 
 
 def test_memories_are_named_and_dated_as_the_sidebar_does():
-    html = panels.trace_html(trace([chained()], [REFINED]), sessions=SESSIONS)
+    html = see_why.trace_html(trace([chained()], [REFINED]), sessions=SESSIONS)
     part = timelines_part(html)
     assert "Session 15 · memory 46" in part and "Session 1 · memory 0" in part and "s18:m46" not in text_of(part)
     # One date style (the sidebar's), the stored text kept in the title.
@@ -169,19 +175,19 @@ def test_memories_are_named_and_dated_as_the_sidebar_does():
     table = html.split('id="why-memories"', 1)[1].split("</section>", 1)[0]
     assert '<td data-label="memory" title="s18:m46">Session 15 · memory 46</td>' in table and "Thu 1 Jun 2023" in table
     # Without the numbers (a caller that has none), the stored id: never a made-up session number.
-    assert "s18:m46" in timelines_part(panels.trace_html(trace([chained()], [REFINED])))
+    assert "s18:m46" in timelines_part(see_why.trace_html(trace([chained()], [REFINED])))
 
 
 def test_a_trace_stored_before_chains_is_drawn_from_its_text_each_memory_once():
     # Stored by the previous version: the current fact said first ("now:") and again in its place.
-    old = {
+    old: Timeline = {
         "anchor": "s7:m9",
         "nodes": ["s7:m9", "s3:m0", "s7:m2"],
         "text": f"now: [2023-05-21: {LISBON}] [2023-05-08: {DOG}] -(SameTopic)- [2023-05-20: {PORTO}] "
         f"-(Changed)- [2023-05-21: {LISBON}]",
         "covers": [],
     }
-    part = timelines_part(panels.trace_html(trace([old], ["Ann lives in Lisbon now."]), sessions=SESSIONS))
+    part = timelines_part(see_why.trace_html(trace([old], ["Ann lives in Lisbon now."]), sessions=SESSIONS))
     shown = text_of(part)
     assert all(shown.count(e) == 1 for e in (LISBON, DOG, PORTO)), shown
     assert "now:" not in shown and "[" not in shown
@@ -190,12 +196,12 @@ def test_a_trace_stored_before_chains_is_drawn_from_its_text_each_memory_once():
     assert re.search(r'data-id="s7:m9" data-used="1" data-anchor="1"', part) and "Session 2 · memory 9" in part
     assert "Ann lives in Lisbon now." in part and "mc-node mc-unused" not in part
     # A text that does not read as a timeline is shown as it is.
-    odd = timelines_part(panels.trace_html(trace([{"anchor": "x", "nodes": ["x"], "text": XSS}], [""])))
+    odd = timelines_part(see_why.trace_html(trace([{"anchor": "x", "nodes": ["x"], "text": XSS}], [""])))
     assert "&lt;img src=x onerror=alert(1)&gt;" in odd and "<img" not in odd
 
 
 def test_the_compare_view_names_memories_the_same_way():
-    html = panels.compare_html(
+    html = compare_view.compare_html(
         "Where does Ann live?",
         {"theanine": {"text": "Lisbon", "done": True, "trace": trace([chained()], [REFINED])}},
         ["theanine"],
@@ -260,7 +266,7 @@ def shown_app():
 
     gr.set_static_paths([static_dir()])
     with gr.Blocks() as demo:
-        gr.HTML(panels.trace_html(trace([chained()], [REFINED]), sessions=SESSIONS), elem_id="why-wrap")
+        gr.HTML(see_why.trace_html(trace([chained()], [REFINED]), sessions=SESSIONS), elem_id="why-wrap")
         gr.HTML(graph_html(graph_view(), retrieved={"s18:m46"}, sessions=GRAPH_SESSIONS))
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=CSS, quiet=True)
@@ -339,7 +345,7 @@ def test_a_real_theanine_trace_draws_its_chain_each_memory_once(tmp_path, chroma
     t = trace.to_dict()
     assert t["timelines_raw"] and all("chain" in x for x in t["timelines_raw"])
     numbers = {"s1": "1", "s2": "2", "s3": "3", "s4": "4"}
-    part = timelines_part(panels.trace_html(t, sessions=numbers))
+    part = timelines_part(see_why.trace_html(t, sessions=numbers))
     shown = text_of(part)
     first = t["timelines_raw"][0]
     events = [c["event"] for c in first["chain"]]
@@ -355,7 +361,7 @@ def test_a_real_theanine_trace_draws_its_chain_each_memory_once(tmp_path, chroma
 
 def test_trace_tables_round_scores_say_a_shared_value_once_and_list_segments_by_score():
     """Issue 36 item 4: no raw floats, no column repeating one sentence on every row, segments best first."""
-    mems = [
+    mems: list[RetrievedMemory] = [
         {
             "id": "s3:m1",
             "session_id": "s3",
@@ -373,17 +379,17 @@ def test_trace_tables_round_scores_say_a_shared_value_once_and_list_segments_by_
             "built_by": "offline: the session's statements",
         },
     ]
-    trace = {"strategy": "theanine", "memories": mems}
-    html = panels.trace_html(trace, sessions=SESSIONS)
+    trace: TraceDict = {"strategy": "theanine", "memories": mems}
+    html = see_why.trace_html(trace, sessions=SESSIONS)
     table = html[html.index('<table class="mc-table mc-mem"') :]
     table = table[: table.index("</table>")]
     assert "1.517" in table and "1.5169215" not in html
     assert "<th>made</th>" not in table and html.count("offline: the session&#x27;s statements") == 1
     assert 'data-label="event"' in table  # on a phone each row is a card labelled by column
     mems[1]["built_by"] = "LLM summary"
-    table = panels.trace_html(trace, sessions=SESSIONS)
+    table = see_why.trace_html(trace, sessions=SESSIONS)
     assert "<th>made</th>" in table  # different values stay in their column
-    segs = [
+    segs = [  # a stored segment's score may be null
         {
             "id": f"g{i}",
             "session_id": "s3",
@@ -395,5 +401,5 @@ def test_trace_tables_round_scores_say_a_shared_value_once_and_list_segments_by_
         }
         for i, score in enumerate((0.2, 0.9, None, 0.5))
     ]
-    html = panels.trace_html({"strategy": "secom", "segments": segs}, sessions=SESSIONS)
+    html = see_why.trace_html(cast(TraceDict, {"strategy": "secom", "segments": segs}), sessions=SESSIONS)
     assert re.findall(r'data-id="(g\d)"', html) == ["g1", "g3", "g0", "g2"]

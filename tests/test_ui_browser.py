@@ -55,9 +55,10 @@ REPLY_DONE = """(n) => {
 
 
 def test_panels_escape_every_text():
-    from ui import panels
+    from ui import compare_view, panels, see_why
 
-    trace = {
+    # hostile text in every field, numbers' too (a stored trace is read as it is)
+    trace: Any = {
         "strategy": "theanine",
         "memories": [{"id": XSS, "event": XSS, "time": XSS, "score": 1}],
         "timelines_raw": [{"anchor": "a", "nodes": ["a"], "text": XSS}],
@@ -68,15 +69,14 @@ def test_panels_escape_every_text():
         "error": XSS,
         "tokens": 3,
     }
-    html = panels.trace_html(trace) + panels.trace_html(
-        dict(
-            trace,
-            strategy="secom",
-            segments=[{"id": XSS, "date": XSS, "text": XSS, "key": XSS, "summary": XSS, "score": XSS}],
-        )
+    secom: Any = dict(
+        trace,
+        strategy="secom",
+        segments=[{"id": XSS, "date": XSS, "text": XSS, "key": XSS, "summary": XSS, "score": XSS}],
     )
+    html = see_why.trace_html(trace) + see_why.trace_html(secom)
     html += panels.status_html(XSS, "error") + panels.banner_html(XSS, True)
-    html += panels.compare_html(
+    html += compare_view.compare_html(
         XSS, {"none": {"text": XSS, "error": XSS, "done": True, "trace": trace}}, ["none"], 0, XSS
     )
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -7,11 +7,12 @@ import json
 import re
 
 from memory.settings import Settings
+from memory.trace_types import TraceDict
 from sessions import SessionService
 from sessions.users import new_user_id
 from tests import locomo_synth
 from tests.fakes import ScriptedAgent
-from ui import panels
+from ui import panels, see_why
 
 RAW = (
     "compression unavailable: could not load microsoft/llmlingua-2-bert-base-multilingual-cased-meetingbank "
@@ -21,14 +22,14 @@ RAW = (
 
 
 def test_exception_names_and_tracebacks_become_plain_words():
-    trace = {
+    trace: TraceDict = {
         "strategy": "secom",
         "notices": [RAW],
         "error": "The language model failed: APIConnectionError: Connection error. Your message is saved.",
         "llm_calls": [{"purpose": "segment", "status": "error", "detail": "openai.RateLimitError: slow down"}],
         "segments": [{"id": "x", "summary": "", "text": "We talked about surfing at Ocean Beach.", "key": "k"}],
     }
-    html = panels.trace_html(trace) + panels.status_html("Traceback (most recent call last):\n  File x", "error")
+    html = see_why.trace_html(trace) + panels.status_html("Traceback (most recent call last):\n  File x", "error")
     assert not re.search(r"Error\b|Traceback", html), html
     assert "the model hub cannot be reached" in html and "could not connect" in html and "rate limited" in html
     # A segment rebuilt after a deletion has no summary: its opening words title it.

@@ -13,7 +13,8 @@ from sessions.agent_keys import AgentKey, when
 from sessions.service import user_message
 
 from .events import FAST
-from .panels import esc, status_html
+from .html_text import esc
+from .panels import status_html
 
 INTRO = (
     "An agent key lets an MCP client (Claude Desktop, Cursor, ...) or a script read and write **your** memory "

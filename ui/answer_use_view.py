@@ -2,24 +2,22 @@
 memory used"), and a warning when the reply names a value a later memory replaced.
 
 The trace records it (memory.answer_use, at the end of each reply); this draws it, every text escaped.
-ui.panels calls it with its own way of naming memories and writing dates (passed in: this module does
-not import ui.panels, which imports it).
+ui.see_why calls it with its own way of naming memories and writing dates (passed in: this module does
+not import ui.see_why, which imports it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from html import escape
 
 from memory.answer_use import marked
 from memory.text import plural
+from memory.trace_types import AnswerSource, StaleValue, TraceDict
+
+from .html_text import esc
 
 Name = Callable[[object, object], str]  # (memory id, session id) -> its name as the sidebar numbers sessions
 DateHtml = Callable[[object], str]  # a stored date -> HTML in the page's date style
-
-
-def esc(value) -> str:
-    return escape("" if value is None else str(value), quote=True)
 
 
 STYLE = (
@@ -36,14 +34,14 @@ def _line_html(text: str, shared: list[str]) -> str:
     return "".join(f"<mark>{esc(p)}</mark>" if hit else esc(p) for p, hit in marked(text, shared))
 
 
-def _name(src: dict, name_of: Name) -> str:
+def _name(src: AnswerSource, name_of: Name) -> str:
     name = esc(name_of(src.get("id"), src.get("session_id")))
     if src.get("kind") == "segment":
         return f"a turn of the segment from {name}"
     return name
 
 
-def _source_html(src: dict, name_of: Name, date_html: DateHtml) -> str:
+def _source_html(src: AnswerSource, name_of: Name, date_html: DateHtml) -> str:
     """One source: where it is from, the line with the shared words marked, which words, the longest run."""
     words = ", ".join(f"<b>{esc(w)}</b>" for w in src.get("shared") or [])
     span = src.get("span") or ""
@@ -57,7 +55,7 @@ def _source_html(src: dict, name_of: Name, date_html: DateHtml) -> str:
     )
 
 
-def _stale_html(s: dict, name_of: Name, date_html: DateHtml) -> str:
+def _stale_html(s: StaleValue, name_of: Name, date_html: DateHtml) -> str:
     old, cur = s.get("old") or {}, s.get("current") or {}
     named = ", ".join(f"“{esc(w)}”" for w in s.get("named") or [])
     current = ", ".join(f"“{esc(w)}”" for w in s.get("current_values") or [])
@@ -74,9 +72,9 @@ def _sentence(event) -> str:
     return str(event or "").strip().rstrip(".")
 
 
-def answer_use_parts(trace: dict, at: Callable[[str], str], name_of: Name, date_html: DateHtml) -> list[str]:
+def answer_use_parts(trace: TraceDict, at: Callable[[str], str], name_of: Name, date_html: DateHtml) -> list[str]:
     """The section, or nothing for a trace without the check (no memory, an error, an older trace).
-    `at(part)`: the section's id attribute (ui.panels.trace_html's)."""
+    `at(part)`: the section's id attribute (ui.see_why.trace_html's)."""
     use = trace.get("answer_use") or {}
     if not use:
         return []

@@ -28,16 +28,17 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import gradio as gr
 
 from memory.errors import InvalidOptions
+from memory.trace_types import TraceDict
 from sessions import SessionService, UserError
 from sessions.agent_keys import KEYS_ONLY, KeyRefused
 from sessions.db import NOT_STORED, DatabaseUnavailable, database_down
-from sessions.lifecycle import EndResult
+from sessions.lifecycle import ChatUpdate, EndResult
 from sessions.recall import recall as recall_memory
 from sessions.service import user_message
 from sessions.users import UserKey
@@ -101,16 +102,17 @@ def refused_for_people(fn: Callable[..., T]) -> Callable[..., T]:
     return endpoint
 
 
-def _answer(updates) -> tuple[str, dict]:
-    """The final reply text and trace of a stream of chat updates."""
+def _answer(updates: Iterator[ChatUpdate]) -> tuple[str, dict]:
+    """The final reply text and trace of a stream of chat updates. The trace leaves as a plain JSON
+    object: Gradio builds the endpoint's API schema from its annotation."""
     done = None
     for up in updates:
         if up.kind == "done":
             done = up
-    trace = dict(done.trace or {}) if done else {}
+    trace: TraceDict = done.trace.copy() if done and done.trace else {}
     if done and done.error:
         trace["error"] = done.error
-    return (done.text if done else ""), trace
+    return (done.text if done else ""), dict(trace)
 
 
 def _turn(m) -> dict:

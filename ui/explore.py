@@ -11,7 +11,7 @@ from memory.settings import COMPARE_COLUMNS
 from memory.text import plural
 from sessions import SessionService, check_user_id
 
-from . import panels
+from . import compare_view, html_text, panels
 from .components import Page
 from .graph_view import find_memories, short_text
 from .views import Views
@@ -29,11 +29,11 @@ class ExploreHandlers:
         try:
             uid = check_user_id(uid)
             where = self.views.session_name(uid, self.svc.current_session(uid).session_id)
-            numbers = panels.session_numbers(self.svc.sessions(uid))
+            numbers = html_text.session_numbers(self.svc.sessions(uid))
             for results in self.svc.compare(uid, message):
                 yield {
                     c.compare_row: gr.update(visible=True),
-                    c.compare_view: panels.compare_html(
+                    c.compare_view: compare_view.compare_html(
                         message, results, COMPARE_COLUMNS, where=where, sessions=numbers
                     ),
                     c.status: panels.status_html("Comparing: every strategy answers (below the chat)…", "busy"),
@@ -52,13 +52,13 @@ class ExploreHandlers:
         last = self.svc.last_compare(uid)
         if not last:
             return {c.compare_row: gr.update(visible=False), c.compare_view: ""}
-        html = panels.compare_html(
+        html = compare_view.compare_html(
             last["message"],
             last["results"],
             COMPARE_COLUMNS,
             when=last["created_at"],
             where=self.views.session_name(uid, last["session_id"]),
-            sessions=panels.session_numbers(self.svc.sessions(uid)),
+            sessions=html_text.session_numbers(self.svc.sessions(uid)),
         )
         return {c.compare_row: gr.update(visible=True), c.compare_view: html}
 

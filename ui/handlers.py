@@ -33,7 +33,7 @@ from sessions.transfer import ExportFiles
 from sessions.users import Accounts, is_account_id
 from sessions.work import Busy
 
-from . import panels
+from . import panels, see_why
 from .chat_view import PENDING, as_text, chat_messages, shown_text
 from .components import Page
 from .data_actions import DataActions, damage_note
@@ -252,9 +252,9 @@ class Handlers:
                 return {}
             reply = self.svc.reply_for(uid, int(ids[index]))
             if reply is None or not reply.trace:
-                return {c.why: panels.trace_html(None)}
+                return {c.why: see_why.trace_html(None)}
             title = self._reply_title(uid, reply)
-            why = panels.trace_html(reply.trace, title=title, sessions=self.views.session_numbers(uid))
+            why = see_why.trace_html(reply.trace, title=title, sessions=self.views.session_numbers(uid))
             return {c.why: why, c.graph: self.views.graph(uid, reply.trace)}
         except Exception as e:
             return self.views.fail(e, c.status)

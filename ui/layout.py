@@ -16,7 +16,7 @@ from sessions import SessionService
 from sessions.lifecycle import MAX_MESSAGE_CHARS
 from sessions.users import Accounts
 
-from . import agent_keys_panel, evaluation, fairness, panels, timetravel
+from . import agent_keys_panel, evaluation, fairness, html_text, panels, see_why, timetravel
 from .api import register_api
 from .components import Page
 from .events import FAST, QUIET, EventOptions
@@ -221,7 +221,7 @@ def _chat_column(c: Page, o: Options) -> None:
             c.stop = gr.Button("Stop", visible=False, scale=1, elem_id="stop-btn", min_width=70)
         with gr.Row():
             c.strategy = gr.Radio(
-                [(panels.STRATEGY_NAMES[s], s) for s in STRATEGIES],
+                [(html_text.STRATEGY_NAMES[s], s) for s in STRATEGIES],
                 value=o.strategy,
                 label="Memory strategy for this chat",
                 elem_id="strategy",
@@ -253,7 +253,7 @@ def _see_why_column(c: Page, service: SessionService) -> None:
             c.graph_found = gr.HTML(elem_id="graph-found")
             c.graph = gr.HTML(elem_id="graph-panel")
             c.timetravel = timetravel.build_panel()
-            c.why = gr.HTML(panels.trace_html(None), elem_id="why-wrap")
+            c.why = gr.HTML(see_why.trace_html(None), elem_id="why-wrap")
         c.evaluation = evaluation.build_tab(service)
 
 

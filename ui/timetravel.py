@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from html import escape
 
 import gradio as gr
 
@@ -27,9 +26,10 @@ from sessions.recall import MemoryHistory, Step, memory_history, recall
 from sessions.service import user_message
 from sessions.work import Work
 
-from . import panels
+from . import html_text, panels
 from .events import FAST
 from .graph_view import fragment, graph_data, page_url, short_text
+from .html_text import esc
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,6 @@ POST_STEP_JS = """(k) => {
   const f = frame();
   if (f && f.contentWindow) f.contentWindow.postMessage({ttStep: Number(k)}, '*');
 }"""
-
-
-def esc(value) -> str:
-    return escape("" if value is None else str(value), quote=True)
 
 
 # --- the frame ------------------------------------------------------------------------------------
@@ -186,7 +182,7 @@ def step_html(history: MemoryHistory, k: int, shown: bool = True) -> str:
     if s.segments:
         items = []
         for seg in s.segments:
-            summary = f"<b>{esc(short_text(panels.segment_title(seg), 120))}</b> · "
+            summary = f"<b>{esc(short_text(html_text.segment_title(seg), 120))}</b> · "
             items.append(
                 f'<li class="segment" data-id="{esc(seg["id"])}">{summary}<span class="mc-muted">'
                 f"{exchanges_text(seg['start'], seg['end'])}</span>"

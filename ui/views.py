@@ -13,12 +13,13 @@ import gradio as gr
 
 from memory.dates import date_positions, human_date
 from memory.errors import InvalidOptions
+from memory.trace_types import TraceDict
 from sessions import SessionService, UserError
 from sessions.db import database_down
 from sessions.service import user_message
 from sessions.work import Busy, Work
 
-from . import panels, session_list
+from . import html_text, panels, see_why, session_list
 from .chat_view import chat_messages
 from .components import Page
 from .data_actions import repair_choices
@@ -34,7 +35,7 @@ def needs_retry(rows) -> bool:
     return bool(rows) and (rows[-1].status == "error" or rows[-1].role == "user")
 
 
-def retrieved_ids(trace: dict | None) -> set[str]:
+def retrieved_ids(trace: TraceDict | None) -> set[str]:
     """The memories a reply's trace gave the reply: those of the timelines packed into its prompt (starred in
     the graph)."""
     ids: set[str] = set()
@@ -44,7 +45,7 @@ def retrieved_ids(trace: dict | None) -> set[str]:
     return ids
 
 
-def ranked_ids(trace: dict | None) -> set[str]:
+def ranked_ids(trace: TraceDict | None) -> set[str]:
     """The memories retrieval ranked for a reply that did not reach it (the budget cut them): drawn apart
     from those the reply read."""
     ranked = {str(m.get("id")) for m in (trace or {}).get("memories") or [] if isinstance(m, dict)}
@@ -71,7 +72,7 @@ class Views:
 
     def session_numbers(self, uid: str) -> dict[str, str]:
         """{session id: its number in the sidebar}: See why names memories by it."""
-        return panels.session_numbers(self.svc.sessions(uid))
+        return html_text.session_numbers(self.svc.sessions(uid))
 
     def session_name(self, uid: str, session_id: str) -> str:
         s = next((s for s in self.svc.sessions(uid) if s.session_id == session_id), None)
@@ -83,7 +84,7 @@ class Views:
 
         return lookup
 
-    def graph(self, uid: str, trace: dict | None = None, found=(), open_id: str = "") -> str:
+    def graph(self, uid: str, trace: TraceDict | None = None, found=(), open_id: str = "") -> str:
         job = self.building(uid)
         if job is not None:
             # The graph is being written; reading it would wait for the build.
@@ -135,7 +136,7 @@ class Views:
             selected = None  # a session folded away: none chosen
         return gr.update(choices=choices, value=selected or open_id)
 
-    def view(self, uid: str, trace: dict | None = None, use_last_trace: bool = False) -> dict:
+    def view(self, uid: str, trace: TraceDict | None = None, use_last_trace: bool = False) -> dict:
         """Everything that depends on the user's data (showing the open session)."""
         c = self.c
         rows = self.svc.messages(uid)
@@ -149,7 +150,7 @@ class Views:
             c.session_header: self.header(uid),
             c.sessions: self.session_list(uid),
             c.graph: self.graph(uid, trace),
-            c.why: panels.trace_html(trace, sessions=self.session_numbers(uid)),
+            c.why: see_why.trace_html(trace, sessions=self.session_numbers(uid)),
             c.memory: self.memory_choices(uid),
             c.retry: gr.update(visible=needs_retry(rows)),
             c.date: self.svc.default_next_date(uid),

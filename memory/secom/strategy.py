@@ -28,7 +28,7 @@ import math
 import re
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from ..settings import Options, Settings
 from ..steps_policy import StepPlan
 from ..tokens import count_tokens
 from ..trace import Trace
+from ..trace_types import Segment
 from .bm25_cache import BM25Cache
 from .compression import Compressor, load_compressor
 from .exchanges import exchange_lines
@@ -338,7 +339,7 @@ class SecomMemory:
                     "segment keys are the original text (not compressed: "
                     f"{self.compressor_note if self.compressor is None else 'compression off or failed'})"
                 )
-            trace.segments = list(picked)
+            trace.segments = cast(list[Segment], list(picked))  # unit.meta's keys less "_ts": a Segment
             return picked
         finally:
             trace.timings["secom_retrieve"] = trace.timings.get("secom_retrieve", 0.0) + time.perf_counter() - t0

@@ -21,6 +21,7 @@ from ..reply_prompts import dialogue_text
 from ..settings import Options, Settings
 from ..steps_policy import StepPlan
 from ..trace import Trace
+from ..trace_types import ChainMemory, RetrievedMemory, Timeline
 from . import linking, refining
 from . import timelines as timelines_mod
 from .changes import ChangeRule
@@ -210,7 +211,7 @@ class TheanineMemory:
     # --- Phase II ---------------------------------------------------------------
     def retrieve(
         self, user_id: str, context: str, options: Options, trace: Trace, timelines: bool = True, sessions: AsOf = None
-    ) -> list[dict]:
+    ) -> list[Timeline]:
         """Top-k memories for the dialogue context, n sampled timelines through each, packed into
         `options.budget` tokens by a shared rule of memory.packing (`options.timeline_packing`):
         "anchors", every retrieved memory first and then the timelines grown around them, a memory
@@ -258,7 +259,7 @@ class TheanineMemory:
                 packed = pack(units, options.budget)
             else:
                 packed = pack_anchors_first(units, options.budget, whole_first=options.whole_timelines)
-            out = []
+            out: list[Timeline] = []
             for unit, pieces in packed.chosen:
                 out.append(
                     {
@@ -312,10 +313,10 @@ class TheanineMemory:
             return cached[1], cached[2], cached[3]
 
     @staticmethod
-    def _hit(graph: MemoryGraph, mid: str, score: float) -> dict:
+    def _hit(graph: MemoryGraph, mid: str, score: float) -> RetrievedMemory:
         """What See why lists for a retrieved memory, with the memory that superseded it, if any."""
         m = graph.memory(mid)
-        d = {
+        d: RetrievedMemory = {
             "id": m.id,
             "event": m.event,
             "time": m.time,
@@ -349,12 +350,12 @@ class TheanineMemory:
         return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=at, meta=meta)
 
     @staticmethod
-    def _chain(graph: MemoryGraph, unit: Unit, chosen: list[Piece]) -> list[dict]:
+    def _chain(graph: MemoryGraph, unit: Unit, chosen: list[Piece]) -> list[ChainMemory]:
         """The whole timeline as See why draws it: each memory once, in order, with the relation of the
         arrow into it, whether it reached the reply, and which memory was retrieved."""
         used = {p.key for p in chosen}
         history = set(unit.meta.get("history") or ())
-        out = []
+        out: list[ChainMemory] = []
         for p in unit.pieces:
             m = graph.memory(p.key)
             relation = "Changed" if p.key in history else p.link.strip(" -()")
@@ -398,7 +399,7 @@ class TheanineMemory:
         self,
         llm: LLMSession,
         dialogue: str,
-        raw: list[dict],
+        raw: list[Timeline],
         trace: Trace,
         each: bool = True,
         workers: int = 1,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..dates import iso_key, order_key
 from ..errors import InvalidOptions
+from ..trace_types import Timeline
 from .graph import MemoryGraph
 
 AsOf = str | set[str] | frozenset[str] | None  # a date, or the ids of the sessions built by then
@@ -18,13 +19,13 @@ def node_text(graph: MemoryGraph, mid: str) -> str:
     return f"[{when}: {m.event}]" if when else f"[{m.event}]"
 
 
-def newest_first(graph: MemoryGraph, timelines: list[dict]) -> list[dict]:
+def newest_first(graph: MemoryGraph, timelines: list[Timeline]) -> list[Timeline]:
     """The packed timelines by the time of their latest memory, newest first; timelines of the same
     session keep their rank. Packing chose them by rank; the reply then meets a newer statement of a
     fact before an older one even where no Changed edge links them (a 0.5B model answers with the
     first value it reads: docs/knowledge_update.md)."""
 
-    def latest(t: dict) -> tuple:
+    def latest(t: Timeline) -> tuple:
         return max(order_key(graph.memory(m).ts) for m in t["nodes"])
 
     return sorted(timelines, key=latest, reverse=True)
