@@ -104,7 +104,8 @@ class Lifecycle:
         self.options_of, self.llm_of = options_of, llm_of
 
     def current(self, user_id: str) -> SessionRow:
-        return self.store.open_session(user_id, today())
+        """The open session: read; made (a write) only where the user has none yet, where one is born."""
+        return self.store.open_row(user_id) or self.store.open_session(user_id, today())
 
     def record(self, user_id: str, session: SessionRow) -> SessionRecord:
         """The session as the memory library sees it: stored turns, failed replies left out."""

@@ -92,7 +92,7 @@ class Fields:
 
 @pytest.fixture
 def service(tmp_path):
-    from sessions.service import SessionService as open_service  # the factory comes next (item 4)
+    from sessions.service import open_service
 
     agent = offline_agent(tmp_path, HashEmbedder(), ScriptedLLM("Rex is your dog."))
     # The app's identity: only ids this server issued are served (each checked against the database).

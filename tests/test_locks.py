@@ -61,11 +61,11 @@ def test_the_agent_the_graph_and_the_work_registry_share_one_owner(tmp_path):
     from memory.locks import UserLocks
     from memory.settings import Settings
     from memory.userspace import user_key
-    from sessions import SessionService
+    from sessions import open_service
 
     locks = UserLocks()
     agent = MemoryAgent.from_settings(Settings(data_dir=tmp_path), locks=locks)
-    svc = SessionService(agent.settings, agent, locks=locks)
+    svc = open_service(agent.settings, agent, locks=locks)
     assert agent.locks is locks and svc.work.locks is locks
     assert agent.theanine.lock("u") is locks.data("u")
     with locks.writer("u"):  # a build of u holds the writer lock: another cannot start

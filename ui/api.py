@@ -117,17 +117,17 @@ def _turn(m) -> dict:
     return {"id": m.id, "speaker": m.role, "name": m.speaker, "text": m.text, "status": m.status, "error": m.error}
 
 
-def _with_sessions(service: SessionService, user_id: str, out: dict) -> dict:
+def _with_sessions(service: SessionService, user_id: UserKey, out: dict) -> dict:
     """Each recalled turn with the session it was said in (id and date): provenance an agent can cite.
     Read from this user's own sessions only."""
     wanted = {t["id"] for line in out["lines"] for t in line["turns"]}
     where: dict[str, tuple[str, str]] = {}
-    for s in service.sessions(user_id):
+    for s in service.rooms.sessions.in_order(user_id):
         if not wanted - where.keys():
             break
         if s.status == "open":
             continue  # memory is built from ended sessions only
-        for m in service.messages(user_id, s.session_id):
+        for m in service.rooms.sessions.messages(user_id, s.session_id):
             where.setdefault(m.turn_id(), (s.session_id, s.date))
     for line in out["lines"]:
         for t in line["turns"]:
@@ -314,7 +314,7 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
             "text"}]}], "superseded": [{"id", "event", "time", "superseded_by"}]}
         """
         who = user(user_id, request)
-        return _with_sessions(service, who, recall_memory(service, who, query, strategy, as_of))
+        return _with_sessions(service, who, recall_memory(service.rooms.memory, who, query, strategy, as_of))
 
     @refused_for_people
     def repair_damage(user_id: str, item: str, action: str = "rebuild", request: gr.Request | None = None) -> str:

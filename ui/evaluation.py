@@ -14,6 +14,7 @@ import html
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
@@ -23,9 +24,10 @@ from memory.evaluation.scoring import CATEGORY_NAMES as SCORED_NAMES
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, SUMMARISERS
 from memory.evaluation.teafarm import validity_of
 from memory.settings import Options
-from sessions import UserError, check_user_id
+from sessions import SessionService, UserError, check_user_id
 from sessions.evaluation import CATEGORY_NAMES, EvalRun, Evaluations, my_turn_rows
 from sessions.service import user_message
+from sessions.users import UserKey
 
 from . import panels
 from .events import FAST
@@ -83,9 +85,10 @@ def _e(x) -> str:
 
 
 class EvalTab:
-    def __init__(self, evaluations: Evaluations, llm_available: bool):
+    def __init__(self, evaluations: Evaluations, llm_available: bool, user: Callable[[object], UserKey]):
         self.ev = evaluations
         self.llm_available = llm_available
+        self.user = user  # the user of an event that reads their history (sessions.user_room.UserRoom.user)
 
     # --- layout --------------------------------------------------------------------------------------
     def layout(self) -> None:
@@ -222,7 +225,7 @@ class EvalTab:
     # --- handlers --------------------------------------------------------------------------------------
     def my_turns(self, uid):
         try:
-            rows = my_turn_rows(self.ev.svc, check_user_id(uid))
+            rows = my_turn_rows(self.ev.sessions, self.user(uid))
             if not rows:
                 return {self.turns: gr.update(visible=False), self.status: _status("Your history is empty.", "info")}
             return {self.turns: gr.update(value=rows, visible=True), self.status: ""}
@@ -233,7 +236,7 @@ class EvalTab:
         try:
             uid = check_user_id(uid)
             if source == HISTORY:
-                req = self.ev.request_history(uid, rows, methods, retrievers, budgets, summarisers)
+                req = self.ev.request_history(self.user(uid), rows, methods, retrievers, budgets, summarisers)
             else:
                 if not path:
                     raise UserError("Choose a LoCoMo-format JSON file first (or evaluate on your history).")
@@ -584,10 +587,10 @@ def context_html(res: dict, i: int, budget: int, turns: dict) -> str:
     return "".join(parts) + "</div>"
 
 
-def build_tab(service, evaluations: Evaluations | None = None) -> EvalTab:
+def build_tab(service: SessionService, evaluations: Evaluations | None = None) -> EvalTab:
     """The "Evaluate memory designs" tab (call inside the page's gr.Tabs); `wire` adds its events."""
-    evaluations = evaluations or Evaluations(service)
-    tab = EvalTab(evaluations, llm_available=evaluations.llm_available)
+    evaluations = evaluations or Evaluations(service.rooms.sessions, service.settings, service.limits)
+    tab = EvalTab(evaluations, evaluations.llm_available, service.rooms.users.user)
     with gr.Tab("Evaluate memory designs", elem_id="eval-tab"):
         tab.layout()
     return tab
