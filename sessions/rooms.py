@@ -25,7 +25,8 @@ class PageData:
     strategy: str  # the user's saved strategy
     next_date: str  # what "start the next session on" proposes
     building: Work | None  # the user's running memory work: the graph is not read meanwhile
-    graph: dict  # the THEANINE graph view ({} while building)
+    graph: dict  # the THEANINE graph view ({} while building, or when it could not be read)
+    graph_error: Exception | None  # why the graph could not be read: the rest of the page is still drawn
     new_memories: list[str]  # added by the latest completed close
     last_trace: dict | None  # the latest reply's trace (asked for on page load)
 
@@ -44,6 +45,13 @@ class Rooms:
         current = next((s for s in rows if s.status == "open"), None) or self.sessions.current(key)
         building = self.sessions.memory_work_running(key)
         last = self.chat.last_reply(key) if last_trace else None
+        graph: dict = {}
+        error: Exception | None = None
+        if building is None:
+            try:
+                graph = self.memory.graph(key)
+            except Exception as e:  # shown where the graph goes (ui/views.py), the chat still drawn
+                error = e
         return PageData(
             sessions=rows,
             current=current,
@@ -51,7 +59,8 @@ class Rooms:
             strategy=self.users.options(key).strategy,
             next_date=self.sessions.default_next_date(key),
             building=building,
-            graph={} if building is not None else self.memory.graph(key),
+            graph=graph,
+            graph_error=error,
             new_memories=self.sessions.latest_new_memories(key, rows),
             last_trace=last.trace if last else None,
         )

@@ -50,10 +50,10 @@ class InvalidUserId(UserError):
 
 
 class UserKey(str):
-    """A user's key, as the server holds it: made from an id that passed the entry checks
-    (`SessionService.user`), or read from the database by the server itself (start-up recovery, the
-    idle sweep). Only this type is taken as already checked: a key a client sends as its id is a
-    plain string, and refused."""
+    """A user's key, as the server holds it: made once per event from an id that passed the entry checks
+    (`UserRoom.user`, at the page's handler or the API's endpoint), or read from the database by the server
+    itself (start-up recovery, the idle sweep). Only this type is taken as already checked: a key a client
+    sends as its id is a plain string, and refused (`own_key`)."""
 
     __slots__ = ()
 

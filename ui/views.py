@@ -133,6 +133,8 @@ class Views:
                     f"Memory is being built ({int(p.building.fraction * 100)}%): the graph appears when it "
                     "is done. The chat works meanwhile."
                 )
+            if p.graph_error is not None:
+                raise p.graph_error
             return graph_html(
                 p.graph,
                 retrieved_ids(trace),
