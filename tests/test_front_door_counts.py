@@ -10,10 +10,12 @@ graph) is seen through SQLAlchemy's cursor events:
 * a write transaction: one opened with BEGIN IMMEDIATE; an idle one changed no row (a read that
   held the writer's lock for nothing).
 
-The bounds are the figures after the front door's rework. Before it (commit 8896a44) the page's
-event cost 23 user-id checks and 14 write transactions (12 of them idle), 67 statements; the service's
-`send` alone 2 checks and 4 write transactions (2 idle), 16 statements. Run with -s to print them:
-`python -m pytest -q -s tests/test_front_door_counts.py`.
+The page's load is counted too, with how often the graph view is built. The bounds are the figures
+after the front door's rework. Before it (commit 8896a44) the page's send event cost 23 user-id checks
+and 14 write transactions (12 of them idle), 67 statements, and built the graph view twice; the
+service's `send` alone 2 checks and 4 write transactions (2 idle), 16 statements; a page load 26
+checks and 10 write transactions (all idle), 61 statements, the graph view built twice. Run with -s to
+print them: `python -m pytest -q -s tests/test_front_door_counts.py`.
 """
 
 from __future__ import annotations
@@ -119,17 +121,45 @@ def test_one_message_through_the_service(service, user):
     assert counts.writes <= 2, counts.line()  # the message, then its reply
 
 
+def graph_views(service) -> list[int]:
+    """A counter of the graph views the agent builds from now on."""
+    built, view = [0], service.agent.graph_view
+
+    def counted(user_id: str) -> dict:
+        built[0] += 1
+        return view(user_id)
+
+    service.agent.graph_view = counted
+    return built
+
+
 def test_one_message_as_the_page_sends_it(service, user):
     from ui.handlers import Handlers
 
     h = Handlers(service, Fields())  # type: ignore[arg-type]  # the handlers key their updates by component
     h.load(user)
-    counter = Counter(service.store.engine)
+    counter, built = Counter(service.store.engine), graph_views(service)
     counts = counter.start()
     out = list(h.send(user, "What is my dog called?", None))
     counter.stop()
-    print("\nthe page's send event:", counts.line())
+    print("\nthe page's send event:", counts.line(), f"graph views built {built[0]}")
     assert out and out[-1].get("status") == "", out[-1].get("status")  # the reply came, no error shown
     assert counts.user_checks <= 1, counts.line()
     assert counts.idle_writes == 0, counts.line()
     assert counts.writes <= 2, counts.line()
+    assert built[0] == 1
+
+
+def test_a_page_load_reads_without_writing(service, user):
+    from ui.handlers import Handlers
+
+    h = Handlers(service, Fields())  # type: ignore[arg-type]
+    counter, built = Counter(service.store.engine), graph_views(service)
+    counts = counter.start()
+    out = h.load(user)
+    counter.stop()
+    print("\na page load:", counts.line(), f"graph views built {built[0]}")
+    assert out["uid"] == user and "Rex" in str(out["memory"])  # the same user, its memory listed
+    assert counts.user_checks <= 1, counts.line()
+    assert counts.writes == 0, counts.line()
+    assert built[0] == 1
