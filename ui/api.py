@@ -34,13 +34,12 @@ from typing import TypeVar
 import gradio as gr
 
 from memory.errors import InvalidOptions
-from sessions import SessionService, UserError
+from sessions import SessionService, UserError, UserKey
 from sessions.agent_keys import KEYS_ONLY, KeyRefused
 from sessions.db import NOT_STORED, DatabaseUnavailable, database_down
 from sessions.lifecycle import EndResult
 from sessions.recall import recall as recall_memory
 from sessions.service import user_message
-from sessions.users import UserKey
 
 from . import fairness
 

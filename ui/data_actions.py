@@ -6,9 +6,8 @@ choices; a rebuild runs in the background like any memory build.
 
 from __future__ import annotations
 
-from sessions import SessionService, UserError
+from sessions import SessionService, UserError, UserKey
 from sessions.transfer import ExportFiles
-from sessions.users import UserKey
 
 from . import panels
 from .components import Page

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from sessions import SessionService, UserError
+from sessions import SessionService, UserError, UserKey
 from sessions.service import forgotten
 from sessions.transfer import MAX_FILE_BYTES, ExportFiles
-from sessions.users import UserKey
 
 from . import panels
 from .components import Page

@@ -17,10 +17,9 @@ import gradio as gr
 
 from memory.evaluation.figures import answers_figure, strategy_figure
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_BUDGETS, DEFAULT_RETRIEVERS, SUMMARISERS
-from sessions import SessionService, UserError, check_user_id
+from sessions import SessionService, UserError, UserKey, check_user_id
 from sessions.evaluation import EvalRun, Evaluations, my_turn_rows
 from sessions.service import user_message
-from sessions.users import UserKey
 
 from .eval_results import (
     ANSWERS_TITLE,

@@ -10,8 +10,7 @@ import gradio as gr
 from memory.dates import human_date
 from memory.settings import COMPARE_COLUMNS
 from memory.text import plural
-from sessions import SessionService
-from sessions.users import UserKey
+from sessions import SessionService, UserKey
 
 from . import panels
 from .components import Page

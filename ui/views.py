@@ -13,13 +13,9 @@ import gradio as gr
 
 from memory.dates import date_positions, human_date
 from memory.errors import InvalidOptions
-from sessions import SessionService, UserError
-from sessions.data_room import DataRoom
+from sessions import DataRoom, PageData, SessionRow, SessionService, UserError, UserKey
 from sessions.db import database_down
-from sessions.rooms import PageData
 from sessions.service import user_message
-from sessions.store import SessionRow
-from sessions.users import UserKey
 from sessions.work import Busy, Work
 
 from . import panels, session_list
