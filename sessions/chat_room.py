@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .db import NOT_STORED, DatabaseUnavailable, database_down
+from .db import NOT_STORED, outage_as
 from .lifecycle import Chat, ChatUpdate
 from .store import MessageRow, Store
 from .user_room import UserRoom
@@ -20,12 +20,8 @@ class ChatRoom:
 
     def send(self, key: UserKey, message: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
         key = own_key(key)
-        try:
+        with outage_as(NOT_STORED):  # nothing was stored: the sender keeps the text
             opts, llm = self.users.choices(key, strategy)
-        except Exception as e:
-            if database_down(e):  # nothing was stored: the sender keeps the text
-                raise DatabaseUnavailable(NOT_STORED) from None
-            raise
         return self.work.stream(key, "reply", lambda: self.chat.send(key, message, opts, llm))
 
     def retry(self, key: UserKey, strategy: str | None = None) -> Iterator[ChatUpdate]:

@@ -22,7 +22,7 @@ from memory.url_guard import check_url
 from .agent_keys import AgentKeys
 from .chat_room import ChatRoom
 from .data_room import DataRoom, forgotten, one_date_format
-from .db import DATABASE_DOWN, NOT_STORED, DatabaseUnavailable, MemoryVersions, UserError, database_down
+from .db import DATABASE_DOWN, NOT_STORED, MemoryVersions, UserError, database_down, outage_as
 from .graph_store import SqlGraphStore
 from .lifecycle import Chat, ChatUpdate, EndResult, Lifecycle
 from .memory_room import MemoryRoom, forget_message
@@ -156,12 +156,8 @@ class SessionService:
         return self.rooms.sessions.message(self.user(user_id), message_id)
 
     def send(self, user_id: str, message: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
-        try:
+        with outage_as(NOT_STORED):  # nothing was stored: the sender keeps the text
             key = self.user(user_id)
-        except Exception as e:
-            if database_down(e):  # nothing was stored: the sender keeps the text
-                raise DatabaseUnavailable(NOT_STORED) from None
-            raise
         return self.rooms.chat.send(key, message, strategy)
 
     def retry(self, user_id: str, strategy: str | None = None) -> Iterator[ChatUpdate]:

@@ -36,7 +36,7 @@ import gradio as gr
 from memory.errors import InvalidOptions
 from sessions import SessionService, UserError, UserKey
 from sessions.agent_keys import KEYS_ONLY, KeyRefused
-from sessions.db import NOT_STORED, DatabaseUnavailable, database_down
+from sessions.db import NOT_STORED, database_down, outage_as
 from sessions.lifecycle import EndResult
 from sessions.recall import recall as recall_memory
 from sessions.service import user_message
@@ -209,12 +209,8 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
             [reply text, trace]; the trace names the memory the reply read (memories, timelines or segments)
             the LLM calls, tokens and timings; trace["error"] is set when the model failed (the message stays saved)
         """
-        try:
+        with outage_as(NOT_STORED):  # the key check met the outage before anything was stored: the sender keeps it
             who = user(user_id, request)
-        except Exception as e:
-            if database_down(e):  # the key check met the outage before anything was stored: the sender keeps it
-                raise DatabaseUnavailable(NOT_STORED) from None
-            raise
         return _answer(service.send(who, message, strategy or None))
 
     @refused_for_people

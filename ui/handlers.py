@@ -27,7 +27,7 @@ from gradio.blocks import Block
 from gradio.utils import get_upload_folder
 
 from sessions import InvalidUserId, SessionService, UserError, check_user_id
-from sessions.db import NOT_STORED, DatabaseUnavailable, database_down
+from sessions.db import NOT_STORED, outage_as
 from sessions.service import user_message
 from sessions.transfer import ExportFiles
 from sessions.users import Accounts, UserKey, is_account_id
@@ -200,10 +200,9 @@ class Handlers:
         (and stays in the box: nothing typed is lost)."""
         c = self.c
         try:
-            key = self.views.key(uid)  # the one check of this event
+            with outage_as(NOT_STORED):  # nothing stored: the text stays in the box
+                key = self.views.key(uid)  # the one check of this event
         except Exception as e:
-            if database_down(e):  # nothing stored: the text stays in the box
-                e = DatabaseUnavailable(NOT_STORED)
             yield self.views.fail(e, c.status)
             return
         try:
@@ -217,12 +216,8 @@ class Handlers:
 
     def send(self, uid, message, strategy):
         def start(key: UserKey):
-            try:
+            with outage_as(NOT_STORED):  # nothing stored: the text stays in the box
                 chat, ids = chat_messages(self.rooms.sessions.messages(key))
-            except Exception as e:
-                if database_down(e):  # nothing stored: the text stays in the box
-                    raise DatabaseUnavailable(NOT_STORED) from None
-                raise
             yield from self._stream(key, self.rooms.chat.send(key, message, strategy), chat, ids)
 
         yield from self._run_reply(uid, start)
