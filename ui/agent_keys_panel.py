@@ -65,7 +65,7 @@ class KeyHandlers:
         self.service, self.keys = service, service.agent_keys
 
     def _view(self, uid, shown: str = "", status: str = "") -> tuple:
-        keys = self.keys.list(self.service.user(uid))
+        keys = self.keys.list(self.service.rooms.users.user(uid))
         menu = choices(keys)
         return shown, list_html(keys), gr.update(choices=menu, value=menu[0][1] if menu else None), status
 
@@ -80,7 +80,7 @@ class KeyHandlers:
 
     def make(self, uid, name: str, request: gr.Request | None = None) -> tuple:
         try:
-            who = self.service.user(uid)  # the one check of this event: _view takes the key as it is
+            who = self.service.rooms.users.user(uid)  # the one check of this event: _view takes the key as it is
             key, row = self.keys.create(who, name)
         except Exception as e:
             return self._refused(e)
@@ -89,7 +89,7 @@ class KeyHandlers:
 
     def revoke(self, uid, prefix: str | None) -> tuple:
         try:
-            who = self.service.user(uid)  # the one check of this event: _view takes the key as it is
+            who = self.service.rooms.users.user(uid)  # the one check of this event: _view takes the key as it is
             if not prefix:
                 return self._view(who, status=status_html("Choose a key to revoke.", "error"))
             n = self.keys.revoke(who, prefix)

@@ -175,11 +175,11 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
     owner of its agent key (sessions/agent_keys.py), or an id /new_user issued; `require_keys`
     (MEMORY_REQUIRE_AGENT_KEYS) refuses every call without a key."""
     reply, build = fairness.reply_events(serving), fairness.build_events(serving)  # ui.fairness
-    keys = service.agent_keys
+    keys, rooms = service.agent_keys, service.rooms
 
     def user(user_id: str, request: gr.Request | None) -> UserKey:
         headers = getattr(request, "headers", None) or {}
-        return keys.user_for(user_id, headers.get("authorization", ""), service.user, require_keys)
+        return keys.user_for(user_id, headers.get("authorization", ""), rooms.users.user, require_keys)
 
     @refused_for_people
     def new_user(request: gr.Request) -> str:
@@ -188,8 +188,8 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
         a few per hour. Refused where the server takes agent keys only (MEMORY_REQUIRE_AGENT_KEYS)."""
         if require_keys:
             raise KeyRefused(KEYS_ONLY)
-        uid = service.new_user(request)
-        keys.mark_api_client(service.user(uid))  # an API client's id: served alone (a page's id is not)
+        uid = rooms.users.new_user(request)
+        keys.mark_api_client(rooms.users.user(uid))  # an API client's id: served alone (a page's id is not)
         return uid
 
     @refused_for_people
@@ -211,13 +211,13 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
         """
         with outage_as(NOT_STORED):  # the key check met the outage before anything was stored: the sender keeps it
             who = user(user_id, request)
-        return _answer(service.send(who, message, strategy or None))
+        return _answer(rooms.chat.send(who, message, strategy or None))
 
     @refused_for_people
     def reply_again(user_id: str, strategy: str = "", request: gr.Request | None = None) -> tuple[str, dict]:
         """Answer again the last message of the open session when its reply failed or never came
         (the Retry button of the page). Returns (reply text, trace dict) like /send_message."""
-        return _answer(service.retry(user(user_id, request), strategy or None))
+        return _answer(rooms.chat.retry(user(user_id, request), strategy or None))
 
     @refused_for_people
     def end_session(user_id: str, next_date: str = "", request: gr.Request | None = None) -> dict:
@@ -232,25 +232,26 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
         Returns:
             {"message", "errors", "closed": [{"session_id", "error", "new_memories", "new_segments"}], "session"}
         """
-        return _end(service.end_session(user(user_id, request), next_date or None))
+        return _end(rooms.sessions.end(user(user_id, request), next_date or None))
 
     @refused_for_people
     def new_session(user_id: str, date: str, request: gr.Request | None = None) -> dict:
         """Start a session dated `date` (e.g. "2023-05-15"; not before the previous session); the open one
         is ended first if it has messages."""
-        return _end(service.new_session(user(user_id, request), date))
+        return _end(rooms.sessions.new(user(user_id, request), date))
 
     @refused_for_people
     def history(user_id: str, request: gr.Request | None = None) -> dict:
         """The user's sessions (oldest first), each with its messages; "damaged" lists stored values that
         could not be read (left out; /repair_damage rebuilds or drops them)."""
         user_id = user(user_id, request)
-        sessions = service.sessions(user_id)
+        sessions = rooms.sessions.in_order(user_id)
         return {
             "sessions": [
-                {**_session(s), "turns": [_turn(m) for m in service.messages(user_id, s.session_id)]} for s in sessions
+                {**_session(s), "turns": [_turn(m) for m in rooms.sessions.messages(user_id, s.session_id)]}
+                for s in sessions
             ],
-            "damaged": service.damage(user_id),
+            "damaged": rooms.data.damage(user_id),
         }
 
     @refused_for_people
@@ -269,7 +270,7 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
         Returns:
             {"closed": [per session: "session_id", "new_memories", "new_segments"], "memories", "segments", "errors"}
         """
-        out = _end(service.import_history(user(user_id, request), data, sample_id or ""))
+        out = _end(rooms.data.import_history(user(user_id, request), data, sample_id or ""))
         out["memories"] = sum(len(c["new_memories"]) for c in out["closed"])
         out["segments"] = sum(len(c["new_segments"]) for c in out["closed"])
         return out
@@ -287,7 +288,7 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
         Returns:
             {"format", "sessions", "memory": {"theanine_graph", "secom_segments"}, "settings", "damaged"}
         """
-        return service.export(user(user_id, request))
+        return rooms.data.export(user(user_id, request))
 
     @refused_for_people
     def recall(
@@ -315,7 +316,7 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
     def repair_damage(user_id: str, item: str, action: str = "rebuild", request: gr.Request | None = None) -> str:
         """Repair a damaged stored value listed under "damaged" by /history or /export_memory: "rebuild"
         (a memory: its session's memory is built again from the stored turns) or "drop" it."""
-        return service.repair(user(user_id, request), item, action)
+        return rooms.data.repair(user(user_id, request), item, action)
 
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)
