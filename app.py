@@ -74,7 +74,7 @@ def accounts(settings: AppSettings):
 def build(settings: AppSettings | None = None):
     from memory.agent import MemoryAgent
     from memory.locks import UserLocks
-    from sessions import SessionService
+    from sessions import open_service
     from ui import build_demo
 
     settings = settings or AppSettings.from_env()
@@ -82,7 +82,7 @@ def build(settings: AppSettings | None = None):
     log.info("data dir %s; %s", memory.data_dir, memory.llm.describe())
     locks = UserLocks()  # the one owner of per-user exclusion, for the agent and the service
     agent = MemoryAgent.from_settings(memory, locks=locks)
-    service = SessionService(
+    service = open_service(
         memory,
         agent,
         locks=locks,

@@ -121,14 +121,14 @@ def make_service(data_dir: Path, llm_factory=None):
     (`llm_factory`: the tests' scripted model)."""
     from memory.agent import MemoryAgent
     from memory.locks import UserLocks
-    from sessions import SessionService
+    from sessions import open_service
     from sessions.settings import AppSettings
 
     app = AppSettings.from_env()
     memory = dataclasses.replace(app.memory, data_dir=Path(data_dir), chroma_host="")
     locks = UserLocks()
     agent = MemoryAgent.from_settings(memory, llm_factory=llm_factory, locks=locks)
-    svc = SessionService(
+    svc = open_service(
         memory, agent, locks=locks, limits=dataclasses.replace(app.limits, imports_per_hour=0), identity=app.identity
     )
     return svc, memory

@@ -31,7 +31,7 @@ from . import damage, migrations, schema
 from .graph_store import SqlGraphStore
 from .settings import AppSettings, load_dotenv_file
 from .store import Store, open_store
-from .users import UserKey, fingerprint, idle_users
+from .users import UserKey, fingerprint, idle_users, last_activity
 
 
 def check(args: argparse.Namespace) -> int:
@@ -89,18 +89,18 @@ def migrate(args: argparse.Namespace) -> int:
 def _service():
     from memory.agent import MemoryAgent
 
-    from .service import SessionService
+    from .service import open_service
 
     settings = AppSettings.from_env()
     agent = MemoryAgent.from_settings(settings.memory)
-    return SessionService(settings.memory, agent, database_url=settings.database_url, locks=agent.locks)
+    return open_service(settings.memory, agent, database_url=settings.database_url, locks=agent.locks)
 
 
 def idle(args: argparse.Namespace, service=None, out=sys.stdout, now: float | None = None) -> int:
     if service is None:
         service = _service()
     users = idle_users(service.store, args.days, now)
-    total = len(service.store.last_activity())
+    total = len(last_activity(service.store.engine))
     print(f"{total} users; {len(users)} idle for more than {args.days:g} days.", file=out)
     for uid, last in users:
         n_sessions = len(service.store.sessions(uid))

@@ -42,6 +42,18 @@ class DatabaseUnavailable(UserError):
         super().__init__(message)
 
 
+@contextmanager
+def outage_as(message: str) -> Iterator[None]:
+    """Inside, the database being down is said to people as `message` (what the step kept or lost: "not
+    saved", "saved but no reply"); every other error passes as it is."""
+    try:
+        yield
+    except Exception as e:
+        if database_down(e):
+            raise DatabaseUnavailable(message) from None
+        raise
+
+
 def database_down(exc: BaseException) -> bool:
     """Whether `exc` is the database being unreachable (not a bad statement or a broken row): the
     driver's operational errors, and any error on a connection the server dropped."""

@@ -34,9 +34,10 @@ from memory.files import atomic_write_json
 from memory.settings import Settings
 
 from .db import UserError
+from .session_room import SessionRoom
 from .settings import Limits
 from .transfer import MAX_FILE_BYTES
-from .users import check_user_id
+from .users import UserKey, check_user_id, own_key
 from .work import BuildPool, Progress, Progressing
 
 log = logging.getLogger(__name__)
@@ -157,13 +158,13 @@ def conversations_from_file(data: bytes | str, only: str = "") -> list[Conversat
 # --- the user's own history ----------------------------------------------------------------------
 
 
-def my_turns(service, user_id: str) -> list[dict]:
+def my_turns(sessions: SessionRoom, key: UserKey) -> list[dict]:
     """The user's sessions in time order as LoCoMo sessions: [{"date", "turns": [(id, speaker, text)]}].
     Turn ids are LoCoMo's form, D<session>:<turn>, both counted from 1 over sessions with turns."""
-    user_id = check_user_id(user_id)
+    key = own_key(key)
     out: list[dict] = []
-    for s in service.sessions(user_id):
-        rows = [m for m in service.messages(user_id, s.session_id) if m.status == "ok" and (m.text or "").strip()]
+    for s in sessions.in_order(key):
+        rows = [m for m in sessions.messages(key, s.session_id) if m.status == "ok" and (m.text or "").strip()]
         if not rows:
             continue
         n = len(out) + 1
@@ -172,10 +173,10 @@ def my_turns(service, user_id: str) -> list[dict]:
     return out
 
 
-def my_turn_rows(service, user_id: str, max_chars: int = 160) -> list[list[str]]:
+def my_turn_rows(sessions: SessionRoom, key: UserKey, max_chars: int = 160) -> list[list[str]]:
     """[turn id, date, speaker, text] per turn, for the page's "your turns" table."""
     rows = []
-    for s in my_turns(service, user_id):
+    for s in my_turns(sessions, key):
         for tid, speaker, text in s["turns"]:
             short = " ".join(text.split())
             rows.append([tid, s["date"], speaker, short if len(short) <= max_chars else short[: max_chars - 1] + "…"])
@@ -197,9 +198,9 @@ def _question_rows(rows) -> list[tuple[str, str, str]]:
     return out
 
 
-def my_history_sample(service, user_id: str, rows) -> dict:
+def my_history_sample(room: SessionRoom, key: UserKey, rows) -> dict:
     """The user's history and questions as one LoCoMo sample (the format the benchmark reads)."""
-    sessions = my_turns(service, user_id)
+    sessions = my_turns(room, key)
     if not sessions:
         raise UserError("Your history is empty: chat or import a conversation first.")
     known = {tid for s in sessions for tid, _, _ in s["turns"]}
@@ -252,12 +253,11 @@ def _checked_question(i: int, question: str, ids: str, cat: str, known: set[str]
 class Evaluations:
     """Runs of the benchmark for the page, one per user, in the background (see the module docstring)."""
 
-    def __init__(self, service, settings: Settings | None = None, limits: Limits | None = None):
-        self.svc = service
-        self.settings = settings or service.settings
-        lim = limits or getattr(service, "limits", None) or Limits()
+    def __init__(self, sessions: SessionRoom, settings: Settings, limits: Limits | None = None):
+        self.sessions, self.settings = sessions, settings  # the user's history: read, never written
+        lim = limits or sessions.limits
         self.pool = BuildPool(1, lim.build_nice)  # its own worker: memory builds never wait behind a run
-        self.work = service.work  # the run holds the user's "evaluate" lane
+        self.work = sessions.work  # the run holds the user's "evaluate" lane
         self._runs: dict[str, EvalRun] = {}  # the latest run of each user
         self._done: dict[str, EvalRun] = {}  # the latest run of each user that has results
         self._lock = threading.Lock()
@@ -272,11 +272,11 @@ class Evaluations:
         spec = make_spec(methods, retrievers, budgets, summarisers, self.llm_available)
         return EvalRequest(conversations_from_file(data, only), spec, name or "uploaded file")
 
-    def request_history(self, user_id: str, rows, methods, retrievers, budgets, summarisers) -> EvalRequest:
+    def request_history(self, key: UserKey, rows, methods, retrievers, budgets, summarisers) -> EvalRequest:
         spec = make_spec(methods, retrievers, budgets, summarisers, self.llm_available)
         if "reference" in spec.summarisers:
             raise UserError("The reference summariser needs LoCoMo's observation facts; use offline (or llm).")
-        sample = my_history_sample(self.svc, user_id, rows)
+        sample = my_history_sample(self.sessions, key, rows)
         return EvalRequest(load_samples([sample]), spec, "your history and questions")
 
     def get(self, user_id: str) -> EvalRun | None:

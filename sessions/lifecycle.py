@@ -20,7 +20,7 @@ from memory.settings import COMPARE_COLUMNS, LLMConfig, Options
 from memory.text import clean_obj, clean_text, plural
 from memory.trace_types import CloseReportDict, TraceDict
 
-from .db import NOT_STORED, CompareReply, DatabaseUnavailable, UserError, database_down
+from .db import NOT_STORED, CompareReply, UserError, database_down, outage_as
 from .store import MessageRow, SessionRow, Store
 
 # --- lifecycle ---------------------------------------------------
@@ -104,7 +104,8 @@ class Lifecycle:
         self.options_of, self.llm_of = options_of, llm_of
 
     def current(self, user_id: str) -> SessionRow:
-        return self.store.open_session(user_id, today())
+        """The open session: read; made (a write) only where the user has none yet, where one is born."""
+        return self.store.open_row(user_id) or self.store.open_session(user_id, today())
 
     def record(self, user_id: str, session: SessionRow) -> SessionRecord:
         """The session as the memory library sees it: stored turns, failed replies left out."""
@@ -368,7 +369,7 @@ class Chat:
 
     def send(self, user_id: str, message: str, options: Options, llm: LLMConfig | None) -> Iterator[ChatUpdate]:
         message = check_message(message)
-        try:
+        with outage_as(NOT_STORED):  # said before anything is shown as sent: the sender keeps the text
             for _ in range(3):
                 session = self.lifecycle.current(user_id)
                 history = history_before(self.store.messages(user_id, session.session_id), session)
@@ -377,10 +378,6 @@ class Chat:
                     break
             else:
                 raise UserError("The session changed while sending (ended in another tab?); send again.")
-        except Exception as e:
-            if database_down(e):  # said before anything is shown as sent: the sender keeps the text
-                raise DatabaseUnavailable(NOT_STORED) from None
-            raise
         yield ChatUpdate("stored", message_id=msg_id)
         yield from self._reply(user_id, session, history, message, msg_id, options, llm)
 
@@ -445,12 +442,8 @@ class Chat:
             else:
                 log.exception("reply failed")
                 error = "Something went wrong while replying. Your message is saved; press Retry."
-        try:
+        with outage_as(REPLY_NOT_STORED):  # the message is stored and has no reply: Retry answers it
             reply_id = self.store.add_reply(user_id, session.session_id, msg_id, text, options.strategy, trace, error)
-        except Exception as e:
-            if database_down(e):  # the message is stored and has no reply: Retry answers it
-                raise DatabaseUnavailable(REPLY_NOT_STORED) from None
-            raise
         yield ChatUpdate("done", text, message_id=msg_id, reply_id=reply_id, trace=trace, error=error)
 
     def compare(

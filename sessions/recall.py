@@ -5,16 +5,16 @@ memory grew, one ended session at a time.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from memory.dates import date_positions, human_date
 from memory.errors import InvalidOptions
 from memory.trace import Trace
 
-from .users import check_user_id
+from .memory_room import MemoryRoom
+from .users import UserKey, own_key
 
 # --- recall ------------------------------------------------------
-# Recall as a service: the memory lines a reply would read for a query, now or as of a session or date.
-#
 # `recall` is what the /recall API endpoint returns: each line of memory with the turns it came
 # from and its retrieval score, and which retrieved memories a later one superseded. `as_of` takes
 # a session id (the memory after that session ended, as time travel's step for it) or a date.
@@ -23,12 +23,12 @@ from .users import check_user_id
 MAX_QUERY_CHARS = 4000
 
 
-def as_of_sessions(service, user_id: str, as_of: str) -> set[str] | None:
+def as_of_sessions(room: MemoryRoom, key: UserKey, as_of: str) -> set[str] | None:
     """A session id of the user: that session and the ended ones before it (time travel's steps)."""
-    rows = [s for s in service.sessions(user_id) if s.status != "open"]
-    ids = [s.session_id for s in rows]
+    every = room.sessions.in_order(key)
+    ids = [s.session_id for s in every if s.status != "open"]
     if as_of not in ids:
-        if any(s.session_id == as_of for s in service.sessions(user_id)):
+        if any(s.session_id == as_of for s in every):
             raise InvalidOptions("as_of names the open session: its memory is built when it ends")
         return None
     return set(ids[: ids.index(as_of) + 1])
@@ -45,18 +45,19 @@ def _scores(trace: Trace) -> list[float | None]:
     return [best.get(t.get("anchor", "")) for t in trace.timelines_raw]
 
 
-def recall(service, user_id: str, query: str, strategy: str = "", as_of: str = "") -> dict:
-    user_id = service.user(user_id)
+def recall(room: MemoryRoom, key: UserKey, query: str, strategy: str = "", as_of: str = "") -> dict:
+    key = own_key(key)
     query = (query or "").strip()[:MAX_QUERY_CHARS]
     if not query:
         raise InvalidOptions("query is empty")
-    opts = service.options(user_id, strategy or None)
+    opts = room.users.options(key, strategy or None)
     when: str | set[str] | None = None
     if as_of.strip():
-        when = as_of_sessions(service, user_id, as_of.strip()) or as_of.strip()
+        when = as_of_sessions(room, key, as_of.strip()) or as_of.strip()
     trace = Trace(opts.strategy)
-    ctx = service.agent.memory_context(user_id, [], query, opts, trace, None, as_of=when)
-    turns = service.turn_texts(user_id, [t for c in ctx.covers for t in c])
+    agent: Any = room.agent  # memory.agent.MemoryAgent: recall reads below the Agent protocol the tests' fakes keep
+    ctx = agent.memory_context(key, [], query, opts, trace, None, as_of=when)
+    turns = room.turn_texts(key, [t for c in ctx.covers for t in c])
     scores = _scores(trace)
     lines = []
     for i, text in enumerate(ctx.lines):
@@ -88,8 +89,8 @@ def recall(service, user_id: str, query: str, strategy: str = "", as_of: str = "
 # SeCom segment the step of the session it was cut from. The UI sends all of it once and moves
 # between steps without asking the server for the graph again.
 #
-# Read through the service's public views (sessions, graph, the agent's export); nothing here
-# writes, and everything is the one user's data.
+# Read through the memory's room (sessions, graph, segments); nothing here writes, and everything is
+# the one user's data.
 
 # The order the "what changed" list shows a close's links in: change and cause first, topic last.
 RELATION_ORDER = ("Changed", "Cause", "Reason", "HinderedBy", "React", "Want", "SameTopic")
@@ -141,10 +142,10 @@ def _relation_rank(relation: str) -> int:
     return RELATION_ORDER.index(relation) if relation in RELATION_ORDER else len(RELATION_ORDER)
 
 
-def memory_history(service, user_id: str) -> MemoryHistory:
+def memory_history(room: MemoryRoom, key: UserKey) -> MemoryHistory:
     """The user's memory, session by session (see the module's docstring)."""
-    user_id = check_user_id(user_id)
-    rows = [s for s in service.sessions(user_id) if s.status != "open"]
+    key = own_key(key)
+    rows = [s for s in room.sessions.in_order(key) if s.status != "open"]
     positions = date_positions([s.date for s in rows])
     steps = [
         Step(
@@ -160,7 +161,7 @@ def memory_history(service, user_id: str) -> MemoryHistory:
         for i, s in enumerate(rows)
     ]
     by_session = {s.session_id: s for s in steps}
-    view = service.graph(user_id)
+    view = room.graph(key)
     nodes = view.get("nodes") or []
     step_of: dict[str, int] = {}
     memories: dict[str, dict] = {}
@@ -191,7 +192,7 @@ def memory_history(service, user_id: str) -> MemoryHistory:
     links.sort(key=lambda x: (x[0], _relation_rank(x[2].relation), x[1]))
     for k, _, link in links:
         steps[k - 1].links.append(link)
-    for seg in service.segments(user_id):
+    for seg in room.segments(key):
         owner = by_session.get(str(seg.get("session_id", "")))
         if owner is None:
             continue

@@ -181,6 +181,12 @@ class Store:
         assert row is not None  # made above, in this transaction
         return row
 
+    def open_row(self, user_id: str) -> SessionRow | None:
+        """The user's open session, read (no write transaction); None when there is none yet."""
+        return self._read_row(
+            SessionRow, user_id, sa.select(S, _N_OK).where(S.c.user_id == user_key(user_id), S.c.status == "open")
+        )
+
     def session(self, user_id: str, session_id: str) -> SessionRow | None:
         return self._read_row(
             SessionRow,
@@ -472,22 +478,6 @@ class Store:
         if damaged:
             damage.flag(self.engine, user_key(user_id), damaged)
         return out[::-1]
-
-    # --- activity (sessions.users) ----------------------------------------------------------
-    def last_activity(self) -> list[tuple[str, float]]:
-        """Every user with the time of their latest account, session, message or compare row, oldest first."""
-
-        def latest(t):
-            return (
-                sa.select(sa.func.coalesce(sa.func.max(t.c.created_at), 0))
-                .where(t.c.user_id == U.c.user_id)
-                .scalar_subquery()
-            )
-
-        with self._connect() as c:
-            rows = c.execute(sa.select(U.c.user_id, U.c.created_at, latest(S), latest(M), latest(C)))
-            out = [(r[0], max(float(x or 0) for x in r[1:])) for r in rows]
-        return sorted(out, key=lambda x: (x[1], x[0]))
 
 
 def open_store(data_dir: Path | str, database_url: str = "") -> Store:

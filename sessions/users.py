@@ -14,13 +14,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from urllib.parse import urlparse
 
+import sqlalchemy as sa
+
 from memory.errors import InvalidOptions, InvalidSetting
 from memory.settings import BACKENDS, LLMConfig, Options
 from memory.text import clean_text
 from memory.url_guard import UnsafeURL, check_url
 from memory.userspace import is_user_key, user_key
 
+from . import db
 from .db import UserError
+from .schema import compares as C
+from .schema import messages as M
+from .schema import sessions as S
+from .schema import users as U
 from .settings import IdentityConfig
 from .work import LimitReached
 
@@ -43,16 +50,24 @@ class InvalidUserId(UserError):
 
 
 class UserKey(str):
-    """A user's key, as the server holds it: made from an id that passed the entry checks
-    (`SessionService.user`), or read from the database by the server itself (start-up recovery, the
-    idle sweep). Only this type is taken as already checked: a key a client sends as its id is a
-    plain string, and refused."""
+    """A user's key, as the server holds it: made once per event from an id that passed the entry checks
+    (`UserRoom.user`, at the page's handler or the API's endpoint), or read from the database by the server
+    itself (start-up recovery, the idle sweep). Only this type is taken as already checked: a key a client
+    sends as its id is a plain string, and refused (`own_key`)."""
 
     __slots__ = ()
 
     @classmethod
     def of(cls, user_id: str) -> UserKey:
         return cls(user_key(user_id))
+
+
+def own_key(key: object) -> UserKey:
+    """`key` as the rooms of the front door take it: a UserKey made at the edge of the event. Anything else
+    (a client's string, which might be shaped like another user's key) is refused, never hashed and served."""
+    if not isinstance(key, UserKey):
+        raise InvalidUserId(UNKNOWN)
+    return key
 
 
 def new_user_id() -> str:
@@ -358,7 +373,19 @@ def fingerprint(user_id: str) -> str:
     return user_key(user_id)[:12]
 
 
+def last_activity(engine) -> list[tuple[str, float]]:
+    """Every user with the time of their latest account, session, message or compare row, oldest first."""
+
+    def latest(t):
+        return sa.select(sa.func.coalesce(sa.func.max(t.c.created_at), 0)).where(t.c.user_id == U.c.user_id)
+
+    with db.read(engine) as c:
+        rows = c.execute(sa.select(U.c.user_id, U.c.created_at, *(latest(t).scalar_subquery() for t in (S, M, C))))
+        out = [(r[0], max(float(x or 0) for x in r[1:])) for r in rows]
+    return sorted(out, key=lambda x: (x[1], x[0]))
+
+
 def idle_users(store, days: float, now: float | None = None) -> list[tuple[str, float]]:
     """(user id, last activity) of users whose latest activity is more than `days` days old."""
     cutoff = (time.time() if now is None else now) - days * DAY
-    return [(u, t) for u, t in store.last_activity() if t < cutoff]
+    return [(u, t) for u, t in last_activity(store.engine) if t < cutoff]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from memory.agent import MemoryAgent
 from memory.settings import Settings
-from sessions import SessionService
+from sessions import SessionService, open_service
 from tests.llm_server import LLMServer, app_llm_env
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def components(name: str = "{}") -> Page:
 def make_service(data_dir: Path, server: LLMServer, **env) -> SessionService:
     e = {"MEMORY_DATA_DIR": str(data_dir), **app_llm_env(server, **env)}
     settings = Settings.from_env(e)
-    return SessionService(settings, MemoryAgent.from_settings(settings))
+    return open_service(settings, MemoryAgent.from_settings(settings))
 
 
 def handlers(service: SessionService) -> Handlers:

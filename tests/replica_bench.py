@@ -75,14 +75,14 @@ class Replica:
     def __init__(self, backend: str, url: str | None, data: Path, server, clock: DbClock):
         from memory.agent import MemoryAgent
         from memory.settings import Settings
-        from sessions import SessionService
+        from sessions import open_service
         from sessions.store import open_store
         from tests.llm_server import app_llm_env
 
         settings = Settings.from_env({"MEMORY_DATA_DIR": str(data), **app_llm_env(server, LLM_TIMEOUT=60)})
         self.store = open_store(data, url or "")
         self.agent = MemoryAgent.from_settings(settings)
-        self.svc = SessionService(settings, self.agent, self.store)
+        self.svc = open_service(settings, self.agent, self.store)
         self.uid, self.clock = f"bench_{backend}_" + "u" * 16, clock
         self.out: dict[str, list[float]] = {
             k: [] for k in ("reply", "reply db", "close", "close db", "graph reload", "store write")

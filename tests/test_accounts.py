@@ -12,7 +12,7 @@ import gradio as gr
 import pytest
 
 from memory.settings import Settings
-from sessions import SessionService
+from sessions import open_service
 from sessions.users import ACCOUNT_PREFIX, USER_ID_RE, Accounts, IdentityConfig, is_account_id, new_user_id
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import handlers
@@ -54,7 +54,7 @@ def test_anonymous_ids_never_look_like_account_ids():
 
 @pytest.fixture
 def page(tmp_path):
-    svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent(), identity=IdentityConfig(issued_only=True))
+    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent(), identity=IdentityConfig(issued_only=True))
     h = handlers(svc)
     h.accounts = Accounts(SECRET)
     return svc, h
@@ -128,7 +128,7 @@ def test_without_the_setting_nothing_changes(tmp_path, on_a_space):
 
     settings = app.AppSettings.from_env({"MEMORY_DATA_DIR": str(tmp_path)})
     assert settings.hf_login is False and app.accounts(settings) is None
-    svc = SessionService(settings.memory, ScriptedAgent())
+    svc = open_service(settings.memory, ScriptedAgent())
     plain = build_demo(svc, settings.memory, "test-secret-0123456789", accounts=app.accounts(settings))
     assert not plain.expects_oauth
     assert not any(isinstance(b, gr.LoginButton) for b in plain.blocks.values())
@@ -141,7 +141,7 @@ def test_without_the_setting_nothing_changes(tmp_path, on_a_space):
     assert accounts is not None and accounts.user_id(profile()) == Accounts(SECRET).user_id(profile())
     assert SECRET not in repr(on) and SECRET not in str(on.memory.public())
     signed = build_demo(
-        SessionService(on.memory, ScriptedAgent()), on.memory, "test-secret-0123456789", accounts=accounts
+        open_service(on.memory, ScriptedAgent()), on.memory, "test-secret-0123456789", accounts=accounts
     )
     assert signed.expects_oauth and any(isinstance(b, gr.LoginButton) for b in signed.blocks.values())
     assert "load_signed_in" in {getattr(f.fn, "__name__", "") for f in signed.fns.values()}

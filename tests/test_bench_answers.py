@@ -13,7 +13,7 @@ from bench.answer_score import token_f1
 from memory.reply_prompts import memory_of
 from tests.bench_fixtures import TURNS, write_tiny
 from tests.llm_server import ok
-from ui.evaluation import answers_html, measured_answers
+from ui.eval_results import answers_html, measured_answers
 
 
 @pytest.fixture

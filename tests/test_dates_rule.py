@@ -10,7 +10,7 @@ import pytest
 
 from memory import dates
 from memory.settings import Settings
-from sessions import SessionService, UserError, new_user_id
+from sessions import SessionService, UserError, new_user_id, open_service
 from sessions.graph_store import SqlGraphStore
 from sessions.transfer import ImportFormatError
 from tests.fakes import ScriptedAgent
@@ -19,7 +19,7 @@ INVALID = ["9999-12-31", "2023-02-30", "not a date", "-5", "1e308", "", "1066-10
 
 
 def svc_for(tmp_path) -> SessionService:
-    return SessionService(Settings(data_dir=tmp_path), ScriptedAgent())
+    return open_service(Settings(data_dir=tmp_path), ScriptedAgent())
 
 
 def history(*dated: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -22,14 +23,16 @@ from sessions.evaluation import (
     my_turn_rows,
     parse_budgets,
 )
+from sessions.settings import Limits
+from sessions.users import UserKey
 from sessions.work import UserWork
 from tests.bench_fixtures import tiny_locomo
 
 ALL = list(AGENT_METHODS)
 
 
-class FakeService:
-    """The two reads the evaluation makes of a user's history (sessions in time order, their messages).
+class FakeSessions:
+    """The sessions' room as the evaluation reads it: a user's sessions in time order and their messages.
 
     It has no write method: an evaluation that tried to store anything would fail with AttributeError.
     """
@@ -37,12 +40,12 @@ class FakeService:
     def __init__(self, sessions: dict[str, list[tuple[str, str]]]):
         self._sessions = sessions
         self.work = UserWork(UserLocks())
-        self.settings = None
+        self.limits = Limits()
 
-    def sessions(self, user_id):
+    def in_order(self, key):
         return [SimpleNamespace(session_id=s, date=f"2023-05-0{i + 1}") for i, s in enumerate(self._sessions)]
 
-    def messages(self, user_id, session_id):
+    def messages(self, key, session_id):
         return [
             SimpleNamespace(role=r, speaker=r, text=t, status="ok", id=i)
             for i, (r, t) in enumerate(self._sessions[session_id])
@@ -50,8 +53,8 @@ class FakeService:
 
 
 @pytest.fixture
-def svc():
-    return FakeService(
+def svc() -> Any:  # stands in for sessions.session_room.SessionRoom
+    return FakeSessions(
         {
             "s1": [("user", "I adopted a beagle named Biscuit."), ("assistant", "Lovely!")],
             "s2": [("user", "Biscuit chewed my shoes."), ("assistant", "Oh no.")],
@@ -113,7 +116,7 @@ def test_a_locomo_file_is_read_as_the_benchmark_reads_it():
 
 
 def test_my_turns_have_locomo_ids(svc):
-    rows = my_turn_rows(svc, new_user_id())
+    rows = my_turn_rows(svc, UserKey.of(new_user_id()))
     assert [r[0] for r in rows] == ["D1:1", "D1:2", "D2:1", "D2:2"]
     assert rows[0][1:] == ["2023-05-01", "user", "I adopted a beagle named Biscuit."]
 
@@ -132,12 +135,12 @@ def test_my_turns_have_locomo_ids(svc):
 )
 def test_bad_questions_are_refused_with_a_message(svc, rows, words):
     with pytest.raises(UserError, match=words):
-        my_history_sample(svc, new_user_id(), rows)
+        my_history_sample(svc, UserKey.of(new_user_id()), rows)
 
 
 def test_my_history_and_questions_become_one_locomo_sample(svc):
     rows = [["What is my dog called?", "D1:1", ""], ["What did Biscuit chew?", "D2:1, D1:1", "1"], ["", "", ""]]
-    sample = my_history_sample(svc, new_user_id(), rows)
+    sample = my_history_sample(svc, UserKey.of(new_user_id()), rows)
     assert sample["conversation"]["session_2"][0] == {"speaker": "user", "dia_id": "D2:1", "text": rows_text(svc)}
     assert [(q["evidence"], q["category"]) for q in sample["qa"]] == [(["D1:1"], 4), (["D2:1", "D1:1"], 1)]
 
@@ -150,7 +153,7 @@ def test_refused_requests_start_nothing(svc, tmp_path):
     # A refused request reads no setting but whether an LLM is configured.
     bundled_only = SimpleNamespace(llm=SimpleNamespace(is_bundled=True))
     ev = Evaluations(svc, settings=bundled_only)  # type: ignore[arg-type]
-    uid = new_user_id()
+    uid = UserKey.of(new_user_id())
     with pytest.raises(UserError):
         ev.request_file(b"[]", "", ALL, ["bm25"], "250", ["offline"], "x.json")
     with pytest.raises(UserError):

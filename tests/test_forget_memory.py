@@ -16,7 +16,7 @@ from memory.secom.strategy import KIND, SecomMemory
 from memory.settings import Options
 from memory.trace import Trace
 from sessions import new_user_id
-from sessions.service import REDACTED
+from sessions.memory_room import REDACTED
 from tests.fakes import MemoryStore
 from tests.reliability_app import make_service
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from memory.settings import Settings
-from sessions import SessionService, UserError
+from sessions import SessionService, UserError, open_service
 from sessions.users import IdentityConfig, InvalidUserId
 from sessions.work import LimitReached, Limits
 from tests.fakes import ScriptedAgent
@@ -29,9 +29,7 @@ class Clock:
 
 def service(tmp_path, **cfg) -> SessionService:
     conf = IdentityConfig(**{"issued_only": True, **cfg})
-    return SessionService(
-        Settings(data_dir=tmp_path), ScriptedAgent(), limits=Limits(imports_per_hour=1), identity=conf
-    )
+    return open_service(Settings(data_dir=tmp_path), ScriptedAgent(), limits=Limits(imports_per_hour=1), identity=conf)
 
 
 @pytest.mark.parametrize("chosen", CHOSEN)

@@ -121,10 +121,10 @@ def test_recall_as_of_a_session_or_date_sees_the_memory_as_it_stood(moved):
 def service(tmp_path):
     from memory.agent import MemoryAgent
     from memory.settings import Settings
-    from sessions import SessionService
+    from sessions import open_service
 
     settings = Settings(data_dir=tmp_path)  # the bundled model: memory is built offline
-    return SessionService(settings, MemoryAgent.from_settings(settings))
+    return open_service(settings, MemoryAgent.from_settings(settings))
 
 
 def _import(svc, *sessions: SessionRecord) -> str:
@@ -146,20 +146,22 @@ def test_recall_returns_lines_with_sources_and_scores_and_keeps_users_apart(serv
 
     alice = _import(service, sess("a1", "2023-01-05", PORTO), sess("a2", "2023-04-03", LISBON))
     bob = _import(service, sess("b1", "2023-01-07", "I live in Vienna with my sister and her cat."))
-    got = recall(service, alice, "Which city do I live in?", "theanine")
+    got = recall(service.rooms.memory, service.user(alice), "Which city do I live in?", "theanine")
     text = json.dumps(got)
     assert got["lines"] and "Lisbon" in got["lines"][0]["text"] and "Vienna" not in text
     assert got["lines"][0]["score"] is not None
     assert any(t["text"] == LISBON for t in got["lines"][0]["turns"])  # the source turn, from the transcript
     assert got["superseded"] == [] or got["superseded"][0]["superseded_by"]["event"].endswith(LISBON)
     first = service.sessions(alice)[0].session_id
-    then = recall(service, alice, "Which city do I live in?", "theanine", first)
+    then = recall(service.rooms.memory, service.user(alice), "Which city do I live in?", "theanine", first)
     assert "Porto" in json.dumps(then["lines"]) and "Lisbon" not in json.dumps(then["lines"])
     for strategy in ("theanine", "secom"):
-        theirs = json.dumps(recall(service, bob, "Which city do I live in? Porto or Lisbon?", strategy))
+        theirs = json.dumps(
+            recall(service.rooms.memory, service.user(bob), "Which city do I live in? Porto or Lisbon?", strategy)
+        )
         assert "Porto" not in theirs and "Lisbon" not in theirs and "Vienna" in theirs
     with pytest.raises(InvalidOptions):
-        recall(service, alice, "Where?", "theanine", "no-such-session")
+        recall(service.rooms.memory, service.user(alice), "Where?", "theanine", "no-such-session")
 
 
 def test_the_graph_and_see_why_name_the_superseded_memory():

@@ -63,11 +63,11 @@ def test_the_agent_the_graph_and_the_work_registry_share_one_owner(tmp_path):
     from memory.locks import UserLocks
     from memory.settings import Settings
     from memory.userspace import user_key
-    from sessions import SessionService
+    from sessions import open_service
 
     locks = UserLocks()
     agent = MemoryAgent.from_settings(Settings(data_dir=tmp_path), locks=locks)
-    svc = SessionService(agent.settings, agent, locks=locks)
+    svc = open_service(agent.settings, agent, locks=locks)
     assert agent.locks is locks and svc.work.locks is locks
     assert agent.theanine.lock("u") is locks.data("u")
     with locks.writer("u"):  # a build of u holds the writer lock: another cannot start
@@ -79,10 +79,10 @@ def test_the_agent_the_graph_and_the_work_registry_share_one_owner(tmp_path):
 def test_the_service_keeps_its_work_on_the_agents_locks_and_refuses_a_second_owner(tmp_path):
     from memory.locks import UserLocks
     from memory.settings import Settings
-    from sessions import SessionService
+    from sessions import open_service
     from tests.fakes import ScriptedAgent
 
     agent = ScriptedAgent()
-    assert SessionService(Settings(data_dir=tmp_path), agent).work.locks is agent.locks
+    assert open_service(Settings(data_dir=tmp_path), agent).work.locks is agent.locks
     with pytest.raises(ValueError, match="one owner"):
-        SessionService(Settings(data_dir=tmp_path), agent, locks=UserLocks())
+        open_service(Settings(data_dir=tmp_path / "second"), agent, locks=UserLocks())

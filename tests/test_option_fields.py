@@ -4,7 +4,7 @@ from dataclasses import fields
 from typing import Any
 
 from memory.settings import Options, Settings
-from sessions import SessionService, new_user_id
+from sessions import new_user_id, open_service
 from sessions.users import INT_FIELDS, OPTION_FIELDS
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import components
@@ -22,7 +22,7 @@ def test_every_option_field_is_an_option_with_a_label():
 
 def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
     settings = Settings(data_dir=tmp_path)
-    svc = SessionService(settings, ScriptedAgent())
+    svc = open_service(settings, ScriptedAgent())
     c = components("<{}>")
     h = Handlers(svc, c, allow_llm_change=False)
     uid = new_user_id()
@@ -41,7 +41,7 @@ def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
 
 def test_the_layout_wires_the_option_inputs_in_that_order(tmp_path):
     settings = Settings(data_dir=tmp_path)
-    demo = build_demo(SessionService(settings, ScriptedAgent()), settings, "fake-secret-0123456789")
+    demo = build_demo(open_service(settings, ScriptedAgent()), settings, "fake-secret-0123456789")
     by_id: dict[int, Any] = {b._id: b for b in demo.blocks.values()}
     saves = [d for d in demo.fns.values() if getattr(d.fn, "__name__", "") == "save_settings"]
     assert len(saves) == 1

@@ -7,7 +7,7 @@ import time
 
 from memory.settings import Settings
 from memory.userspace import user_key
-from sessions import SessionService, new_user_id
+from sessions import new_user_id, open_service
 from sessions.__main__ import main
 from sessions.users import fingerprint
 from tests.fakes import ScriptedAgent
@@ -17,7 +17,7 @@ DAY = 86400
 
 def test_idle_users_reported_then_deleted_on_request_only(tmp_path):
     agent = ScriptedAgent()
-    svc = SessionService(Settings(data_dir=tmp_path), agent)
+    svc = open_service(Settings(data_dir=tmp_path), agent)
     old, recent = new_user_id(), new_user_id()
     for uid in (old, recent):
         list(svc.send(uid, "hello"))

@@ -12,14 +12,14 @@ import pytest
 from app import AppSettings
 from memory.locks import UserLocks
 from memory.settings import Settings
-from sessions import SessionService, new_user_id
+from sessions import new_user_id, open_service
 from sessions.work import BuildPool, Busy, ImportRate, LimitReached, Limits, UserWork
 from tests.fakes import WAIT, GatedAgent
 
 
 def make(tmp_path, agent=None, **limits):
     agent = agent or GatedAgent()
-    return SessionService(Settings(data_dir=tmp_path), agent, limits=Limits(**limits)), agent
+    return open_service(Settings(data_dir=tmp_path), agent, limits=Limits(**limits)), agent
 
 
 def history(n_sessions: int) -> str:

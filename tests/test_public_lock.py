@@ -6,7 +6,7 @@ import pytest
 
 from app import AppSettings, listens_publicly, llm_change_allowed
 from memory.errors import InvalidOptions
-from sessions import SessionService, new_user_id
+from sessions import new_user_id, open_service
 from tests.fakes import ScriptedAgent
 from tests.reliability_app import components
 
@@ -41,7 +41,7 @@ def test_listen_addresses():
 
 def space_service(tmp_path, **env):
     a = AppSettings.from_env({"SPACE_ID": "someone/memory-chat", "MEMORY_DATA_DIR": str(tmp_path), **env})
-    return SessionService(a.memory, ScriptedAgent(), allow_llm_change=a.allow_llm_change), a.memory
+    return open_service(a.memory, ScriptedAgent(), allow_llm_change=a.allow_llm_change), a.memory
 
 
 def test_space_refuses_a_changed_llm_through_the_service(tmp_path):

@@ -141,13 +141,13 @@ def test_kill9_during_reply_and_during_close_loses_nothing_and_recovers(tmp_path
     from memory.agent import MemoryAgent
     from memory.records import SessionRecord, Turn
     from memory.settings import Settings
-    from sessions import SessionService
+    from sessions import open_service
     from sessions.store import Store
 
     graphs = graphs_ok(data)
     settings = Settings.from_env({"MEMORY_DATA_DIR": str(data), **app_llm_env(server)})
     agent = MemoryAgent.from_settings(settings)
-    SessionService(settings, agent)  # wires the agent to the data dir's database (the graph lives there)
+    open_service(settings, agent)  # wires the agent to the data dir's database (the graph lives there)
     g = agent.theanine.graph(uid)
     ids = sorted(m.id for m in g.memories())
     assert ids and len(set(ids)) == len(ids)

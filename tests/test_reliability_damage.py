@@ -206,7 +206,7 @@ def test_a_damaged_memory_is_rebuilt_from_its_turns_or_dropped(tmp_path, llm_ser
     [d] = svc.damage(uid)
     mid = d["item"].split("/")[1]
     h = handlers(svc)
-    choices = h.views.memory_choices(uid)["choices"]
+    choices = h.views.memory_choices(svc.user(uid))["choices"]  # the views take the key an event resolved
     assert any(v == f"repair:{action}:{d['item']}" for _, v in choices)
     msg = svc.repair(uid, d["item"], action)
     assert "Repaired" in msg

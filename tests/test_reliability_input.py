@@ -11,7 +11,7 @@ import json
 import pytest
 
 from memory.settings import Settings
-from sessions import SessionService, UserError, new_user_id
+from sessions import UserError, new_user_id, open_service
 from sessions.transfer import MAX_FILE_BYTES
 from sessions.users import OPTION_FIELDS
 from tests.fakes import ScriptedAgent
@@ -21,7 +21,7 @@ from tests.reliability_app import TRACEBACK, handlers, last_done
 @pytest.fixture
 def fake(tmp_path):
     """The session service on the scripted agent (fast: no model)."""
-    return SessionService(Settings(data_dir=tmp_path / "data"), ScriptedAgent())
+    return open_service(Settings(data_dir=tmp_path / "data"), ScriptedAgent())
 
 
 def user(svc) -> str:

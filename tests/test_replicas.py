@@ -205,7 +205,7 @@ def test_locomo_conversation_imported_through_one_replica_is_retrieved_on_the_ot
     calls; the UI event is not part of the public API) in a third replica in this process."""
     from memory.agent import MemoryAgent
     from memory.settings import Settings
-    from sessions import SessionService
+    from sessions import open_service
     from sessions.store import open_store
 
     sample = locomo_slice()
@@ -213,7 +213,7 @@ def test_locomo_conversation_imported_through_one_replica_is_retrieved_on_the_ot
     settings = Settings.from_env({**cluster["env"], "MEMORY_DATA_DIR": str(data)})
     store = open_store(data, cluster["url"])
     try:
-        importer = SessionService(settings, MemoryAgent.from_settings(settings), store)
+        importer = open_service(settings, MemoryAgent.from_settings(settings), store)
         uid = client(cluster["b"]).predict(api_name="/new_user")
         result = importer.import_history(uid, json.dumps(sample))
     finally:

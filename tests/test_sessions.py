@@ -10,7 +10,7 @@ from memory.dates import today
 from memory.errors import InvalidOptions
 from memory.settings import LLMConfig, Options, Settings
 from memory.userspace import user_key
-from sessions import SessionService, UserError, new_user_id
+from sessions import UserError, new_user_id, open_service
 from sessions.service import forgotten
 from sessions.transfer import ImportFormatError
 from sessions.users import InvalidUserId, check_user_id, llm_for
@@ -20,7 +20,7 @@ from tests.fakes import ScriptedAgent
 
 def make(tmp_path, agent=None, **settings):
     agent = agent or ScriptedAgent()
-    return SessionService(Settings(data_dir=tmp_path, **settings), agent), agent
+    return open_service(Settings(data_dir=tmp_path, **settings), agent), agent
 
 
 def say(svc, uid, text, strategy=None):

@@ -16,7 +16,7 @@ import pytest
 from app import AppSettings
 from memory.errors import InvalidSetting
 from memory.settings import LLMConfig, Settings
-from sessions import SessionService
+from sessions import open_service
 from sessions.work import Limits
 from tests.fakes import ScriptedAgent
 from ui import fairness
@@ -109,7 +109,7 @@ def test_the_server_and_the_service_take_their_numbers_from_the_settings(tmp_pat
     a = AppSettings.from_env({"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_CONCURRENCY": "3", "MEMORY_MAX_MEMORIES": "7"})
     assert fairness.reply_events(a.serving)["concurrency_limit"] == 3
     assert fairness.build_events(a.serving)["concurrency_limit"] == a.serving.build_waiting == 8
-    assert SessionService(a.memory, ScriptedAgent(), limits=a.limits).limits.memories == 7
+    assert open_service(a.memory, ScriptedAgent(), limits=a.limits).limits.memories == 7
 
 
 def test_the_app_refuses_to_start_on_a_bad_value_and_says_why(tmp_path):

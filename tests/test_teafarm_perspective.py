@@ -132,7 +132,7 @@ def test_the_output_json_says_a_self_judged_run_is_not_valid(tmp_path, fake_endp
 
 
 def test_the_evaluate_tab_says_whether_the_teafarm_result_is_valid(tmp_path):
-    from ui.evaluation import measured_teafarm, teafarm_html
+    from ui.eval_results import measured_teafarm, teafarm_html
 
     res = {
         "perspective": "user asks about either speaker",

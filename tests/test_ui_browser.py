@@ -164,13 +164,13 @@ def test_chat_shows_markdown_rules_as_text_and_hides_errors_retry_replaced():
 def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     """Handler level, on the scripted agent: a failed reply shows why and offers Retry; Retry answers."""
     from memory.settings import Settings
-    from sessions import SessionService
+    from sessions import open_service
     from tests.fakes import ScriptedAgent
     from tests.reliability_app import components
     from ui.handlers import Handlers
 
     c = components()  # stand-ins for the Gradio components
-    svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1))
+    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1))
     h = Handlers(svc, c)
     uid = h.load(None)["uid"]  # a fresh id for a new browser
     assert re.fullmatch(r"[A-Za-z0-9_-]{20,64}", uid)

@@ -168,7 +168,7 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
 
     # The per-question table at 1000 tokens: what each strategy's context held, as the CLI's rows say (the
     # strategies shown side by side at first: the app's own and a baseline; the chooser adds others).
-    from ui.evaluation import first_strategies
+    from ui.eval_results import first_strategies
 
     every = list(dict.fromkeys(r["strategy"] for r in cli["results"]))
     labels = first_strategies(every)
@@ -202,7 +202,7 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
 def test_the_tab_shows_the_measured_answer_quality(browser, app):
     """The answer-quality figures `python -m bench answers` wrote (docs/results/answers.json):
     the same F1 per strategy in the tab's table, and their plot."""
-    from ui.evaluation import ANSWERS_TITLE, MEASURED_ANSWERS
+    from ui.eval_results import ANSWERS_TITLE, MEASURED_ANSWERS
 
     measured = json.loads(MEASURED_ANSWERS.read_text(encoding="utf-8"))
     page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()

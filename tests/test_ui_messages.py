@@ -8,7 +8,7 @@ import re
 
 from memory.settings import Settings
 from memory.trace_types import TraceDict
-from sessions import SessionService
+from sessions import open_service
 from sessions.users import new_user_id
 from tests import locomo_synth
 from tests.fakes import ScriptedAgent
@@ -37,7 +37,7 @@ def test_exception_names_and_tracebacks_become_plain_words():
 
 
 def test_the_export_writes_every_date_in_one_format(tmp_path):
-    svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
     uid = new_user_id()
     svc.import_history(uid, json.dumps([locomo_synth.conversation(3)]))
     list(svc.send(uid, "Hello"))

@@ -20,7 +20,7 @@ import pytest
 
 from memory.settings import Settings
 from memory.userspace import user_key
-from sessions import SessionService, UserError, new_user_id
+from sessions import UserError, new_user_id, open_service
 from sessions.lifecycle import parse_date
 from sessions.recall import memory_history
 from tests.conftest import LOCOMO_SMALL
@@ -43,7 +43,7 @@ def _history(svc, uid, sessions):
 
 
 def test_history_tags_every_memory_and_link_with_the_session_that_added_it(tmp_path):
-    svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
     uid, other = new_user_id(), new_user_id()
     _history(
         svc,
@@ -55,7 +55,7 @@ def test_history_tags_every_memory_and_link_with_the_session_that_added_it(tmp_p
         ],
     )
     _history(svc, other, [("2023-01-01", ["Someone else's secret."])])
-    h = memory_history(svc, uid)
+    h = memory_history(svc.rooms.memory, svc.user(uid))
     assert h.n_steps == 3
     assert [len(s.memories) for s in h.steps] == [2, 1, 3]
     assert [h.memories_after(k) for k in range(4)] == [0, 2, 3, 6]
@@ -64,18 +64,18 @@ def test_history_tags_every_memory_and_link_with_the_session_that_added_it(tmp_p
     link = h.steps[1].links[0]
     assert link.earlier["event"] == "He is called Rex." and link.new["event"].startswith("Rex ate my shoes.")
     assert not any("secret" in m["event"] for s in h.steps for m in s.memories)  # another user's data never
-    assert memory_history(svc, other).n_steps == 1
+    assert memory_history(svc.rooms.memory, svc.user(other)).n_steps == 1
     with pytest.raises(UserError):
-        memory_history(svc, "../not-an-id")
+        memory_history(svc.rooms.memory, svc.user("../not-an-id"))
 
 
 def test_the_frame_data_and_the_lists_are_escaped_and_sized_once(tmp_path):
     from ui.timetravel import frame_data, frame_html, step_html
 
-    svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
     uid = new_user_id()
     _history(svc, uid, [(f"2023-05-{d:02d}", [f"{XSS} fact {d}-{i}" for i in range(12)]) for d in range(1, 31)])
-    h = memory_history(svc, uid)
+    h = memory_history(svc.rooms.memory, svc.user(uid))
     assert h.n_steps == 30 and h.memories_after(30) == 360
     data = frame_data(h, turns=lambda ids: {t: ("user", XSS) for t in ids})
     assert len(data["n"]) == 360 and data["T"]["n"] == 30 and data["T"]["at"] == 30
@@ -91,10 +91,10 @@ def test_the_frame_data_and_the_lists_are_escaped_and_sized_once(tmp_path):
 def test_every_step_list_is_sent_once_with_only_the_chosen_one_shown(tmp_path):
     from ui.timetravel import exchanges_text, steps_html
 
-    svc = SessionService(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
     uid = new_user_id()
     _history(svc, uid, [(f"2023-05-{d:02d}", [f"fact {d}-{i}" for i in range(3)]) for d in range(1, 6)])
-    h = memory_history(svc, uid)
+    h = memory_history(svc.rooms.memory, svc.user(uid))
     page = steps_html(h, 2)
     assert page.count('class="mc-why tt-step"') == 6  # steps 0..5, switched in the browser (no server call)
     assert page.count('id="tt-changes-panel"') == 1

@@ -42,8 +42,8 @@ def main() -> None:
                 svc.graph(uid),
                 retrieved_ids(done.trace),
                 svc.latest_new_memories(uid),
-                h.views.session_positions(uid),
-                h.views.turn_texts(uid),
+                h.views.session_positions(svc.sessions(uid)),
+                h.views.turn_texts(svc.user(uid)),
             )
             times.append(time.perf_counter() - t)
             sizes.append(len(page.encode("utf-8")))

@@ -35,13 +35,12 @@ import gradio as gr
 
 from memory.errors import InvalidOptions
 from memory.trace_types import TraceDict
-from sessions import SessionService, UserError
+from sessions import SessionService, UserError, UserKey
 from sessions.agent_keys import KEYS_ONLY, KeyRefused
-from sessions.db import NOT_STORED, DatabaseUnavailable, database_down
+from sessions.db import NOT_STORED, database_down, outage_as
 from sessions.lifecycle import ChatUpdate, EndResult
 from sessions.recall import recall as recall_memory
 from sessions.service import user_message
-from sessions.users import UserKey
 
 from . import fairness
 
@@ -119,17 +118,17 @@ def _turn(m) -> dict:
     return {"id": m.id, "speaker": m.role, "name": m.speaker, "text": m.text, "status": m.status, "error": m.error}
 
 
-def _with_sessions(service: SessionService, user_id: str, out: dict) -> dict:
+def _with_sessions(service: SessionService, user_id: UserKey, out: dict) -> dict:
     """Each recalled turn with the session it was said in (id and date): provenance an agent can cite.
     Read from this user's own sessions only."""
     wanted = {t["id"] for line in out["lines"] for t in line["turns"]}
     where: dict[str, tuple[str, str]] = {}
-    for s in service.sessions(user_id):
+    for s in service.rooms.sessions.in_order(user_id):
         if not wanted - where.keys():
             break
         if s.status == "open":
             continue  # memory is built from ended sessions only
-        for m in service.messages(user_id, s.session_id):
+        for m in service.rooms.sessions.messages(user_id, s.session_id):
             where.setdefault(m.turn_id(), (s.session_id, s.date))
     for line in out["lines"]:
         for t in line["turns"]:
@@ -178,11 +177,11 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
     owner of its agent key (sessions/agent_keys.py), or an id /new_user issued; `require_keys`
     (MEMORY_REQUIRE_AGENT_KEYS) refuses every call without a key."""
     reply, build = fairness.reply_events(serving), fairness.build_events(serving)  # ui.fairness
-    keys = service.agent_keys
+    keys, rooms = service.agent_keys, service.rooms
 
     def user(user_id: str, request: gr.Request | None) -> UserKey:
         headers = getattr(request, "headers", None) or {}
-        return keys.user_for(user_id, headers.get("authorization", ""), service.user, require_keys)
+        return keys.user_for(user_id, headers.get("authorization", ""), rooms.users.user, require_keys)
 
     @refused_for_people
     def new_user(request: gr.Request) -> str:
@@ -191,8 +190,8 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
         a few per hour. Refused where the server takes agent keys only (MEMORY_REQUIRE_AGENT_KEYS)."""
         if require_keys:
             raise KeyRefused(KEYS_ONLY)
-        uid = service.new_user(request)
-        keys.mark_api_client(service.user(uid))  # an API client's id: served alone (a page's id is not)
+        uid = rooms.users.new_user(request)
+        keys.mark_api_client(rooms.users.user(uid))  # an API client's id: served alone (a page's id is not)
         return uid
 
     @refused_for_people
@@ -212,19 +211,15 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
             [reply text, trace]; the trace names the memory the reply read (memories, timelines or segments)
             the LLM calls, tokens and timings; trace["error"] is set when the model failed (the message stays saved)
         """
-        try:
+        with outage_as(NOT_STORED):  # the key check met the outage before anything was stored: the sender keeps it
             who = user(user_id, request)
-        except Exception as e:
-            if database_down(e):  # the key check met the outage before anything was stored: the sender keeps it
-                raise DatabaseUnavailable(NOT_STORED) from None
-            raise
-        return _answer(service.send(who, message, strategy or None))
+        return _answer(rooms.chat.send(who, message, strategy or None))
 
     @refused_for_people
     def reply_again(user_id: str, strategy: str = "", request: gr.Request | None = None) -> tuple[str, dict]:
         """Answer again the last message of the open session when its reply failed or never came
         (the Retry button of the page). Returns (reply text, trace dict) like /send_message."""
-        return _answer(service.retry(user(user_id, request), strategy or None))
+        return _answer(rooms.chat.retry(user(user_id, request), strategy or None))
 
     @refused_for_people
     def end_session(user_id: str, next_date: str = "", request: gr.Request | None = None) -> dict:
@@ -239,25 +234,26 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
         Returns:
             {"message", "errors", "closed": [{"session_id", "error", "new_memories", "new_segments"}], "session"}
         """
-        return _end(service.end_session(user(user_id, request), next_date or None))
+        return _end(rooms.sessions.end(user(user_id, request), next_date or None))
 
     @refused_for_people
     def new_session(user_id: str, date: str, request: gr.Request | None = None) -> dict:
         """Start a session dated `date` (e.g. "2023-05-15"; not before the previous session); the open one
         is ended first if it has messages."""
-        return _end(service.new_session(user(user_id, request), date))
+        return _end(rooms.sessions.new(user(user_id, request), date))
 
     @refused_for_people
     def history(user_id: str, request: gr.Request | None = None) -> dict:
         """The user's sessions (oldest first), each with its messages; "damaged" lists stored values that
         could not be read (left out; /repair_damage rebuilds or drops them)."""
         user_id = user(user_id, request)
-        sessions = service.sessions(user_id)
+        sessions = rooms.sessions.in_order(user_id)
         return {
             "sessions": [
-                {**_session(s), "turns": [_turn(m) for m in service.messages(user_id, s.session_id)]} for s in sessions
+                {**_session(s), "turns": [_turn(m) for m in rooms.sessions.messages(user_id, s.session_id)]}
+                for s in sessions
             ],
-            "damaged": service.damage(user_id),
+            "damaged": rooms.data.damage(user_id),
         }
 
     @refused_for_people
@@ -276,7 +272,7 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
         Returns:
             {"closed": [per session: "session_id", "new_memories", "new_segments"], "memories", "segments", "errors"}
         """
-        out = _end(service.import_history(user(user_id, request), data, sample_id or ""))
+        out = _end(rooms.data.import_history(user(user_id, request), data, sample_id or ""))
         out["memories"] = sum(len(c["new_memories"]) for c in out["closed"])
         out["segments"] = sum(len(c["new_segments"]) for c in out["closed"])
         return out
@@ -294,7 +290,7 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
         Returns:
             {"format", "sessions", "memory": {"theanine_graph", "secom_segments"}, "settings", "damaged"}
         """
-        return service.export(user(user_id, request))
+        return rooms.data.export(user(user_id, request))
 
     @refused_for_people
     def recall(
@@ -316,13 +312,13 @@ def register_api(service: SessionService, serving: fairness.Serving, require_key
             "text"}]}], "superseded": [{"id", "event", "time", "superseded_by"}]}
         """
         who = user(user_id, request)
-        return _with_sessions(service, who, recall_memory(service, who, query, strategy, as_of))
+        return _with_sessions(service, who, recall_memory(service.rooms.memory, who, query, strategy, as_of))
 
     @refused_for_people
     def repair_damage(user_id: str, item: str, action: str = "rebuild", request: gr.Request | None = None) -> str:
         """Repair a damaged stored value listed under "damaged" by /history or /export_memory: "rebuild"
         (a memory: its session's memory is built again from the stored turns) or "drop" it."""
-        return service.repair(user(user_id, request), item, action)
+        return rooms.data.repair(user(user_id, request), item, action)
 
     gr.api(new_user, api_name="new_user")
     gr.api(send_message, api_name="send_message", **reply)

@@ -10,9 +10,6 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .evaluation import EvalTab
-from .timetravel import TimePanel
-
 
 @dataclass(init=False, eq=False)
 class Page:
@@ -41,15 +38,13 @@ class Page:
     status: gr.HTML
     compare_row: gr.Column
     compare_view: gr.HTML
-    # the "See why" and "Evaluate memory designs" tabs
+    # the "See why" tab (time travel and the Evaluate tab hold their own components: layout.py wires them)
     graph_query: gr.Textbox
     graph_find: gr.Button
     graph_found: gr.HTML
     graph: gr.HTML
-    timetravel: TimePanel
     why: gr.HTML
-    evaluation: EvalTab
-    # the settings panel (one input per option field, named like it: ui.side_handlers.SETTING_FIELDS)
+    # the settings panel (one input per option field, named like it: ui.form_fields.SETTING_FIELDS)
     backend: gr.Radio
     model: gr.Textbox
     base_url: gr.Textbox

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from sessions import SessionService, UserError, check_user_id
+from sessions import SessionService, UserError, UserKey
 from sessions.service import forgotten
 from sessions.transfer import MAX_FILE_BYTES, ExportFiles
 
@@ -26,40 +26,40 @@ class DataHandlers:
     def __init__(
         self, service: SessionService, c: Page, views: Views, actions: DataActions, exports: ExportFiles
     ) -> None:
-        self.svc, self.c, self.views, self.actions, self.exports = service, c, views, actions, exports
+        self.rooms, self.c, self.views, self.actions, self.exports = service.rooms, c, views, actions, exports
         # The stored comparison as shown (ExploreHandlers.last_compare): an import renumbers the sessions by
         # date, and Compare's header names the session it ran in.
-        self.compare_view: Callable[[str], dict] = lambda uid: {}
+        self.compare_view: Callable[[UserKey], dict] = lambda key: {}
 
     def import_history(self, uid, path, sample_id):
         c = self.c
         try:
-            uid = check_user_id(uid)
+            key = self.views.key(uid)
             if not path:
                 raise UserError("Choose a JSON file to import first.")
-            if self.views.building(uid):
+            if self.views.building(key):
                 raise UserError("Memory is still being built; import again when the progress bar finishes.")
             if Path(path).stat().st_size > MAX_FILE_BYTES:
                 raise UserError(
                     f"The file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; import a smaller history."
                 )
             data = Path(path).read_bytes()
-            result = self.svc.import_history(uid, data, sample_id or "", build=False)
-            started = self.views.start_build(uid, "import")
-            view = self.views.view(uid)
+            result = self.rooms.data.import_history(key, data, sample_id or "", build=False)
+            started = self.views.start_build(key, "import")
+            view = self.views.view(key)
             view.update(started)
             view[c.data_status] = panels.status_html(result.message, "ok")
-            return {**view, **self.compare_view(uid), c.import_file: None}
+            return {**view, **self.compare_view(key), c.import_file: None}
         except Exception as e:
             return {**self.views.fail(e, c.data_status), c.import_file: None}
 
     def export(self, uid):
         c = self.c
         try:
-            uid = check_user_id(uid)
-            data = self.svc.export(uid)
+            key = self.views.key(uid)
+            data = self.rooms.data.export(key)
             # One private copy (sessions.transfer): inside Gradio's cache, so Gradio serves it without copying.
-            path = self.exports.write(uid, json.dumps(data, ensure_ascii=False, indent=2))
+            path = self.exports.write(key, json.dumps(data, ensure_ascii=False, indent=2))
             return {
                 c.export_file: gr.update(value=str(path), visible=True),
                 c.data_status: panels.status_html("Your export is ready to download.", "ok"),
@@ -71,7 +71,7 @@ class DataHandlers:
         """The first click on Delete: which memory, and what goes with it; the second click deletes."""
         c = self.c
         try:
-            uid = check_user_id(uid)
+            key = self.views.key(uid)
             if not memory_id:
                 raise UserError("Choose a memory to delete.")
             if str(memory_id).startswith(REPAIR):  # a damaged value: rebuild or drop it, no question
@@ -79,7 +79,7 @@ class DataHandlers:
                     c.delete_ask: gr.update(visible=True),
                     c.data_status: panels.status_html("Repair this damaged item as chosen?", "info"),
                 }
-            node = next((n for n in self.svc.graph(uid).get("nodes") or [] if str(n["id"]) == memory_id), None)
+            node = next((n for n in self.rooms.memory.graph(key).get("nodes") or [] if str(n["id"]) == memory_id), None)
             if node is None:
                 raise UserError("That memory no longer exists.")
             also = " and blank its source turns in the transcript" if redact else ""
@@ -99,26 +99,27 @@ class DataHandlers:
     def delete_memory(self, uid, memory_id, redact=False):
         c = self.c
         try:
-            uid = check_user_id(uid)
+            key = self.views.key(uid)
             if not memory_id:
                 raise UserError("Choose a memory to delete.")
-            if self.views.building(uid):
+            if self.views.building(key):
                 raise UserError("Memory is being built; delete when the progress bar finishes.")
             if str(memory_id).startswith(REPAIR):
                 return {
-                    **self.actions.repair(uid, str(memory_id)[len(REPAIR) :]),
+                    **self.actions.repair(key, str(memory_id)[len(REPAIR) :]),
                     c.delete_ask: gr.update(visible=False),
                 }
-            gone = self.svc.delete_memory(uid, memory_id, redact=bool(redact))
+            gone = self.rooms.memory.delete(key, memory_id, redact=bool(redact))
             msg = gone["message"] if gone else "That memory no longer exists."
+            view = self.views.view(key)
             out = {
-                c.graph: self.views.graph(uid),
-                c.memory: self.views.memory_choices(uid),
+                c.graph: view[c.graph],
+                c.memory: view[c.memory],
                 c.data_status: panels.status_html(msg, "ok" if gone else "info"),
                 c.delete_ask: gr.update(visible=False),
             }
             if gone and gone.get("redacted"):
-                out.update({k: v for k, v in self.views.view(uid).items() if k in (c.chatbot, c.msg_ids)})
+                out.update({k: v for k, v in view.items() if k in (c.chatbot, c.msg_ids)})
             return out
         except Exception as e:
             return self.views.fail(e, c.data_status)
@@ -127,18 +128,19 @@ class DataHandlers:
         """Delete everything, then continue as a brand-new user with a new id."""
         c = self.c
         try:
-            uid = check_user_id(uid)
+            key = self.views.key(uid)
             if not confirmed:
                 raise UserError("Tick the box to confirm that everything should be deleted.")
-            if self.views.building(uid):
+            if self.views.building(key):
                 raise UserError("Memory is being built; forget me when the progress bar finishes.")
-            gone = self.svc.forget(uid)
-            self.exports.forget(uid)
-            fresh = self.svc.new_user(request)
+            gone = self.rooms.data.forget(key)
+            self.exports.forget(key)
+            fresh = self.rooms.users.new_user(request)
+            new = self.views.key(fresh)
             return {
                 c.uid: fresh,
-                **self.views.view(fresh),
-                **self.views.settings_values(fresh),
+                **self.views.view(new),
+                **self.views.settings_values(new),
                 c.forget_confirm: False,
                 c.compare_row: gr.update(visible=False),
                 c.compare_view: "",

@@ -7,9 +7,10 @@ import logging
 
 import gradio as gr
 
+from memory.dates import human_date
 from memory.settings import COMPARE_COLUMNS
 from memory.text import plural
-from sessions import SessionService, check_user_id
+from sessions import SessionService, UserKey
 
 from . import compare_view, html_text, panels
 from .components import Page
@@ -21,16 +22,17 @@ log = logging.getLogger(__name__)
 
 class ExploreHandlers:
     def __init__(self, service: SessionService, c: Page, views: Views) -> None:
-        self.svc, self.c, self.views = service, c, views
+        self.rooms, self.c, self.views = service.rooms, c, views
 
     # --- Compare ----------------------------------------------------------------------------------
     def compare(self, uid, message):
         c = self.c
         try:
-            uid = check_user_id(uid)
-            where = self.views.session_name(uid, self.svc.current_session(uid).session_id)
-            numbers = html_text.session_numbers(self.svc.sessions(uid))
-            for results in self.svc.compare(uid, message):
+            key = self.views.key(uid)
+            rows = self.rooms.sessions.in_order(key)
+            s = next((s for s in rows if s.status == "open"), None) or self.rooms.sessions.current(key)
+            where, numbers = f"Session {s.label} · {human_date(s.date)}", html_text.session_numbers(rows)
+            for results in self.rooms.chat.compare(key, message):
                 yield {
                     c.compare_row: gr.update(visible=True),
                     c.compare_view: compare_view.compare_html(
@@ -46,10 +48,10 @@ class ExploreHandlers:
         except Exception as e:
             yield self.views.fail(e, c.status)
 
-    def last_compare(self, uid: str) -> dict:
+    def last_compare(self, key: UserKey) -> dict:
         """The latest comparison, shown again after a reload (it is stored per user)."""
         c = self.c
-        last = self.svc.last_compare(uid)
+        last = self.rooms.chat.last_compare(key)
         if not last:
             return {c.compare_row: gr.update(visible=False), c.compare_view: ""}
         html = compare_view.compare_html(
@@ -57,8 +59,8 @@ class ExploreHandlers:
             last["results"],
             COMPARE_COLUMNS,
             when=last["created_at"],
-            where=self.views.session_name(uid, last["session_id"]),
-            sessions=html_text.session_numbers(self.svc.sessions(uid)),
+            where=self.views.session_name(key, last["session_id"]),
+            sessions=self.views.session_numbers(key),
         )
         return {c.compare_row: gr.update(visible=True), c.compare_view: html}
 
@@ -68,26 +70,27 @@ class ExploreHandlers:
         and the newest match opened with its source turns."""
         c = self.c
         try:
-            uid = check_user_id(uid)
+            key = self.views.key(uid)
             q = " ".join(str(query or "").split())[:200]
             if not q:
-                return {c.graph: self.views.graph(uid), c.graph_found: ""}
-            if self.views.building(uid):
+                return {c.graph: self.views.graph(key), c.graph_found: ""}
+            if self.views.building(key):
                 return {c.graph_found: panels.status_html("Memory is being built; search when it is done.", "info")}
-            view = self.svc.graph(uid)
+            p = self.rooms.page(key)
+            view = p.graph
             hits = find_memories(view, q)
             total = len(view.get("nodes") or [])
             if not hits:
                 msg = f"No memory holds “{q}” (searched all {plural(total, 'memory', 'memories')})."
                 return {c.graph_found: panels.status_html(msg, "info")}
             first = hits[0]
-            where = self.views.session_name(uid, str(first.get("session_id", "")))
+            where = self.views.session_name(key, str(first.get("session_id", "")))
             msg = (
                 f"Found {plural(len(hits), 'memory', 'memories')} of {total} holding “{q}”; opened the newest"
                 f"{' (' + where + ')' if where else ''}: {short_text(first.get('event'), 120)}"
             )
             return {
-                c.graph: self.views.graph(uid, found=[str(h["id"]) for h in hits], open_id=str(first["id"])),
+                c.graph: self.views.graph(key, found=[str(h["id"]) for h in hits], open_id=str(first["id"]), p=p),
                 c.graph_found: panels.status_html(msg, "ok"),
             }
         except Exception as e:

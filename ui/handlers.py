@@ -26,21 +26,22 @@ import gradio as gr
 from gradio.blocks import Block
 from gradio.utils import get_upload_folder
 
-from sessions import SessionService, UserError, check_user_id
-from sessions.db import NOT_STORED, DatabaseUnavailable, database_down
+from sessions import InvalidUserId, SessionService, UserError, check_user_id
+from sessions.db import NOT_STORED, outage_as
 from sessions.service import user_message
 from sessions.transfer import ExportFiles
-from sessions.users import Accounts, is_account_id
+from sessions.users import Accounts, UserKey, is_account_id
 from sessions.work import Busy
 
-from . import panels, see_why
+from . import html_text, panels, see_why
 from .chat_view import PENDING, as_text, chat_messages, shown_text
 from .components import Page
-from .data_actions import DataActions, damage_note
+from .data_actions import DataActions
 from .data_handlers import DataHandlers
 from .explore import ExploreHandlers
-from .side_handlers import FIELD_LABELS, SETTING_FIELDS, SideHandlers, field_message
-from .views import Views, needs_retry
+from .form_fields import FIELD_LABELS, SETTING_FIELDS, field_message
+from .side_handlers import SideHandlers
+from .views import Views, damage_note, needs_retry
 
 log = logging.getLogger(__name__)
 __all__ = ["FIELD_LABELS", "SETTING_FIELDS", "Handlers", "field_message", "needs_retry"]
@@ -60,7 +61,7 @@ class Handlers:
         exports: ExportFiles | None = None,
         accounts: Accounts | None = None,
     ) -> None:
-        self.svc, self.c = service, c
+        self.rooms, self.c = service.rooms, c
         self.accounts = accounts  # sign-in as the identity (sessions/users.py), when the deployer enables it
         self.exports = exports or ExportFiles(Path(get_upload_folder()) / "memory-chat-exports")
         self.views = Views(service, c)
@@ -83,7 +84,7 @@ class Handlers:
         account = self.accounts.user_id(profile) if self.accounts is not None else None
         if account is not None:
             try:
-                self.svc.sign_in(account)
+                self.rooms.users.sign_in(account)
             except Exception as e:
                 return {self.c.uid: uid, **self.views.fail(e, self.c.status)}
             uid = account
@@ -95,22 +96,26 @@ class Handlers:
         """A browser without an id this server issued gets a new one, kept in its localStorage."""
         c = self.c
         try:
-            if not self.svc.is_known(uid):
-                uid = self.svc.new_user(request)
-            self.svc.current_session(uid)
+            users = self.rooms.users
+            try:
+                key = users.user(uid)  # the one check of this event
+            except InvalidUserId:  # a browser without an id this server issued
+                uid = users.new_user(request)
+                key = users.user(uid)
+            p = self.rooms.page(key, last_trace=True)
             out = {
                 c.uid: uid,
-                **self.views.view(uid, use_last_trace=True),
-                **self.views.settings_values(uid),
+                **self.views.view(key, use_last_trace=True, p=p),
+                **self.views.settings_values(key),
                 c.status: "",
             }
-            out.update(self.explore.last_compare(uid))
-            job = self.views.building(uid)
-            out[c.timer] = gr.Timer(active=job is not None or self.svc.memory_work_finished(uid) is not None)
+            out.update(self.explore.last_compare(key))
+            job = p.building
+            out[c.timer] = gr.Timer(active=job is not None or self.rooms.sessions.memory_work_finished(key) is not None)
             out[c.job] = panels.job_html(job) if job else ""
-            pending = [s for s in self.svc.sessions(uid) if s.status == "closing"]
-            rows = self.svc.messages(uid)
-            if rows and rows[-1].role == "user" and not self.svc.chat_running(uid):
+            pending = [s for s in p.sessions if s.status == "closing"]
+            rows = p.messages
+            if rows and rows[-1].role == "user" and not self.rooms.chat.running(key):
                 out[c.status] = panels.status_html(
                     "Your last message has no reply yet (the app was interrupted?). It is saved; press Retry.", "info"
                 )
@@ -120,7 +125,7 @@ class Handlers:
                     "background, or press End session to build it now.",
                     "info",
                 )
-            out[c.status] = damage_note(self.svc, uid) or out[c.status]
+            out[c.status] = damage_note(self.rooms.data, key) or out[c.status]
             return out
         except Exception as e:
             return {c.uid: uid, **self.views.fail(e, c.status)}
@@ -136,11 +141,11 @@ class Handlers:
         job = self.views.building(uid)
         if job is not None:
             return {c.job: panels.job_html(job)}
-        done = self.svc.take_memory_work_finished(uid)
+        done = self.rooms.sessions.take_memory_work_finished(uid)
         out = {c.timer: gr.Timer(active=False), c.job: ""}
         if done is None:
             return out
-        out.update(self.views.view(uid, use_last_trace=True))
+        out.update(self.views.view(self.views.key(uid), use_last_trace=True))
         if done.error is not None:
             out[c.status] = panels.status_html(user_message(done.error), "error")
         else:
@@ -153,13 +158,13 @@ class Handlers:
         return out
 
     # --- chat ---------------------------------------------------------------------------------------
-    def _stream(self, uid: str, updates, chat: list[dict], ids: list[int]):
+    def _stream(self, key: UserKey, updates, chat: list[dict], ids: list[int]):
         c = self.c
         writing = False
         for up in updates:
             if up.kind == "stored":
                 if not ids or ids[-1] != up.message_id:
-                    msg = self.svc.message(uid, up.message_id)
+                    msg = self.rooms.sessions.message(key, up.message_id)
                     chat.append({"role": "user", "content": shown_text(msg.text if msg else "")})
                 chat.append({"role": "assistant", "content": PENDING})
                 yield {
@@ -167,8 +172,8 @@ class Handlers:
                     c.msg: "",
                     c.retry: gr.update(visible=False),
                     c.stop: gr.update(visible=True),
-                    c.session_header: self.views.header(uid),
-                    c.sessions: self.views.session_list(uid),
+                    c.session_header: self.views.header(key),
+                    c.sessions: self.views.session_list(key),
                     c.status: panels.status_html("Thinking…", "busy"),
                 }
             elif up.kind == "status":
@@ -185,7 +190,7 @@ class Handlers:
                     writing = True
                     yield {c.chatbot: chat, c.status: panels.status_html("Writing the reply…", "busy")}
             elif up.kind == "done":
-                view = self.views.view(uid, up.trace)
+                view = self.views.view(key, up.trace)
                 view[c.status] = panels.status_html(up.error, "error") if up.error else ""
                 view[c.stop] = gr.update(visible=False)
                 yield view
@@ -195,12 +200,13 @@ class Handlers:
         (and stays in the box: nothing typed is lost)."""
         c = self.c
         try:
-            uid = check_user_id(uid)
-        except UserError as e:
+            with outage_as(NOT_STORED):  # nothing stored: the text stays in the box
+                key = self.views.key(uid)  # the one check of this event
+        except Exception as e:
             yield self.views.fail(e, c.status)
             return
         try:
-            yield from start(uid)
+            yield from start(key)
         except Exception as e:
             if isinstance(e, Busy) and e.kind == "reply":
                 # A reply of this user is running (sessions/work.py): nothing was stored, the text stays in the box.
@@ -209,22 +215,18 @@ class Handlers:
                 yield {**self.views.fail(e, c.status), c.stop: gr.update(visible=False)}
 
     def send(self, uid, message, strategy):
-        def start(uid):
-            try:
-                chat, ids = chat_messages(self.svc.messages(uid))
-            except Exception as e:
-                if database_down(e):  # nothing stored: the text stays in the box
-                    raise DatabaseUnavailable(NOT_STORED) from None
-                raise
-            yield from self._stream(uid, self.svc.send(uid, message, strategy), chat, ids)
+        def start(key: UserKey):
+            with outage_as(NOT_STORED):  # nothing stored: the text stays in the box
+                chat, ids = chat_messages(self.rooms.sessions.messages(key))
+            yield from self._stream(key, self.rooms.chat.send(key, message, strategy), chat, ids)
 
         yield from self._run_reply(uid, start)
 
     def retry(self, uid, strategy):
-        def start(uid):
-            rows = [m for m in self.svc.messages(uid) if not (m.role == "assistant" and m.status == "error")]
+        def start(key: UserKey):
+            rows = [m for m in self.rooms.sessions.messages(key) if not (m.role == "assistant" and m.status == "error")]
             chat, ids = chat_messages(rows)
-            yield from self._stream(uid, self.svc.retry(uid, strategy), chat, ids)
+            yield from self._stream(key, self.rooms.chat.retry(key, strategy), chat, ids)
 
         yield from self._run_reply(uid, start)
 
@@ -232,11 +234,11 @@ class Handlers:
         """After Stop cancelled a reply: the message is saved; Retry answers it."""
         c = self.c
         try:
-            uid = check_user_id(uid)
-        except UserError as e:
+            key = self.views.key(uid)
+        except Exception as e:
             return self.views.fail(e, c.status)
-        self.svc.stop_reply(uid)  # returns once the cancelled reply has recorded its interruption
-        view = self.views.view(uid)
+        self.rooms.chat.stop(key)  # returns once the cancelled reply has recorded its interruption
+        view = self.views.view(key)
         view[c.stop] = gr.update(visible=False)
         view[c.retry] = gr.update(visible=True)
         view[c.status] = panels.status_html("Stopped. Your message is saved; press Retry for a reply.", "info")
@@ -246,24 +248,26 @@ class Handlers:
         """Clicking a message shows the stored trace of that reply (or of the reply to it)."""
         c = self.c
         try:
-            uid = check_user_id(uid)
             index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
             if not isinstance(index, int) or not 0 <= index < len(ids or []):
                 return {}
-            reply = self.svc.reply_for(uid, int(ids[index]))
+            key = self.views.key(uid)
+            reply = self.rooms.chat.reply_for(key, int(ids[index]))
             if reply is None or not reply.trace:
                 return {c.why: see_why.trace_html(None)}
-            title = self._reply_title(uid, reply)
-            why = see_why.trace_html(reply.trace, title=title, sessions=self.views.session_numbers(uid))
-            return {c.why: why, c.graph: self.views.graph(uid, reply.trace)}
+            p = self.rooms.page(key)
+            title = self._reply_title(key, reply, p.sessions)
+            why = see_why.trace_html(reply.trace, title=title, sessions=html_text.session_numbers(p.sessions))
+            return {c.why: why, c.graph: self.views.graph(key, reply.trace, p=p)}
         except Exception as e:
             return self.views.fail(e, c.status)
 
-    def _reply_title(self, uid: str, reply) -> str:
+    def _reply_title(self, key: UserKey, reply, sessions) -> str:
         """ "Why this reply" named as people see it: the session, the reply's number in it, its opening words."""
-        rows = [m for m in self.svc.messages(uid, reply.session_id) if m.role == "assistant" and m.status == "ok"]
+        msgs = self.rooms.sessions.messages(key, reply.session_id)
+        rows = [m for m in msgs if m.role == "assistant" and m.status == "ok"]
         n = next((i + 1 for i, m in enumerate(rows) if m.id == reply.id), None)
-        s = next((s for s in self.svc.sessions(uid) if s.session_id == reply.session_id), None)
+        s = next((s for s in sessions if s.session_id == reply.session_id), None)
         words = " ".join((reply.text or "").split())
         words = words if len(words) <= 40 else words[:39] + "…"
         where = f"reply {n} of session {s.label}" if n and s else "this reply"
@@ -272,8 +276,8 @@ class Handlers:
     def set_strategy(self, uid, strategy):
         c = self.c
         try:
-            uid = check_user_id(uid)
-            self.svc.set_strategy(uid, strategy)
-            return {c.session_header: self.views.header(uid, strategy), c.status: ""}
+            key = self.views.key(uid)
+            self.rooms.users.set_strategy(key, strategy)
+            return {c.session_header: self.views.header(key, strategy), c.status: ""}
         except Exception as e:
             return self.views.fail(e, c.status)

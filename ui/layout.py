@@ -162,11 +162,11 @@ def build_demo(
         c.job = gr.HTML(elem_id="job-wrap")  # the one progress bar of the page
         with gr.Row(equal_height=False):
             _chat_column(c, settings.options)
-            _see_why_column(c, service)
+            travel, evaluate = _see_why_column(c, service)
         _settings_panel(c, settings, allow_llm_change, service)
         _data_panel(c)
         register_api(service, serving, require_agent_keys)  # first, so the documented endpoints get the plain names
-        _wire(demo, c, service, settings, allow_llm_change, accounts, serving)
+        _wire(demo, c, service, settings, allow_llm_change, accounts, serving, (travel, evaluate))
     return demo
 
 
@@ -235,9 +235,9 @@ def _chat_column(c: Page, o: Options) -> None:
             c.compare_view = gr.HTML(elem_id="compare")
 
 
-def _see_why_column(c: Page, service: SessionService) -> None:
+def _see_why_column(c: Page, service: SessionService) -> tuple[timetravel.TimePanel, evaluation.EvalTab]:
     """Two tabs: "See why" (the memory graph with time travel, the trace of the selected reply) and
-    "Evaluate memory designs" (ui/evaluation.py)."""
+    "Evaluate memory designs" (ui/evaluation.py); returns the time travel panel and the Evaluate tab."""
     with gr.Column(scale=6, min_width=300), gr.Tabs(elem_id="right-tabs"):
         with gr.Tab("See why", elem_id="why-tab"):
             with gr.Row(elem_id="graph-search-row"):
@@ -252,9 +252,10 @@ def _see_why_column(c: Page, service: SessionService) -> None:
                 c.graph_find = gr.Button("Find", elem_id="graph-find-btn", scale=1, min_width=70, size="sm")
             c.graph_found = gr.HTML(elem_id="graph-found")
             c.graph = gr.HTML(elem_id="graph-panel")
-            c.timetravel = timetravel.build_panel()
+            travel = timetravel.build_panel()
             c.why = gr.HTML(see_why.trace_html(None), elem_id="why-wrap")
-        c.evaluation = evaluation.build_tab(service)
+        evaluate = evaluation.build_tab(service)
+    return travel, evaluate
 
 
 def _settings_panel(c: Page, settings: Settings, allow_llm_change: bool, service: SessionService) -> None:
@@ -357,11 +358,13 @@ def _wire(
     allow_llm_change: bool,
     accounts: Accounts | None,
     serving: fairness.Serving,
+    tabs: tuple[timetravel.TimePanel, evaluation.EvalTab],
 ):
-    """Every event of the page (what each does is in handlers.py and the parts it holds)."""
+    """Every event of the page (what each does is in handlers.py and the parts it holds); `tabs` are time
+    travel's panel and the Evaluate tab, which hold their own components."""
     h = Handlers(service, c, allow_llm_change, has_api_key=bool(settings.llm.api_key), accounts=accounts)
-    timetravel.wire(c.timetravel, service, c.uid, h.views.building)
-    evaluation.wire(c.evaluation, demo, c.uid, c.forget_btn, c.forget_confirm)
+    timetravel.wire(tabs[0], service, c.uid, h.views.building)
+    evaluation.wire(tabs[1], demo, c.uid, c.forget_btn, c.forget_confirm)
     option_inputs = [getattr(c, f) for f in SETTING_FIELDS]  # the order SideHandlers.save_settings reads them in
     settings_fields = [c.strategy, c.backend, c.model, c.base_url, c.model_in_use, *option_inputs]
     view = [c.chatbot, c.msg_ids, c.session_header, c.sessions, c.graph, c.why, c.memory, c.retry, c.date]

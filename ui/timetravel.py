@@ -21,7 +21,7 @@ import gradio as gr
 
 from memory.errors import InvalidOptions
 from memory.text import plural
-from sessions import SessionService, UserError, check_user_id
+from sessions import SessionService, UserError
 from sessions.recall import MemoryHistory, Step, memory_history, recall
 from sessions.service import user_message
 from sessions.work import Work
@@ -247,7 +247,7 @@ class TimeTravel:
     def __init__(
         self, service: SessionService, t: TimePanel, running: Callable[[str], Work | None] | None = None
     ) -> None:
-        self.svc, self.t = service, t
+        self.rooms, self.t = service.rooms, t
         self.running = running or (lambda uid: None)  # uid -> the running memory build, if any
 
     def loading(self):
@@ -259,8 +259,8 @@ class TimeTravel:
         t = self.t
         hidden = {t.slider: gr.update(visible=False), t.frame: "", t.changes: ""}
         try:
-            uid = check_user_id(uid)
-            job = self.running(uid)
+            key = self.rooms.users.user(uid)  # the one check of this event
+            job = self.running(key)
             if job is not None:
                 return {
                     **hidden,
@@ -270,7 +270,7 @@ class TimeTravel:
                         "busy",
                     ),
                 }
-            history = memory_history(self.svc, uid)
+            history = memory_history(self.rooms.memory, key)
             n = history.n_steps
             if n == 0:
                 return {
@@ -281,7 +281,7 @@ class TimeTravel:
                 }
 
             def turns(ids):
-                return self.svc.turn_texts(uid, ids)
+                return self.rooms.memory.turn_texts(key, ids)
 
             return {
                 t.slider: gr.update(minimum=0, maximum=n, value=n, visible=True),
@@ -297,13 +297,13 @@ class TimeTravel:
     def ask(self, uid, k, query) -> str:
         """What the agent would have recalled for `query` after step k's session ended."""
         try:
-            uid, k = check_user_id(uid), int(k or 0)
-            ended = [s for s in self.svc.sessions(uid) if s.status != "open"]
+            key, k = self.rooms.users.user(uid), int(k or 0)
+            ended = [s for s in self.rooms.sessions.in_order(key) if s.status != "open"]
             if not (query or "").strip():
                 return panels.status_html("Type what to ask, then press Recall.", "info")
             if k <= 0 or k > len(ended):
                 return panels.status_html("Before the first session nothing was remembered.", "info")
-            got = recall(self.svc, uid, query, "", ended[k - 1].session_id)
+            got = recall(self.rooms.memory, key, query, "", ended[k - 1].session_id)
         except Exception as e:
             if not isinstance(e, (UserError, InvalidOptions)):
                 log.exception("recall as of a session failed")
