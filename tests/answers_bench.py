@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bench.answer_score import has_all_words, token_f1
+from memory.files import atomic_write_json
 from memory.locomo_format import clean_evidence
 from memory.settings import Settings
 from tests.ui_fixtures import RunningApp
@@ -109,9 +110,7 @@ def main(argv: list[str]) -> int:
         print(
             f"| {r['strategy']} | {r['all_words']:.2f} | {r['f1']:.3f} | {r['p50_s']} | {r['p95_s']} | {r['errors']} |"
         )
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"sample": a.sample, "env": env, "results": results}, indent=2))
+    atomic_write_json(a.out, {"sample": a.sample, "env": env, "results": results})
     return 0
 
 

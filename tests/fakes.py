@@ -282,9 +282,19 @@ class UpperCompressor:
         return ["\n".join(" ".join(w for w in ln.split() if len(w) > 3) for ln in t.split("\n")) for t in texts]
 
 
-def offline_agent(tmp, embedder, llm) -> MemoryAgent:
-    """A MemoryAgent on a Chroma store in `tmp` with `embedder`, SeCom's embedding segmenter and no
-    compressor, replying with `llm`: memory built offline, as the bundled model builds it."""
+def exchanges(sid: str, date: str, *pairs: tuple[str, str]) -> SessionRecord:
+    """A session of (user, assistant) exchanges, its turns numbered `sid:0`, `sid:1`, ..."""
+    from memory.records import SessionRecord, Turn
+
+    turns = []
+    for i, (user, bot) in enumerate(pairs):
+        turns += [Turn("user", user, f"{sid}:{2 * i}"), Turn("assistant", bot, f"{sid}:{2 * i + 1}")]
+    return SessionRecord(sid, date, turns)
+
+
+def offline_agent(tmp, embedder, llm, store=None) -> MemoryAgent:
+    """A MemoryAgent on a Chroma store in `tmp` (or `store`) with `embedder`, SeCom's embedding segmenter
+    and no compressor, replying with `llm`: memory built offline, as the bundled model builds it."""
     from pathlib import Path
 
     from memory.secom.embedding_segmenter import EmbeddingSegmenter
@@ -293,7 +303,7 @@ def offline_agent(tmp, embedder, llm) -> MemoryAgent:
     from memory.store import ChromaStore
 
     tmp = Path(tmp)
-    store = ChromaStore(path=tmp / "chroma")
+    store = store if store is not None else ChromaStore(path=tmp / "chroma")
     return MemoryAgent.from_parts(
         Settings(data_dir=tmp),
         store,

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from memory.files import atomic_write_json
 from memory.locomo_format import observations
 from tests.ui_fixtures import RunningApp
 
@@ -74,9 +75,7 @@ def main(argv: list[str]) -> int:
         f"memories {r0['memories']}, segments {r0['segments']}, questions {r0['question_share']:.1%}, "
         f"observation recall {r0['observation_recall']:.1%}, built by {r0['built_by']}"
     )
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"sample": a.sample, "median_seconds": med, "runs": runs}, indent=2))
+    atomic_write_json(a.out, {"sample": a.sample, "median_seconds": med, "runs": runs})
     return 0
 
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import LOCOMO_SMALL
+from tests.scale_shots import snap
 from tests.test_ui_timetravel import import_file
 from tests.timetravel_bench import kept_state, shrink_png
 from tests.ui_fixtures import ROOT, RunningApp, chromium_browser
@@ -32,17 +33,6 @@ QUESTION = "What did Jolene say about her snake?"
 
 def log(text: str) -> None:
     print(text, flush=True)
-
-
-def snap(page, path: Path, selector: str | None = None) -> None:
-    page.wait_for_timeout(700)
-    if selector is None:
-        page.screenshot(path=str(path))
-    else:
-        el = page.locator(selector).first
-        el.scroll_into_view_if_needed()
-        el.screenshot(path=str(path))
-    log(f"screenshot: {path} ({shrink_png(path, 250 * 1024) / 1024:.0f} KB)")
 
 
 def sidebar(page, open_it: bool) -> None:

@@ -10,23 +10,16 @@ from __future__ import annotations
 import pytest
 
 from memory.answer_use import Line, marked, match, named_date, words
-from memory.records import SessionRecord, Turn
+from memory.records import Turn
 from memory.settings import Options
 from memory.trace_types import TraceDict
 from sessions import upkeep
-from tests.fakes import ScriptedLLM, offline_agent
+from tests.fakes import ScriptedLLM, exchanges, offline_agent
 from ui.see_why import trace_html
 
 PORTO = "I live in Porto with my two roommates."
 LISBON = "I live in Lisbon now, the move went smoothly."
 REX = "Last month I adopted a beagle puppy. His name is Rex."
-
-
-def sess(sid: str, date: str, *pairs: tuple[str, str]) -> SessionRecord:
-    turns = []
-    for i, (user, bot) in enumerate(pairs):
-        turns += [Turn("user", user, f"{sid}:{2 * i}"), Turn("assistant", bot, f"{sid}:{2 * i + 1}")]
-    return SessionRecord(sid, date, turns)
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +29,9 @@ def agent(tmp_path_factory, minilm):
     llm = ScriptedLLM("ok")
     a = offline_agent(tmp, minilm, llm)
     for s in (
-        sess("s1", "2023-01-05", (PORTO, "Porto is lovely."), ("I baked banana bread for my colleagues.", "Yum!")),
-        sess("s2", "2023-02-10", (REX, "A beagle!"), ("I started learning Spanish with a phone app.", "Great.")),
-        sess("s3", "2023-04-03", (LISBON, "Congratulations on the move!")),
+        exchanges("s1", "2023-01-05", (PORTO, "Porto is lovely."), ("I baked banana bread for my colleagues.", "Yum!")),
+        exchanges("s2", "2023-02-10", (REX, "A beagle!"), ("I started learning Spanish with a phone app.", "Great.")),
+        exchanges("s3", "2023-04-03", (LISBON, "Congratulations on the move!")),
     ):
         a.close_session("u", s, llm_steps=False)
     a.scripted = llm  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from memory.theanine.strategy import TheanineMemory
 from memory.tokens import count_tokens
 from memory.trace import Trace
 from memory.trace_types import Timeline
-from tests.fakes import MemoryStore, ScriptedLLM, UpperCompressor
+from tests.fakes import MemoryStore, ScriptedLLM, UpperCompressor, offline_agent
 from tests.test_secom_strategy import S1, S2
 
 
@@ -354,17 +354,7 @@ def test_timelines_are_packed_into_the_budget_and_carry_their_turns(tmp_path, fa
 
 
 def make_agent(tmp_path, fake_embedder, llm):
-    from memory.agent import MemoryAgent
-    from memory.settings import Settings
-
-    store = MemoryStore()
-    return MemoryAgent.from_parts(
-        Settings(data_dir=tmp_path),
-        store,
-        fake_embedder,
-        llm_factory=lambda cfg: llm,
-        secom=SecomMemory(store, fake_embedder, None, "", EmbeddingSegmenter(fake_embedder)),
-    )
+    return offline_agent(tmp_path, fake_embedder, llm, store=MemoryStore())
 
 
 def test_reply_prompt_holds_exactly_the_memory_context_the_benchmark_scores(tmp_path, fake_embedder):

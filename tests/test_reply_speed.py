@@ -22,25 +22,16 @@ from memory.reply_prompts import (
     reply_messages,
     stable_history,
 )
-from memory.secom.embedding_segmenter import EmbeddingSegmenter
-from memory.secom.strategy import SecomMemory
-from memory.settings import Options, Settings
+from memory.settings import Options
 from memory.trace import Trace
 from sessions.db import CompareReply
 from sessions.lifecycle import _in_parallel
-from tests.fakes import WAIT, MemoryStore, ScriptedLLM
+from tests.fakes import WAIT, MemoryStore, ScriptedLLM, offline_agent
 from tests.test_secom_strategy import S1, S2
 
 
 def make_agent(tmp_path, embedder, llm) -> MemoryAgent:
-    store = MemoryStore()
-    return MemoryAgent.from_parts(
-        Settings(data_dir=tmp_path),
-        store,
-        embedder,
-        llm_factory=lambda cfg: llm,
-        secom=SecomMemory(store, embedder, None, "", EmbeddingSegmenter(embedder)),
-    )
+    return offline_agent(tmp_path, embedder, llm, store=MemoryStore())
 
 
 @pytest.fixture

@@ -15,13 +15,12 @@ from typing import Any, Union, get_args, get_origin, get_type_hints, is_typeddic
 
 import pytest
 
-from memory.records import SessionRecord, Turn
 from memory.settings import Options
 from memory.trace_types import AnswerSource, AnswerUse, CloseReportDict, RetrievedMemory, TraceDict
 from sessions.lifecycle import report_dict
 from sessions.upkeep import Forgotten
 from sessions.upkeep import trace as scrub
-from tests.fakes import ScriptedLLM, offline_agent
+from tests.fakes import ScriptedLLM, exchanges, offline_agent
 from ui.see_why import trace_html
 
 # Keys a writer fills only sometimes: a memory that a later one replaced says by which.
@@ -73,13 +72,6 @@ def check(value: Any, hint: Any, path: str, seen: set[str]) -> None:
         assert isinstance(value, hint), f"{path}: {value!r} is not {hint.__name__}"
 
 
-def sess(sid: str, date: str, *pairs: tuple[str, str]) -> SessionRecord:
-    turns = []
-    for i, (user, bot) in enumerate(pairs):
-        turns += [Turn("user", user, f"{sid}:{2 * i}"), Turn("assistant", bot, f"{sid}:{2 * i + 1}")]
-    return SessionRecord(sid, date, turns)
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, minilm):
     """Three sessions closed offline (the move from Porto to Lisbon makes a Changed edge); the close reports."""
@@ -88,9 +80,9 @@ def built(tmp_path_factory, minilm):
     reports = [
         agent.close_session("u", s, llm_steps=False)
         for s in (
-            sess("s1", "2023-01-05", ("I live in Porto with my two roommates.", "Porto is lovely.")),
-            sess("s2", "2023-02-10", ("Last month I adopted a beagle puppy. His name is Rex.", "A beagle!")),
-            sess("s3", "2023-04-03", ("I live in Lisbon now, the move went smoothly.", "Congratulations!")),
+            exchanges("s1", "2023-01-05", ("I live in Porto with my two roommates.", "Porto is lovely.")),
+            exchanges("s2", "2023-02-10", ("Last month I adopted a beagle puppy. His name is Rex.", "A beagle!")),
+            exchanges("s3", "2023-04-03", ("I live in Lisbon now, the move went smoothly.", "Congratulations!")),
         )
     ]
     return agent, llm, reports
