@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
                             "reply": reply,
                             "refusal": is_refusal(reply),
                             # openings RefusalGuard stopped and asked again (the embedded model only)
-                            "retried": done.trace.counts.get("reply_openings_retried", 0) if done.trace else 0,
+                            "retried": done.trace.counts.get("reply_refusals_retried", 0) if done.trace else 0,
                             "error": done.trace.error if done.trace else None,
                             "seconds": round(time.perf_counter() - t0, 2),
                         }

@@ -27,7 +27,7 @@ from .llm import LLM, LLMSession, make_llm
 from .locks import UserLocks
 from .protocols import GraphStore, VectorStore, Versions
 from .records import CloseReport, Progress, ReplyEvent, SessionRecord, Turn
-from .reply_prompts import ReplyGuard, fit_reply, memory_block, stable_history
+from .reply_prompts import RefusalGuard, fit_reply, memory_block, stable_history
 from .secom.strategy import SecomMemory
 from .settings import LLMConfig, Options, Settings
 from .shown_memory import ShownMemory
@@ -242,9 +242,8 @@ class MemoryAgent:
                 trace.count("prompt_tokens_cached", reading.cached)
                 what = " and ".join(w for w, has in (("memory", ctx.lines), ("dialogue", history)) if has)
                 yield ReplyEvent("status", reading.describe(what or "your message"))
-                # A small embedded model's stock refusal of ordinary chat, or its saying the message back, is
-                # asked again (reply_prompts.ReplyGuard).
-                guard = ReplyGuard(message) if (llm or self.settings.llm).backend == "embedded" else None
+                # A small embedded model's stock refusal of ordinary chat is asked again (reply_prompts.RefusalGuard).
+                guard = RefusalGuard() if (llm or self.settings.llm).backend == "embedded" else None
                 with trace.timed("reply"):
                     for piece in session.stream("reply", msgs, max_tokens=max_tokens, guard=guard):
                         if not text:

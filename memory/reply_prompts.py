@@ -127,50 +127,6 @@ class RefusalGuard:
         return any(o.startswith(t) and o != t for o in REFUSAL_OPENINGS)
 
 
-# A reply that opens with the person's own message, word for word: the bundled 0.5B did so for 19 of 60
-# ordinary chat messages (`python -m bench refusals --memory chat`: "I got a promotion today!" answered
-# "I got a promotion today!"). The first ECHO_WORDS words of a message of three words or more decide.
-ECHO_WORDS = 5
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.replace("’", "'").lower())
-
-
-class EchoGuard:
-    """Rejects a reply whose opening repeats the message's first words (it is asked again); holds back
-    only an opening that is still the message's start."""
-
-    def __init__(self, message: str):
-        words = _words(message)
-        self.start = words[:ECHO_WORDS] if len(words) >= 3 else []
-
-    def rejects(self, text: str) -> bool:
-        return bool(self.start) and _words(text)[: len(self.start)] == self.start
-
-    def undecided(self, text: str) -> bool:
-        words = _words(text)
-        growing = words and text[-1:].isalnum()  # the last word may still grow ("promo" of "promotion")
-        last = words.pop() if growing else ""
-        n = len(words)
-        if not self.start or n >= len(self.start) or self.start[:n] != words:
-            return False
-        return self.start[n].startswith(last)
-
-
-class ReplyGuard:
-    """The reply's opening judged by both guards: a stock refusal or the message said back."""
-
-    def __init__(self, message: str):
-        self.guards = (RefusalGuard(), EchoGuard(message))
-
-    def rejects(self, text: str) -> bool:
-        return any(g.rejects(text) for g in self.guards)
-
-    def undecided(self, text: str) -> bool:
-        return any(g.undecided(text) for g in self.guards)
-
-
 def one_line(text: str) -> str:
     """A memory item on one line: a small model reads a list of one fact per line best."""
     return " ".join(str(text).split())

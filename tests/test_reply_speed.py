@@ -13,15 +13,7 @@ from memory.agent import MemoryAgent
 from memory.llm import LLMSession
 from memory.llm.session import Reading, reading_rate
 from memory.records import Turn
-from memory.reply_prompts import (
-    EchoGuard,
-    RefusalGuard,
-    ReplyGuard,
-    fit_reply,
-    memory_of,
-    reply_messages,
-    stable_history,
-)
+from memory.reply_prompts import RefusalGuard, fit_reply, memory_of, reply_messages, stable_history
 from memory.settings import Options
 from memory.trace import Trace
 from sessions.db import CompareReply
@@ -183,8 +175,8 @@ def test_a_stock_refusal_is_asked_again_and_other_openings_stream_at_once():
     assert "".join(session.stream("reply", [{"role": "user", "content": "hi"}], guard=RefusalGuard())) == (
         "Oh, how lovely! Tell me more."
     )
-    assert len(llm.prompts) == 2 and session.trace.counts["reply_openings_retried"] == 1
-    assert session.trace.llm_calls[0].status == "retried" and "rejected" in session.trace.llm_calls[0].detail
+    assert len(llm.prompts) == 2 and session.trace.counts["reply_refusals_retried"] == 1
+    assert session.trace.llm_calls[0].status == "retried" and "refused" in session.trace.llm_calls[0].detail
 
     # "I'm sorry to hear that" is no refusal: shown as soon as it cannot become one, then piece by piece
     pieces = list(
@@ -198,28 +190,7 @@ def test_a_stock_refusal_is_asked_again_and_other_openings_stream_at_once():
     stubborn = ScriptedLLM(refusal)
     session = LLMSession(stubborn, Trace("t"))
     assert "".join(session.stream("reply", [{"role": "user", "content": "hi"}], guard=RefusalGuard())) == refusal
-    assert len(stubborn.prompts) == 3 and session.trace.counts["reply_openings_retried"] == 2
-
-
-def test_a_reply_that_says_the_message_back_is_asked_again():
-    message = "I got a promotion today!"
-    llm = ScriptedLLM("I got a promotion today! I am so happy.", "Congratulations, that is wonderful news!")
-    session = LLMSession(llm, Trace("t"), temperature=0.0)
-    said = "".join(session.stream("reply", [{"role": "user", "content": message}], guard=ReplyGuard(message)))
-    assert said == "Congratulations, that is wonderful news!"
-    assert len(llm.prompts) == 2 and session.trace.counts["reply_openings_retried"] == 1
-
-    # an opening that starts like the message is held back only until it parts from it
-    pieces = list(
-        LLMSession(ScriptedLLM("I got you a present."), Trace("t")).stream(
-            "reply", [{"role": "user", "content": message}], guard=ReplyGuard(message)
-        )
-    )
-    assert pieces[0].startswith("I got y") and "".join(pieces) == "I got you a present."
-    guard = EchoGuard(message)
-    assert guard.undecided("I got a promo") and not guard.rejects("I got a promo")
-    assert guard.rejects("I got a promotion today") and not guard.undecided("Congrat")
-    assert not EchoGuard("hi").undecided("hi") and not EchoGuard("hi").rejects("hi there")  # too short to judge
+    assert len(stubborn.prompts) == 3 and session.trace.counts["reply_refusals_retried"] == 2
 
 
 def test_the_guard_knows_the_stock_openings_the_bundled_model_was_seen_to_use():

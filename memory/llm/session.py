@@ -66,7 +66,7 @@ class Reading:
 
 
 class OpeningGuard(Protocol):
-    """Judges a streamed answer's opening (memory.reply_prompts.ReplyGuard)."""
+    """Judges a streamed answer's opening (memory.reply_prompts.RefusalGuard)."""
 
     def rejects(self, text: str) -> bool: ...
 
@@ -337,8 +337,8 @@ class LLMSession:
         with another seed (small models sometimes end their turn at once); still empty, it returns
         nothing and the caller decides. Leading whitespace is held back until text arrives.
 
-        With a `guard` (reply_prompts.ReplyGuard), an answer whose opening it rejects (a small
-        model's stock refusal of ordinary chat, the message said back) is stopped and asked again, up to `guard_retries`
+        With a `guard` (reply_prompts.RefusalGuard), an answer whose opening it rejects (a small
+        model's stock refusal of ordinary chat) is stopped and asked again, up to `guard_retries`
         times, with another seed and at least GUARD_RETRY_TEMPERATURE; the last try is shown as it
         comes. Only an opening that could still be rejected is held back: others stream at once."""
         call = self._start(purpose)
@@ -392,8 +392,8 @@ class LLMSession:
                     break
                 if rejected:
                     refused += 1
-                    self.trace.count(f"{purpose}_openings_retried", 1)
-                    call.status, call.detail = "retried", f"opening rejected: {rejected.strip()[:80]}"
+                    self.trace.count(f"{purpose}_refusals_retried", 1)
+                    call.status, call.detail = "retried", f"refused: {rejected.strip()[:80]}"
                 else:
                     empty += 1
                     call.status, call.detail = "retried", "empty answer"
