@@ -208,9 +208,6 @@ class LLMConfig:
     # THEANINE's summary reads a long session in parts of at most this many dialogue tokens; 0 = the
     # backend's choice (small parts for the embedded models, which list few facts from a long part).
     summary_part_tokens: int = env("LLM_SUMMARY_PART_TOKENS", 0, lo=0, hi=1_048_576)
-    # Embedded replies: llama.cpp's penalty on tokens among the last 64 read or written (1.0 = off). The
-    # bundled 0.5B says the person's message back (docs/answers.md, "Parroting in chat").
-    repeat_penalty: float = env("LLM_REPEAT_PENALTY", 1.0, lo=1.0, hi=2.0)
     # JSON-schema grammar for llama.cpp (slow with large vocabularies)
     embedded_grammar: bool = env("LLM_EMBEDDED_GRAMMAR", False)
     guard_url: bool = False  # a user-chosen base URL: every request is checked (memory.url_guard)

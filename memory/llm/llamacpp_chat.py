@@ -56,7 +56,6 @@ class LlamaCppChat:
         self.context_window = cfg.n_ctx
         self.summary_part_tokens = summary_part_tokens(cfg)
         self.prefill_tokens_per_s = PREFILL_TOKENS_PER_S
-        self.repeat_penalty = cfg.repeat_penalty  # streamed replies only; JSON answers stay unpenalised
         self._formatter: Any = None
 
     def count_tokens(self, text: str) -> int:
@@ -152,12 +151,7 @@ class LlamaCppChat:
                     pieces = (c["choices"][0].get("text") for c in chunks)
                 else:
                     chunks = self.llm.create_chat_completion(
-                        messages=messages,
-                        temperature=temperature,
-                        max_tokens=max_tokens,
-                        stream=True,
-                        seed=seed,
-                        repeat_penalty=self.repeat_penalty,
+                        messages=messages, temperature=temperature, max_tokens=max_tokens, stream=True, seed=seed
                     )
                     pieces = (c["choices"][0]["delta"].get("content") for c in chunks)
                 for piece in pieces:
