@@ -9,25 +9,25 @@ when the agent first builds it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from importlib import import_module
+from typing import Any
 
-if TYPE_CHECKING:  # types only
-    from .design import MemoryClients, MemoryDesign
-    from .settings import Settings
-
-
-def _theanine(settings: Settings, clients: MemoryClients) -> MemoryDesign:
-    from .theanine.strategy import TheanineMemory
-
-    return TheanineMemory.from_clients(settings, clients)
+# (settings, clients) -> the design. Typed loosely on purpose: importing memory.design or memory.settings
+# here, even for types, would close an import circle (settings reads these names). The agent holds the
+# designs as memory.design.MemoryDesign, and tests/test_designs.py checks each class against it.
+DesignFactory = Callable[[Any, Any], Any]
 
 
-def _secom(settings: Settings, clients: MemoryClients) -> MemoryDesign:
-    from .secom.strategy import SecomMemory
+def _design(module: str, cls: str) -> DesignFactory:
+    """A factory that loads `module` (relative to memory/) when the agent first builds the design."""
 
-    return SecomMemory.from_clients(settings, clients)
+    def make(settings: Any, clients: Any) -> Any:
+        return getattr(import_module(module, __package__), cls).from_clients(settings, clients)
+
+    return make
 
 
-DesignFactory = Callable[["Settings", "MemoryClients"], "MemoryDesign"]
-
-DESIGNS: dict[str, DesignFactory] = {"theanine": _theanine, "secom": _secom}
+DESIGNS: dict[str, DesignFactory] = {
+    "theanine": _design(".theanine.strategy", "TheanineMemory"),
+    "secom": _design(".secom.strategy", "SecomMemory"),
+}
