@@ -32,6 +32,7 @@ from memory.records import SessionRecord, Turn
 from memory.reply_prompts import is_refusal
 
 from .common import parser, progress, str_list
+from .reply_scores import parrots
 
 DATA = Path(__file__).with_name("refusal_messages.json")
 MEMORY_CONDITIONS = ("empty", "small", "chat")
@@ -65,6 +66,8 @@ def summarise(rows: list[dict]) -> list[dict]:
                 # what the model answered first: a refusal the guard caught, or one it let through
                 "first_try_refusals": sum(bool(r["retried"]) or r["refusal"] for r in mine),
                 "empty": sum(not r["reply"].strip() for r in mine),
+                # the message said back (bench.reply_scores.parrots, the answers benchmark's rule)
+                "parroting": sum(parrots(r["reply"], r["message"]) for r in mine),
                 "seconds_p50": round(statistics.median(r["seconds"] for r in mine), 2),
             }
         )
@@ -72,12 +75,14 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 
 def table(summary: list[dict]) -> str:
-    head = f"{'memory':8} {'strategy':10} {'n':>4} {'refusals':>9} {'rate':>6} {'1st try':>8} {'empty':>6}"
+    head = (
+        f"{'memory':8} {'strategy':10} {'n':>4} {'refusals':>9} {'rate':>6} {'1st try':>8} {'empty':>6} {'parrot':>6}"
+    )
     lines = [head + f" {'p50 s':>6}"]
     for s in summary:
         lines.append(
             f"{s['memory']:8} {s['strategy']:10} {s['n']:4} {s['refusals']:9} {s['rate']:6.1%}"
-            f" {s['first_try_refusals']:8} {s['empty']:6} {s['seconds_p50']:6.1f}"
+            f" {s['first_try_refusals']:8} {s['empty']:6} {s.get('parroting', 0):6} {s['seconds_p50']:6.1f}"
         )
     return "\n".join(lines)
 
