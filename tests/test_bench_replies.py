@@ -3,7 +3,6 @@ a scripted model that answers with the memory it was given), and how it scores a
 
 from bench.replies import personal_people, run_person, summarise
 from bench.reply_scores import Question, paired, parrots, score
-from memory.reply_prompts import memory_of
 from tests.fakes import ScriptedLLM
 
 
@@ -46,8 +45,8 @@ def test_paired_differences_name_the_better_run_only_when_the_interval_says_so()
 def test_a_person_is_imported_then_asked_in_chat_sessions_never_built_into_memory(tmp_path):
     from bench.replies import make_service
 
-    def answer(messages):  # the memory block it read, or nothing
-        return memory_of(messages) or "Hello!"
+    def answer(messages):  # every memory block of the session's prompt (memory.shown_memory), or nothing
+        return "\n".join(m["content"] for m in messages[1:] if m["role"] == "system") or "Hello!"
 
     svc, _ = make_service(tmp_path, llm_factory=lambda cfg: ScriptedLLM(answer))
     maya = personal_people()[0]
