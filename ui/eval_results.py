@@ -85,16 +85,22 @@ def summary_html(run: EvalRun) -> str:
     )
 
 
-def measured_answers(path: Path = MEASURED_ANSWERS) -> dict | None:
-    """The committed answer-quality results, or None when the file is absent or unreadable."""
+def _committed(path: Path, what: str) -> dict | None:
+    """A committed result file as a dict, or None when it is absent or unreadable."""
     try:
         res = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
-        log.warning("measured answers unreadable (%s): %s", path, e)
+        log.warning("%s unreadable (%s): %s", what, path, e)
         return None
-    return res if isinstance(res, dict) and isinstance(res.get("summary"), list) and res["summary"] else None
+    return res if isinstance(res, dict) else None
+
+
+def measured_answers(path: Path = MEASURED_ANSWERS) -> dict | None:
+    """The committed answer-quality results, or None when the file is absent or unreadable."""
+    res = _committed(path, "measured answers")
+    return res if res and isinstance(res.get("summary"), list) and res["summary"] else None
 
 
 def answers_html(res: dict | None) -> str:
@@ -129,14 +135,8 @@ def answers_html(res: dict | None) -> str:
 
 def measured_teafarm(path: Path = MEASURED_TEAFARM) -> dict | None:
     """The committed TeaFarm result, or None when the file is absent or unreadable."""
-    try:
-        res = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        log.warning("measured TeaFarm result unreadable (%s): %s", path, e)
-        return None
-    return res if isinstance(res, dict) and isinstance(res.get("strategies"), dict) else None
+    res = _committed(path, "measured TeaFarm result")
+    return res if res and isinstance(res.get("strategies"), dict) else None
 
 
 def teafarm_html(res: dict | None) -> str:
