@@ -18,6 +18,9 @@ Sets (`--sets`):
   right when the reply names the new value before (or without) the old one.
 * personal: bench/data/personal_chats.json, four people over three sessions each, asked a week later
   about stated facts, changed facts (the new value, not the old) and the reasons they gave.
+* chat: ordinary companion chat, not questions: `bench refusals`' small memory imported, then its
+  60 messages typed `--group` to a session. Scored on refusals and parroting only (the chat columns):
+  a prompt that answers questions better must not make the model say the person's message back.
 
 Scores per reply: strict (every content word of a gold answer in the reply), LoCoMo's token F1,
 refusal (memory.reply_prompts.is_refusal) and parroting (the reply repeats the message). Timings from
@@ -43,7 +46,7 @@ from .reply_scores import Question, paired, parrots, score
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSONAL = Path(__file__).resolve().parent / "data" / "personal_chats.json"
-SETS = ("locomo", "ku", "personal")
+SETS = ("locomo", "ku", "personal", "chat")
 LOCOMO_CATEGORIES = ("1", "2", "4")  # multi-hop, temporal, single-hop
 
 
@@ -114,6 +117,16 @@ def personal_people(path: Path = PERSONAL) -> list[Person]:
         ]
         out.append(Person(p["person"], history, p["ask_date"], qs))
     return out
+
+
+def chat_person(date: str = "2024-05-02") -> Person:
+    """`bench refusals`' chat condition as a person of this benchmark: its small memory as the history,
+    its messages as the things typed (no gold answer: only refusals and parroting are scored)."""
+    from .refusals import DATA, load
+
+    sessions, messages = load(DATA)
+    qs = [Question(f"chat:{i}", m, [], "", "chat") for i, m in enumerate(messages)]
+    return Person("chat", _app_format(sessions), date, qs)
 
 
 def make_service(data_dir: Path, llm_factory=None):
@@ -194,6 +207,8 @@ def _share(rows: list[dict], key: str) -> float | None:
 
 
 def summarise(rows: list[dict]) -> dict:
+    chat = [r for r in rows if r["set"] == "chat"]
+    rows = [r for r in rows if r["set"] != "chat"]  # the questions: every other figure is theirs
     loc = [r for r in rows if r["set"] == "locomo"]
     firsts, laters = [r for r in rows if r["first"]], [r for r in rows if not r["first"]]
 
@@ -213,6 +228,9 @@ def summarise(rows: list[dict]) -> dict:
         },
         "refusals": _share(rows, "refusal"),
         "parroting": _share(rows, "parrot"),
+        "chat_n": len(chat),
+        "chat_refusals": _share(chat, "refusal"),
+        "chat_parroting": _share(chat, "parrot"),
         "used_memory": _share(rows, "used_memory"),
         "stale_value": _share(rows, "stale_value"),
         "errors": sum(1 for r in rows if r["error"]),
@@ -248,6 +266,7 @@ def table(s: dict, label: str) -> str:
         ("personal", s["personal"]),
         ("refusals", s["refusals"]),
         ("parroting", s["parroting"]),
+        ("chat: refusals / parroting", f"{f(s.get('chat_refusals'))} / {f(s.get('chat_parroting'))}"),
         ("reply used a memory (See why)", s.get("used_memory")),
         ("named a replaced value", s.get("stale_value")),
         ("1st token, first msg p50/max", f"{f(s['first_token_first_p50'])} / {f(s['first_token_first_max'])} s"),
@@ -255,7 +274,7 @@ def table(s: dict, label: str) -> str:
         ("complete p50", f"{f(s['complete_p50'])} s"),
         ("tokens read, first / later p50", f"{f(s.get('read_first_p50'))} / {f(s.get('read_later_p50'))}"),
     ]
-    out = [f"{label}: {s['n']} questions, {s['errors']} errors"]
+    out = [f"{label}: {s['n']} questions (and {s.get('chat_n', 0)} chat messages), {s['errors']} errors"]
     out += [f"  {k:30} {v if isinstance(v, str) else f(v)}" for k, v in cols]
     out.append(f"  LoCoMo strict by category (1 multi-hop, 2 temporal, 4 single-hop): {s['locomo_by_category']}")
     out.append(f"  personal by type: {s['personal_by_type']}")
@@ -286,6 +305,8 @@ def main(argv: list[str]) -> int:
         people += ku_people(a.ku_histories)
     if "personal" in a.sets:
         people += personal_people()
+    if "chat" in a.sets:
+        people.append(chat_person())
     if a.only:
         people = [x for x in people if x.name in a.only]
     label = a.label or Path(a.out).stem

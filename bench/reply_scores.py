@@ -65,10 +65,18 @@ def paired(rows: list[dict], other: list[dict], label: str, other_label: str) ->
     """Per-question differences (this run minus the other) on the questions both runs asked: the mean
     with a 95% paired-bootstrap interval, and how many questions each run alone got right."""
     theirs = {r["id"]: r for r in other}
-    common = [(r, theirs[r["id"]]) for r in rows if r["id"] in theirs]
-    if not common:
+    both = [(r, theirs[r["id"]]) for r in rows if r["id"] in theirs]
+    common = [(a, b) for a, b in both if a["set"] != "chat"]
+    chat = [(a, b) for a, b in both if a["set"] == "chat"]
+    if not both:
         return f"paired: no question in common with {other_label}"
     out = [f"paired, {label} minus {other_label}, {len(common)} questions (95% bootstrap interval):"]
+    if chat:  # ordinary chat has no gold answer: the parroting it says back, message by message
+        d = [float(a["parrot"]) - float(b["parrot"]) for a, b in chat]
+        lo, hi = _bootstrap(d)
+        out.append(f"  chat parroting {statistics.fmean(d):+.3f} [{lo:+.3f}, {hi:+.3f}] over {len(chat)} messages")
+    if not common:
+        return "\n".join(out)
     for key in ("strict", "f1"):
         d = [float(a[key]) - float(b[key]) for a, b in common]
         lo, hi = _bootstrap(d)

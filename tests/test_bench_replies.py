@@ -61,3 +61,25 @@ def test_a_person_is_imported_then_asked_in_chat_sessions_never_built_into_memor
     assert len(svc.store.sessions(uid, status="closed")) == 3
     assert len(svc.store.sessions(uid, status="closing")) == 1  # the first chat session, ended, unbuilt
     assert "dog's name" not in str(svc.agent.graph_view(uid))
+
+
+def test_the_chat_set_scores_parroting_apart_from_the_questions():
+    from bench.replies import chat_person
+
+    chat = chat_person()
+    assert len(chat.questions) >= 50 and all(q.kind == "chat" and not q.answers for q in chat.questions)
+    assert len(chat.history["sessions"]) >= 2  # the small memory, imported as the app imports
+
+    def row(qid: str, kind: str, strict: bool, parrot: bool) -> dict:
+        return {"id": qid, "set": qid.split(":")[0], "kind": kind, "strict": strict, "f1": float(strict),
+                "parrot": parrot, "refusal": False, "first": True, "first_token_s": 1.0, "complete_s": 1.0,
+                "prompt_tokens": None, "error": ""}  # fmt: skip
+
+    said_back = [row(f"chat:{i}", "chat", False, True) for i in range(10)]
+    answered = [row(f"personal:x:{i}", "fact", True, False) for i in range(4)]
+    s = summarise(said_back + answered)
+    assert s["n"] == 4 and s["personal"] == 1.0 and s["parroting"] == 0.0  # the questions' figures
+    assert s["chat_n"] == 10 and s["chat_parroting"] == 1.0
+    quiet = [dict(r, parrot=False) for r in said_back]
+    out = paired(quiet + answered, said_back + answered, "new", "old")
+    assert "chat parroting -1.000" in out and "4 questions" in out
