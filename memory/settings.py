@@ -26,7 +26,9 @@ STRATEGIES = (*DESIGNS, "none")  # memory.registry's designs, or no memory
 # Compare's columns: every strategy at the chat's settings, and THEANINE at the paper's own setting.
 COMPARE_COLUMNS = ("theanine", "secom", "none", "theanine-paper")  # the slowest (it refines) last
 RETRIEVERS = ("bm25", "dense", "hybrid")
-TIMELINE_ORDERS = ("recent", "rank")  # THEANINE: timelines in the reply newest first, or by retrieval rank
+# THEANINE: timelines in the reply newest first, by retrieval rank, or oldest first (the current value
+# read last, nearest the message, a replaced memory's history before it)
+TIMELINE_ORDERS = ("recent", "rank", "oldest")
 QUERY_ORDERS = ("time", "message-first")  # the retrieval query's turns before the message, or after it
 TIMELINE_PACKINGS = ("whole", "anchors")  # THEANINE: whole timelines in rank order, or every retrieved memory first
 # THEANINE per chat: the app's measured settings, or the paper's own (Options.for_theanine)

@@ -254,7 +254,9 @@ class TheanineMemory:
                     if timelines_mod.adds_memory(path, shown):
                         path, history = current_first(graph, path, anchor, shown)
                         shown.update(path + history if whole else [anchor])
-                        units.append(self._unit(graph, path, anchor, history))
+                        units.append(
+                            self._unit(graph, path, anchor, history, history_first=options.timeline_order == "oldest")
+                        )
             if whole:
                 packed = pack(units, options.budget)
             else:
@@ -273,6 +275,8 @@ class TheanineMemory:
                 )
             if options.timeline_order == "recent":
                 out = newest_first(graph, out)
+            elif options.timeline_order == "oldest":
+                out = newest_first(graph, out)[::-1]
         trace.timelines_raw = out
         return out
 
@@ -331,11 +335,18 @@ class TheanineMemory:
         return d
 
     @staticmethod
-    def _unit(graph: MemoryGraph, path: list[str], anchor: str, history: tuple[str, ...] | list[str] = ()) -> Unit:
+    def _unit(
+        graph: MemoryGraph,
+        path: list[str],
+        anchor: str,
+        history: tuple[str, ...] | list[str] = (),
+        history_first: bool = False,
+    ) -> Unit:
         """A timeline as packing pieces: one memory each, in `timelines.render`'s format; a superseded
-        memory says until when it held, and `history` (superseded memories off the path) follows the
-        anchor. An anchor that replaced earlier memories reads "now: ...", in its place: the chain
-        shows each memory once."""
+        memory says until when it held, and `history` (superseded memories off the path, newest first)
+        follows the anchor, or with `history_first` opens the timeline oldest first, so that the current
+        fact is read after what it replaced. An anchor that replaced earlier memories reads "now: ...",
+        in its place: the chain shows each memory once."""
         replaced = bool(graph.replaced(anchor))
         pieces: list[Piece] = []
         for i, mid in enumerate(path):
@@ -343,9 +354,12 @@ class TheanineMemory:
             text = ("now: " if mid == anchor and replaced else "") + node_text(graph, mid)
             pieces.append(Piece(text, tuple(graph.memory(mid).turns), key=mid, link=rel))
         at = path.index(anchor)
-        for j, mid in enumerate(history):
+        before = list(history)[::-1] if history_first else list(history)
+        for j, mid in enumerate(before):
             text = ("before: " if j == 0 else "") + node_text(graph, mid)
-            pieces.insert(at + 1 + j, Piece(text, tuple(graph.memory(mid).turns), key=mid))
+            pieces.insert(j if history_first else at + 1 + j, Piece(text, tuple(graph.memory(mid).turns), key=mid))
+        if history_first:
+            at += len(before)
         meta = {"anchor": anchor, "history": list(history)}
         return Unit(f"timeline:{anchor}", pieces, sep=" ", anchor=at, meta=meta)
 
