@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from .answer_use import answer_use, changes_behind
 from .design import Forgetting, MemoryClients, MemoryDesign, RecallRequest, RefinePlan, SessionOf
@@ -37,6 +38,7 @@ from .tokens import count_tokens, truncate
 from .trace import Trace
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OFFLINE_CLOSE = (
     "Memory was built without an LLM (the bundled model is too small for the papers' LLM steps): "
@@ -49,6 +51,15 @@ OFFLINE_CLOSE = (
 # first token and its answers were unusable (docs/defaults.md, "Refinement").
 BUNDLED_REFINE: RefinePlan | None = None
 ENDPOINT_WORKERS = 8
+
+
+def drain(steps: Generator[ReplyEvent, None, T]) -> T:
+    """What a generator of status events returns, its events dropped."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
 
 
 @dataclass
@@ -204,11 +215,8 @@ class MemoryAgent:
                         f"Your message was long: the model read its first {MAX_MESSAGE_TOKENS} tokens "
                         "(the whole message is saved)."
                     )
-                # Earlier long messages are cut the same way, or one of them would overflow every later prompt.
-                # The dialogue's start moves only every few turns: the model keeps what it read (reply_prompts).
                 whole = history
-                history = recent_history(stable_history(history))
-                earlier = self.shown.blocks(user_id, opts.strategy, whole)[len(whole) - len(history) :]
+                history, earlier = self._dialogue(user_id, opts.strategy, history)
                 opts = opts.for_backend(llm or self.settings.llm)  # the bundled model reads a smaller memory
                 session = self._llm_session(trace, opts, llm)
                 steps = self.settings.llm_steps_for(llm)
@@ -222,16 +230,7 @@ class MemoryAgent:
                 # System prompt and dialogue first, then the memory and the message: what the model read for
                 # the previous turn is not read again (reply_prompts). Cut to the context window if need be.
                 max_tokens = opts.max_reply_tokens
-                msgs, cut, block = fit_reply(
-                    opts.strategy,
-                    ctx.lines,
-                    history,
-                    message,
-                    date,
-                    hint,
-                    lambda m: session.prompt_tokens(m) <= session.stream_room(max_tokens),
-                    earlier=earlier,
-                )
+                msgs, cut, block = self._prompt(session, opts, ctx.lines, history, earlier, message, date, hint)
                 trace.count("memory_lines_new", len(block))
                 self.shown.remember(user_id, opts.strategy, whole, message, block)
                 if cut:
@@ -268,6 +267,61 @@ class MemoryAgent:
             except Exception:
                 log.exception("answer-use check failed")  # the reply stands without it
         yield ReplyEvent("done", text, trace)
+
+    def _dialogue(self, user_id: str, strategy: str, history: list[Turn]) -> tuple[list[Turn], list[list[str]]]:
+        """The session's turns a reply's prompt holds, and the memory lines shown before each of them
+        (memory.shown_memory). Earlier long messages are cut as the message is, or one of them would
+        overflow every later prompt; the dialogue's start moves only every few turns, so the model
+        keeps what it read (reply_prompts)."""
+        recent = recent_history(stable_history(history))
+        return recent, self.shown.blocks(user_id, strategy, history)[len(history) - len(recent) :]
+
+    @staticmethod
+    def _prompt(
+        session: LLMSession,
+        opts: Options,
+        lines: list[str],
+        history: list[Turn],
+        earlier: list[list[str]],
+        message: str,
+        date: str,
+        hint: str = "",
+    ) -> tuple[list[dict], list[str], list[str]]:
+        """The reply's prompt cut to the model's window (reply_prompts.fit_reply): (messages, what was
+        left out, the memory lines new in it)."""
+        room = session.stream_room(opts.max_reply_tokens)
+
+        def fits(m: list[dict]) -> bool:
+            return session.prompt_tokens(m) <= room
+
+        return fit_reply(opts.strategy, lines, history, message, date, hint, fits, earlier=earlier)
+
+    def prepare(
+        self,
+        user_id: str,
+        history: list[Turn],
+        draft: str,
+        date: str = "",
+        options: Options | None = None,
+        llm: LLMConfig | None = None,
+    ) -> int:
+        """Read ahead while the person types `draft`: the memory retrieved for it and the prompt a reply
+        to it would have are read into the embedded model's cache, so that on Send the model reads
+        only what changed since (the whole prompt when the draft was the message; the message alone
+        when the same memory comes back). Nothing is stored or shown. Returns the tokens read ahead
+        (0 on an endpoint, with LLM_READ_AHEAD off, or while the model is busy)."""
+        cfg = llm or self.settings.llm
+        if cfg.backend != "embedded" or not cfg.read_ahead or not draft.strip():
+            return 0
+        opts = (options or self.settings.options).for_backend(cfg)
+        trace = Trace(strategy=opts.strategy)
+        draft = truncate(draft, MAX_MESSAGE_TOKENS) if count_tokens(draft) > MAX_MESSAGE_TOKENS else draft
+        history, earlier = self._dialogue(user_id, opts.strategy, history)
+        # The bundled model refines no timeline (BUNDLED_REFINE): the memory is retrieval's alone.
+        ctx = drain(self._memory_steps(user_id, history, draft, opts, trace, None))
+        session = self._llm_session(trace, opts, llm)
+        msgs, _, _ = self._prompt(session, opts, ctx.lines, history, earlier, draft, date)
+        return session.prefill(msgs, opts.max_reply_tokens)
 
     def _refine_plan(self, cfg: LLMConfig | None, steps: bool, opts: Options) -> RefinePlan | None:
         """Whether and how a reply refines its timelines: with the papers' LLM steps, or in the
@@ -327,14 +381,9 @@ class MemoryAgent:
         as time travel steps through it."""
         opts = options or self.settings.options
         message = truncate(message, MAX_MESSAGE_TOKENS) if count_tokens(message) > MAX_MESSAGE_TOKENS else message
-        gen = self._memory_steps(
-            user_id, recent_history(history), message, opts, trace or Trace(opts.strategy), session, timelines, as_of
-        )
-        while True:
-            try:
-                next(gen)
-            except StopIteration as stop:
-                return stop.value
+        trace = trace or Trace(opts.strategy)
+        steps = self._memory_steps(user_id, recent_history(history), message, opts, trace, session, timelines, as_of)
+        return drain(steps)
 
     # --- session close ----------------------------------------------------------------
     def _close_lock(self, user_id: str) -> threading.Lock:

@@ -8,7 +8,7 @@ same store contract against the fake and the real store.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -72,6 +72,17 @@ class Versions(Protocol):
     def version(self, user_id: str, kind: str) -> int: ...
 
     def bump(self, user_id: str, kind: str) -> int: ...
+
+
+@runtime_checkable
+class ReadsAhead(Protocol):
+    """An agent that can read a reply's prompt ahead while the person types (MemoryAgent.prepare); the
+    session layer asks only an agent that can."""
+
+    def prepare(
+        self, user_id: str, history: list[Turn], draft: str, date: str, options: Options, llm: LLMConfig | None
+    ) -> int:
+        """Read ahead for `draft` (nothing stored); the tokens read."""
 
 
 class Agent(Protocol):

@@ -214,6 +214,9 @@ class LLMConfig:
     embedded_grammar: bool = env("LLM_EMBEDDED_GRAMMAR", False)
     guard_url: bool = False  # a user-chosen base URL: every request is checked (memory.url_guard)
     threads: int = env("LLM_THREADS", lo=0, hi=256, factory=_half_the_cores)  # llama.cpp threads; 0 = the default
+    # Embedded: while the person types, retrieve the memory for the draft and read the prompt into
+    # llama.cpp's cache, so Send reads only what changed (MemoryAgent.prepare; docs/speed.md)
+    read_ahead: bool = env("LLM_READ_AHEAD", True)
     # Where a bundled model's part packages are assembled into one GGUF (memory/llm/bundled.py).
     model_cache: Path = env("MEMORY_MODEL_CACHE", factory=model_cache_dir)
 

@@ -15,6 +15,7 @@ from memory.dates import DateError, human_date, iso_date, iso_key, today
 from memory.dates import check as read_date
 from memory.dates import parse as parse_date
 from memory.errors import LLMError, StoreUnavailable
+from memory.protocols import ReadsAhead
 from memory.records import CloseReport, Progress, SessionRecord, Turn
 from memory.settings import COMPARE_COLUMNS, LLMConfig, Options
 from memory.text import clean_obj, clean_text, plural
@@ -380,6 +381,17 @@ class Chat:
                 raise UserError("The session changed while sending (ended in another tab?); send again.")
         yield ChatUpdate("stored", message_id=msg_id)
         yield from self._reply(user_id, session, history, message, msg_id, options, llm)
+
+    def prepare(self, user_id: str, draft: str, options: Options, llm: LLMConfig | None) -> int:
+        """Read ahead for a message being typed in the open session (MemoryAgent.prepare): reads only, and
+        nothing where the user has no open session yet."""
+        if not isinstance(self.agent, ReadsAhead):
+            return 0
+        session = self.store.open_row(user_id)
+        if session is None or not draft.strip():
+            return 0
+        history = history_before(self.store.messages(user_id, session.session_id), session)
+        return self.agent.prepare(user_id, history, draft, session.date, options, llm)
 
     def retry(self, user_id: str, options: Options, llm: LLMConfig | None) -> Iterator[ChatUpdate]:
         """Answer again the last user message of the open session if it has no good reply."""

@@ -24,6 +24,9 @@ EMBEDDED_SUMMARY_PART_TOKENS = 400
 # Qwen2.5 0.5B Q4_K_M, 1 thread: about 140 tokens/s on an idle 2-core machine, 50-70 with other jobs
 # running (docs/speed.md).
 PREFILL_TOKENS_PER_S = 120.0
+# A read-ahead evaluates the prompt in steps of this many tokens (about 0.25 s each for the 0.5B on one
+# core) and stops between two when a reply wants the model: a reply waits at most one step.
+READ_AHEAD_STEP = 32
 
 
 def summary_part_tokens(cfg: LLMConfig) -> int:
@@ -43,6 +46,7 @@ class LlamaCppChat:
     """
 
     _lock = threading.Lock()
+    _reply_waiting = threading.Event()  # a reply wants the model: a read-ahead stops (`prefill`)
 
     def __init__(self, cfg: LLMConfig):
         from llama_cpp import Llama
@@ -99,6 +103,33 @@ class LlamaCppChat:
             cached += 1
         return len(tokens), min(cached, max(0, len(tokens) - 1))  # the last token is evaluated again
 
+    def prefill(self, messages: list[dict]) -> int:
+        """Read `messages` into llama.cpp's cache ahead of the reply to them, while the person is still
+        typing: the reply then reads only what follows their common prefix. Returns the tokens read.
+        Never holds up a reply: skipped when the model is busy, stopped between two steps of
+        READ_AHEAD_STEP tokens when a reply asks for the model."""
+        if not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            tokens = self._prompt_tokens(messages)
+            done = self.llm._input_ids.tolist()
+            keep = 0
+            for a, b in zip(done, tokens, strict=False):
+                if a != b:
+                    break
+                keep += 1
+            keep = min(keep, len(tokens) - 1)  # as generate does: the last token is evaluated again
+            self.llm.n_tokens = keep  # what follows the common prefix is dropped by eval
+            for i in range(keep, len(tokens), READ_AHEAD_STEP):
+                if self._reply_waiting.is_set():
+                    break
+                self.llm.eval(tokens[i : i + READ_AHEAD_STEP])
+            return self.llm.n_tokens - keep
+        except Exception:  # only a head start: the reply reads the prompt itself
+            return 0
+        finally:
+            self._lock.release()
+
     def _observe_reading(self, tokens: int, seconds: float) -> None:
         if tokens >= MIN_TOKENS_TO_RATE and seconds > 0:
             rate = tokens / seconds
@@ -139,7 +170,9 @@ class LlamaCppChat:
 
     def stream(self, messages, *, temperature, max_tokens, seed=None, purpose=""):
         chunks: Any
+        self._reply_waiting.set()  # a read-ahead holding the model stops at its next step
         with self._lock:
+            self._reply_waiting.clear()
             t0: float | None = time.perf_counter()  # the reading speed is measured inside the lock
             try:
                 tokens, cached = self.reading(messages)

@@ -200,6 +200,13 @@ class LLMSession:
         rate = reading_rate(self.llm)
         return Reading(tokens, cached, (tokens - cached) / rate if rate else None)
 
+    def prefill(self, messages: list[dict], max_tokens: int = 256) -> int:
+        """Read the prompt of a reply to `messages` ahead of it, where the backend keeps what it read
+        (llama.cpp: `LlamaCppChat.prefill`); the tokens read, 0 where the backend cannot."""
+        messages, _ = win.fit_messages(messages, self.room(min(max_tokens, self.window // 2)), self.count)
+        ahead = getattr(self.llm, "prefill", None)
+        return int(ahead(messages)) if callable(ahead) else 0
+
     def _over_window(self, messages: list[dict], max_tokens: int) -> str:
         n = self.prompt_tokens(messages)
         if n <= self.room(max_tokens):
