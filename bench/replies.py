@@ -147,7 +147,18 @@ def make_service(data_dir: Path, llm_factory=None):
     return svc, memory
 
 
-def ask(svc, uid: str, q: Question, first: bool, strategy: str) -> dict:
+def read_ahead(svc, uid: str, text: str, how: str) -> int:
+    """What the page does while the person types (ChatRoom.prepare): "whole", the message typed and a
+    pause before Send; "half", its first half only (the memory found for it may differ); "" nothing."""
+    if not how:
+        return 0
+    words = text.split()
+    draft = " ".join(words[: max(1, len(words) // 2)]) if how == "half" else text
+    return svc.rooms.chat.prepare(svc.user(uid), draft)
+
+
+def ask(svc, uid: str, q: Question, first: bool, strategy: str, ahead: str = "") -> dict:
+    read_ahead_tokens = read_ahead(svc, uid, q.text, ahead)
     t0 = time.perf_counter()
     done = None
     for upd in svc.send(uid, q.text, strategy):
@@ -178,6 +189,7 @@ def ask(svc, uid: str, q: Question, first: bool, strategy: str) -> dict:
         "complete_s": round(complete, 2),
         "prompt_tokens": counters.get("prompt_tokens"),
         "prompt_tokens_cached": counters.get("prompt_tokens_cached"),
+        "read_ahead_tokens": read_ahead_tokens,
         "memory": read,
         # See why's check (memory.answer_use): whether the reply's words came from a memory line, and
         # whether it named a value a Changed memory replaced: a memory failure told from a model failure
@@ -188,7 +200,7 @@ def ask(svc, uid: str, q: Question, first: bool, strategy: str) -> dict:
     }
 
 
-def run_person(svc, p: Person, group: int, strategy: str, uid: str = "") -> list[dict]:
+def run_person(svc, p: Person, group: int, strategy: str, uid: str = "", ahead: str = "") -> list[dict]:
     uid = uid or svc.new_user("127.0.0.1")
     t0 = time.perf_counter()
     res = svc.import_history(uid, json.dumps(p.history), p.name if "conversation" in p.history else "")
@@ -198,7 +210,7 @@ def run_person(svc, p: Person, group: int, strategy: str, uid: str = "") -> list
     for i, q in enumerate(p.questions):
         if i and i % group == 0:  # a new chat session; the ended one is not built into memory
             svc.end_session(uid, p.ask_date, build=False)
-        rows.append(ask(svc, uid, q, i % group == 0, strategy))
+        rows.append(ask(svc, uid, q, i % group == 0, strategy, ahead))
     return rows
 
 
@@ -292,6 +304,13 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--strategies", type=str_list, default=None, help="theanine, secom, none (default: the installed one)"
     )
+    p.add_argument(
+        "--read-ahead",
+        choices=("", "half", "whole"),
+        default="",
+        help="read ahead before each Send as the page does while the person types: the message's first half or "
+        "the whole message (default: none; docs/speed.md)",
+    )
     p.add_argument("--label", default="", help="the run's name in the table (default: the output file's stem)")
     p.add_argument("--against", default="", help="an earlier run's JSON: paired per-question differences")
     a = p.parse_args(argv)
@@ -317,7 +336,7 @@ def main(argv: list[str]) -> int:
         svc, settings = make_service(Path(tmp))
         runs = [(st, person) for st in (a.strategies or [settings.options.strategy]) for person in people]
         for i, (st, person) in enumerate(runs):
-            rows += run_person(svc, person, a.group, st)
+            rows += run_person(svc, person, a.group, st, ahead=a.read_ahead)
             mine = rows[-len(person.questions) :]
             progress(
                 f"[{i + 1}/{len(runs)}] {st} {person.name}: {sum(r['strict'] for r in mine)}/{len(mine)} right, "
