@@ -33,6 +33,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory.evaluation.machine import machine
 from memory.files import atomic_write_json
@@ -40,6 +41,9 @@ from memory.trace_types import TraceDict
 
 from .common import parser, percentile, progress, str_list
 from .reply_scores import Question, paired, parrots, score
+
+if TYPE_CHECKING:
+    from sessions.users import UserKey
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSONAL = Path(__file__).resolve().parent / "data" / "personal_chats.json"
@@ -134,10 +138,10 @@ def make_service(data_dir: Path, llm_factory=None):
     return svc, memory
 
 
-def ask(svc, uid: str, q: Question, first: bool, strategy: str) -> dict:
+def ask(svc, key: UserKey, q: Question, first: bool, strategy: str) -> dict:
     t0 = time.perf_counter()
     done = None
-    for upd in svc.send(uid, q.text, strategy):
+    for upd in svc.rooms.chat.send(key, q.text, strategy):
         if upd.kind == "done":
             done = upd
     complete = time.perf_counter() - t0
@@ -176,16 +180,17 @@ def ask(svc, uid: str, q: Question, first: bool, strategy: str) -> dict:
 
 
 def run_person(svc, p: Person, group: int, strategy: str, uid: str = "") -> list[dict]:
-    uid = uid or svc.new_user("127.0.0.1")
+    rooms = svc.rooms
+    key = svc.user(uid or rooms.users.new_user("127.0.0.1"))
     t0 = time.perf_counter()
-    res = svc.import_history(uid, json.dumps(p.history), p.name if "conversation" in p.history else "")
+    res = rooms.data.import_history(key, json.dumps(p.history), p.name if "conversation" in p.history else "")
     progress(f"{p.name}: {res.message} ({time.perf_counter() - t0:.0f} s)")
-    svc.new_session(uid, p.ask_date, build=False)
+    rooms.sessions.new(key, p.ask_date, build=False)
     rows = []
     for i, q in enumerate(p.questions):
         if i and i % group == 0:  # a new chat session; the ended one is not built into memory
-            svc.end_session(uid, p.ask_date, build=False)
-        rows.append(ask(svc, uid, q, i % group == 0, strategy))
+            rooms.sessions.end(key, p.ask_date, build=False)
+        rows.append(ask(svc, key, q, i % group == 0, strategy))
     return rows
 
 

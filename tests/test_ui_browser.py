@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.flat_service import FlatService
 from tests.ui_fixtures import PAGE_WAIT, chromium_browser
 
 T = TypeVar("T")
@@ -170,7 +171,7 @@ def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     from ui.handlers import Handlers
 
     c = components()  # stand-ins for the Gradio components
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1))
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1)))
     h = Handlers(svc, c)
     uid = h.load(None)["uid"]  # a fresh id for a new browser
     assert re.fullmatch(r"[A-Za-z0-9_-]{20,64}", uid)
