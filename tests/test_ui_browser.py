@@ -78,7 +78,12 @@ def test_panels_escape_every_text():
     html = see_why.trace_html(trace) + see_why.trace_html(secom)
     html += panels.status_html(XSS, "error") + panels.banner_html(XSS, True)
     html += compare_view.compare_html(
-        XSS, {"none": {"text": XSS, "error": XSS, "done": True, "trace": trace}}, ["none"], 0, XSS
+        XSS,
+        {"none": {"text": XSS, "error": XSS, "done": True, "trace": trace}},
+        ["none"],
+        0,
+        XSS,
+        why=see_why.trace_html,
     )
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
 
