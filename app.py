@@ -97,7 +97,7 @@ def build(settings: AppSettings | None = None):
             "so other replicas will not find this replica's memories (README: Scale out)"
         )
     # Sessions whose memory build was cut short (crash, LLM outage) are built again in the background.
-    threading.Thread(target=service.recover_pending_closes, name="recover-closes", daemon=True).start()
+    threading.Thread(target=service.rooms.sessions.recover_pending_closes, name="recover-closes", daemon=True).start()
     if not settings.allow_llm_change:
         log.info("LLM choice locked for visitors (public deployment; MEMORY_ALLOW_LLM_CHANGE=1 unlocks it)")
     demo = build_demo(

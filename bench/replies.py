@@ -36,6 +36,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory.evaluation.machine import machine
 from memory.files import atomic_write_json
@@ -43,6 +44,9 @@ from memory.trace_types import TraceDict
 
 from .common import parser, percentile, progress, str_list
 from .reply_scores import Question, paired, parrots, score
+
+if TYPE_CHECKING:
+    from sessions.users import UserKey
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSONAL = Path(__file__).resolve().parent / "data" / "personal_chats.json"
@@ -147,21 +151,21 @@ def make_service(data_dir: Path, llm_factory=None):
     return svc, memory
 
 
-def read_ahead(svc, uid: str, text: str, how: str) -> int:
+def read_ahead(svc, key: UserKey, text: str, how: str) -> int:
     """What the page does while the person types (ChatRoom.prepare): "whole", the message typed and a
     pause before Send; "half", its first half only (the memory found for it may differ); "" nothing."""
     if not how:
         return 0
     words = text.split()
     draft = " ".join(words[: max(1, len(words) // 2)]) if how == "half" else text
-    return svc.rooms.chat.prepare(svc.user(uid), draft)
+    return svc.rooms.chat.prepare(key, draft)
 
 
-def ask(svc, uid: str, q: Question, first: bool, strategy: str, ahead: str = "") -> dict:
-    read_ahead_tokens = read_ahead(svc, uid, q.text, ahead)
+def ask(svc, key: UserKey, q: Question, first: bool, strategy: str, ahead: str = "") -> dict:
+    read_ahead_tokens = read_ahead(svc, key, q.text, ahead)
     t0 = time.perf_counter()
     done = None
-    for upd in svc.send(uid, q.text, strategy):
+    for upd in svc.rooms.chat.send(key, q.text, strategy):
         if upd.kind == "done":
             done = upd
     complete = time.perf_counter() - t0
@@ -201,16 +205,17 @@ def ask(svc, uid: str, q: Question, first: bool, strategy: str, ahead: str = "")
 
 
 def run_person(svc, p: Person, group: int, strategy: str, uid: str = "", ahead: str = "") -> list[dict]:
-    uid = uid or svc.new_user("127.0.0.1")
+    rooms = svc.rooms
+    key = svc.user(uid or rooms.users.new_user("127.0.0.1"))
     t0 = time.perf_counter()
-    res = svc.import_history(uid, json.dumps(p.history), p.name if "conversation" in p.history else "")
+    res = rooms.data.import_history(key, json.dumps(p.history), p.name if "conversation" in p.history else "")
     progress(f"{p.name}: {res.message} ({time.perf_counter() - t0:.0f} s)")
-    svc.new_session(uid, p.ask_date, build=False)
+    rooms.sessions.new(key, p.ask_date, build=False)
     rows = []
     for i, q in enumerate(p.questions):
         if i and i % group == 0:  # a new chat session; the ended one is not built into memory
-            svc.end_session(uid, p.ask_date, build=False)
-        rows.append(ask(svc, uid, q, i % group == 0, strategy, ahead))
+            rooms.sessions.end(key, p.ask_date, build=False)
+        rows.append(ask(svc, key, q, i % group == 0, strategy, ahead))
     return rows
 
 

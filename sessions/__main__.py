@@ -111,7 +111,7 @@ def idle(args: argparse.Namespace, service=None, out=sys.stdout, now: float | No
             print("Nothing deleted (report only). Add --delete to delete these users.", file=out)
         return 0
     for uid, _ in users:
-        service.forget(UserKey(uid))  # a key read from the database: the server acts for this user
+        service.rooms.data.forget(UserKey(uid))  # a key read from the database: the server acts for this user
         print(f"  deleted user {fingerprint(uid)}", file=out)
     print(f"Deleted {len(users)} idle users.", file=out)
     return 0

@@ -113,7 +113,7 @@ def quarantined_memories(conn: Connection, key: str, session_id: str) -> list[st
 # * a reply's trace, saved settings, a compare run: nothing to rebuild them from; both actions drop
 #   the value (the reply text stays; settings return to the defaults; the compare run is deleted).
 #
-# Each step is one transaction and clears the row's flag. Used by the app (SessionService.repair)
+# Each step is one transaction and clears the row's flag. Used by the app (the data room's `repair`)
 # and by `python -m sessions check --repair`.
 
 ACTIONS = ("rebuild", "drop")

@@ -1,38 +1,35 @@
 """The front door the page, the API and MCP call: `open_service` builds it (the I/O of starting: the database
 and its migrations, the graph's old JSON folders, the secret registered for redaction, the agent wired to the
-shared graph), and `SessionService` holds its typed rooms, each taking a user as the `UserKey` the edge of
-the event resolved once: users (ids and settings), chat (replies, Compare), sessions (sessions, their
-messages, ending them and building their memory), memory (what it holds, deleting a memory) and data
-(export, import, Forget me, damaged values). The service's own methods are the flat names of before, one
-line each onto a room, each checking its id first: for scripts and tests.
+shared graph), and `SessionService` holds its typed rooms (`service.rooms`), each taking a user as the
+`UserKey` the edge of the event resolved once (`service.user(user_id)`): users (ids and settings), chat
+(replies, Compare), sessions (sessions, their messages, ending them and building their memory), memory (what
+it holds, deleting a memory) and data (export, import, Forget me, damaged values). Callers, scripts included,
+call the rooms: `service.rooms.chat.send(service.user(user_id), text)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from memory.errors import InvalidOptions, MemoryLibError
 from memory.locks import UserLocks
 from memory.protocols import Agent
-from memory.records import Progress
-from memory.settings import LLMConfig, Options, Settings
+from memory.settings import Settings
 from memory.text import clean_text, register_secret
 from memory.url_guard import check_url
 
 from .agent_keys import AgentKeys
 from .chat_room import ChatRoom
 from .data_room import DataRoom, forgotten, one_date_format
-from .db import DATABASE_DOWN, NOT_STORED, MemoryVersions, UserError, database_down, outage_as
+from .db import DATABASE_DOWN, MemoryVersions, UserError, database_down
 from .graph_store import SqlGraphStore
 from .lifecycle import Chat, ChatUpdate, EndResult, Lifecycle
 from .memory_room import MemoryRoom, forget_message
 from .rooms import PageData, Rooms
 from .session_room import SessionRoom
 from .settings import IdentityConfig, Limits
-from .store import MessageRow, SessionRow, Store, open_store
+from .store import Store, open_store
 from .user_room import UserRoom
 from .users import Identity, UserKey
-from .work import BuildPool, ImportRate, UserWork, Work
+from .work import BuildPool, ImportRate, UserWork
 
 __all__ = [
     "ChatUpdate",
@@ -104,153 +101,23 @@ class SessionService:
         data = DataRoom(users, sessions, store, self.lifecycle, agent, self.work, self.import_rate)
         self.rooms = Rooms(users, chat, sessions, memory, data)
 
-    @property
-    def allow_llm_change(self) -> bool:
-        """May visitors choose the LLM backend, model and URL (sessions.settings.llm_change_allowed)?"""
-        return self.rooms.users.allow_llm_change
+    def user(self, user_id: object) -> UserKey:
+        """The key of `user_id`, checked once (sessions.user_room.UserRoom.user): what the rooms take."""
+        return self.rooms.users.user(user_id)
 
     def page(self, user_id: str, last_trace: bool = False) -> PageData:
         """What the page shows of the user, in one call (sessions.rooms.Rooms.page)."""
         return self.rooms.page(self.user(user_id), last_trace)
 
     @property
+    def allow_llm_change(self) -> bool:
+        """May visitors choose the LLM backend, model and URL (sessions.settings.llm_change_allowed)?"""
+        return self.rooms.users.allow_llm_change
+
+    @property
     def url_check(self):
+        """The verdict on a user-supplied base URL (memory.url_guard.check_url, or the one given)."""
         return self.rooms.users.url_check
-
-    # --- the flat names: the id checked (once), then the room ------------------------------------------------
-    def user(self, user_id: object) -> UserKey:
-        return self.rooms.users.user(user_id)
-
-    def new_user(self, request=None) -> str:
-        return self.rooms.users.new_user(request)
-
-    def sign_in(self, account_id: str) -> str:
-        return self.rooms.users.sign_in(account_id)
-
-    def is_known(self, user_id: object) -> bool:
-        return self.rooms.users.is_known(user_id)
-
-    def prefs(self, user_id: str) -> dict:
-        return self.rooms.users.prefs(self.user(user_id))
-
-    def options(self, user_id: str, strategy: str | None = None) -> Options:
-        return self.rooms.users.options(self.user(user_id), strategy)
-
-    def llm(self, user_id: str) -> LLMConfig | None:
-        return self.rooms.users.llm(self.user(user_id))
-
-    def llm_public(self, user_id: str) -> dict:
-        return self.rooms.users.llm_public(self.user(user_id))
-
-    def save_settings(self, user_id: str, options: dict, llm: dict | None = None) -> Options:
-        return self.rooms.users.save_settings(self.user(user_id), options, llm)
-
-    def set_strategy(self, user_id: str, strategy: str) -> Options:
-        return self.rooms.users.set_strategy(self.user(user_id), strategy)
-
-    def current_session(self, user_id: str) -> SessionRow:
-        return self.rooms.sessions.current(self.user(user_id))
-
-    def messages(self, user_id: str, session_id: str | None = None) -> list[MessageRow]:
-        return self.rooms.sessions.messages(self.user(user_id), session_id)
-
-    def message(self, user_id: str, message_id: int) -> MessageRow | None:
-        return self.rooms.sessions.message(self.user(user_id), message_id)
-
-    def send(self, user_id: str, message: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
-        with outage_as(NOT_STORED):  # nothing was stored: the sender keeps the text
-            key = self.user(user_id)
-        return self.rooms.chat.send(key, message, strategy)
-
-    def retry(self, user_id: str, strategy: str | None = None) -> Iterator[ChatUpdate]:
-        return self.rooms.chat.retry(self.user(user_id), strategy)
-
-    def stop_reply(self, user_id: str) -> None:
-        self.rooms.chat.stop(self.user(user_id))
-
-    def compare(self, user_id: str, message: str) -> Iterator[dict]:
-        return self.rooms.chat.compare(self.user(user_id), message)
-
-    def last_compare(self, user_id: str) -> dict | None:
-        return self.rooms.chat.last_compare(self.user(user_id))
-
-    def reply_for(self, user_id: str, message_id: int) -> MessageRow | None:
-        return self.rooms.chat.reply_for(self.user(user_id), message_id)
-
-    def last_reply(self, user_id: str) -> MessageRow | None:
-        return self.rooms.chat.last_reply(self.user(user_id))
-
-    def chat_running(self, user_id: str) -> bool:
-        return self.work.running(user_id, "chat") is not None  # this process's state: no id to check
-
-    def memory_work_running(self, user_id: str) -> Work | None:
-        return self.rooms.sessions.memory_work_running(user_id)
-
-    def memory_work_finished(self, user_id: str) -> Work | None:
-        return self.rooms.sessions.memory_work_finished(user_id)
-
-    def take_memory_work_finished(self, user_id: str) -> Work | None:
-        return self.rooms.sessions.take_memory_work_finished(user_id)
-
-    def end_session(
-        self, user_id: str, next_date: str | None = None, progress: Progress | None = None, build: bool = True
-    ) -> EndResult:
-        return self.rooms.sessions.end(self.user(user_id), next_date, progress, build)
-
-    def new_session(self, user_id: str, date: str, progress: Progress | None = None, build: bool = True) -> EndResult:
-        return self.rooms.sessions.new(self.user(user_id), date, progress, build)
-
-    def build_pending(self, user_id: str, progress: Progress | None = None) -> EndResult:
-        return self.rooms.sessions.build_pending(self.user(user_id), progress)
-
-    def start_build(self, user_id: str, kind: str = "close") -> Work:
-        return self.rooms.sessions.start_build(self.user(user_id), kind)
-
-    def default_next_date(self, user_id: str) -> str:
-        return self.rooms.sessions.default_next_date(self.user(user_id))
-
-    def sessions(self, user_id: str) -> list[SessionRow]:
-        return self.rooms.sessions.in_order(self.user(user_id))
-
-    def recover_pending_closes(self) -> int:
-        return self.rooms.sessions.recover_pending_closes()
-
-    def latest_new_memories(self, user_id: str) -> list[str]:
-        return self.rooms.sessions.latest_new_memories(self.user(user_id))
-
-    def set_session_date(
-        self, user_id: str, session_id: str, date: str, progress: Progress | None = None, build: bool = True
-    ) -> str:
-        return self.rooms.sessions.set_date(self.user(user_id), session_id, date, progress, build)
-
-    def graph(self, user_id: str) -> dict:
-        return self.rooms.memory.graph(self.user(user_id))
-
-    def segments(self, user_id: str) -> list[dict]:
-        return self.rooms.memory.segments(self.user(user_id))
-
-    def turn_texts(self, user_id: str, turn_ids) -> dict[str, tuple[str, str]]:
-        return self.rooms.memory.turn_texts(self.user(user_id), turn_ids)
-
-    def delete_memory(self, user_id: str, memory_id: str, redact: bool = False) -> dict | None:
-        return self.rooms.memory.delete(self.user(user_id), memory_id, redact)
-
-    def export(self, user_id: str) -> dict:
-        return self.rooms.data.export(self.user(user_id))
-
-    def import_history(
-        self, user_id: str, data: bytes | str, sample_id: str = "", progress: Progress | None = None, build: bool = True
-    ) -> EndResult:
-        return self.rooms.data.import_history(self.user(user_id), data, sample_id, progress, build)
-
-    def forget(self, user_id: str) -> dict[str, int]:
-        return self.rooms.data.forget(self.user(user_id))
-
-    def damage(self, user_id: str) -> list[dict]:
-        return self.rooms.data.damage(self.user(user_id))
-
-    def repair(self, user_id: str, item: str, action: str, progress: Progress | None = None, build: bool = True) -> str:
-        return self.rooms.data.repair(self.user(user_id), item, action, progress, build)
 
 
 def user_message(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from memory.agent import MemoryAgent
 from memory.settings import Settings
 from sessions import SessionService, open_service
+from tests.flat_service import FlatService
 from tests.llm_server import LLMServer, app_llm_env
 
 if TYPE_CHECKING:
@@ -43,10 +44,10 @@ def components(name: str = "{}") -> Page:
     return stand_ins(Page, name)
 
 
-def make_service(data_dir: Path, server: LLMServer, **env) -> SessionService:
+def make_service(data_dir: Path, server: LLMServer, **env) -> FlatService:
     e = {"MEMORY_DATA_DIR": str(data_dir), **app_llm_env(server, **env)}
     settings = Settings.from_env(e)
-    return open_service(settings, MemoryAgent.from_settings(settings))
+    return FlatService(open_service(settings, MemoryAgent.from_settings(settings)))
 
 
 def handlers(service: SessionService) -> Handlers:

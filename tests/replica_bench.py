@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.flat_service import FlatService
+
 HERE = Path(__file__).resolve().parent
 
 TOPICS = [
@@ -82,7 +84,7 @@ class Replica:
         settings = Settings.from_env({"MEMORY_DATA_DIR": str(data), **app_llm_env(server, LLM_TIMEOUT=60)})
         self.store = open_store(data, url or "")
         self.agent = MemoryAgent.from_settings(settings)
-        self.svc = open_service(settings, self.agent, self.store)
+        self.svc = FlatService(open_service(settings, self.agent, self.store))
         self.uid, self.clock = f"bench_{backend}_" + "u" * 16, clock
         self.out: dict[str, list[float]] = {
             k: [] for k in ("reply", "reply db", "close", "close db", "graph reload", "store write")

@@ -15,6 +15,7 @@ from memory.settings import Settings
 from sessions import open_service
 from sessions.users import ACCOUNT_PREFIX, USER_ID_RE, Accounts, IdentityConfig, is_account_id, new_user_id
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 from tests.reliability_app import handlers
 
 SECRET = "deployer-secret-0123456789abcdef"
@@ -54,7 +55,9 @@ def test_anonymous_ids_never_look_like_account_ids():
 
 @pytest.fixture
 def page(tmp_path):
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent(), identity=IdentityConfig(issued_only=True))
+    svc = FlatService(
+        open_service(Settings(data_dir=tmp_path), ScriptedAgent(), identity=IdentityConfig(issued_only=True))
+    )
     h = handlers(svc)
     h.accounts = Accounts(SECRET)
     return svc, h

@@ -24,12 +24,15 @@ from sessions.agent_keys import (
 )
 from sessions.users import IdentityConfig, InvalidUserId
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 from ui.agent_keys_panel import KeyHandlers
 
 
 @pytest.fixture
 def svc(tmp_path):
-    return open_service(Settings(data_dir=tmp_path), ScriptedAgent(), identity=IdentityConfig(issued_only=True))
+    return FlatService(
+        open_service(Settings(data_dir=tmp_path), ScriptedAgent(), identity=IdentityConfig(issued_only=True))
+    )
 
 
 def _rows(svc) -> list[dict]:
@@ -183,7 +186,7 @@ def test_keys_only_refuses_every_call_without_a_key_and_new_user_through_the_rea
     assert app.AppSettings.from_env({"MEMORY_REQUIRE_AGENT_KEYS": "1"}).require_agent_keys
     assert not app.AppSettings.from_env({}).require_agent_keys
     settings = Settings(data_dir=tmp_path)
-    svc = open_service(settings, ScriptedAgent(), identity=IdentityConfig(issued_only=True))
+    svc = FlatService(open_service(settings, ScriptedAgent(), identity=IdentityConfig(issued_only=True)))
     demo = build_demo(svc, settings, "test-secret-0123456789", require_agent_keys=True)
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)

@@ -50,7 +50,7 @@ def test_a_person_is_imported_then_asked_in_chat_sessions_never_built_into_memor
 
     svc, _ = make_service(tmp_path, llm_factory=lambda cfg: ScriptedLLM(answer))
     maya = personal_people()[0]
-    uid = svc.new_user("127.0.0.1")
+    uid = svc.rooms.users.new_user("127.0.0.1")
     rows = run_person(svc, maya, group=5, strategy="theanine", uid=uid)
     assert [r["first"] for r in rows] == [True, False, False, False, False] * 2
     assert all(r["id"].startswith("theanine|personal:maya:") and not r["error"] for r in rows)

@@ -10,16 +10,17 @@ import pytest
 
 from memory import dates
 from memory.settings import Settings
-from sessions import SessionService, UserError, new_user_id, open_service
+from sessions import UserError, new_user_id, open_service
 from sessions.graph_store import SqlGraphStore
 from sessions.transfer import ImportFormatError
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 
 INVALID = ["9999-12-31", "2023-02-30", "not a date", "-5", "1e308", "", "1066-10-14", "x" * 70]
 
 
-def svc_for(tmp_path) -> SessionService:
-    return open_service(Settings(data_dir=tmp_path), ScriptedAgent())
+def svc_for(tmp_path) -> FlatService:
+    return FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent()))
 
 
 def history(*dated: str) -> str:

@@ -1,9 +1,9 @@
 """What one chat message costs the database (issue 45, item 1): user-id checks and write transactions.
 
-A chat message is counted twice: through the service alone (`send`, its stream read to the end) and
-as the page's whole event (ui.handlers.Handlers.send: the chat shown before, the stream, the views
-drawn after). Every statement on the app's database (sessions.sqlite3: sessions, messages and the
-graph) is seen through SQLAlchemy's cursor events:
+A chat message is counted twice: through the service alone (the id checked, then the chat room's `send`,
+its stream read to the end) and as the page's whole event (ui.handlers.Handlers.send: the chat shown
+before, the stream, the views drawn after). Every statement on the app's database (sessions.sqlite3:
+sessions, messages and the graph) is seen through SQLAlchemy's cursor events:
 
 * a user-id check: a statement that reads or registers a row of `users` by its key (the id checked
   against the issued ones, or an ensure-user insert);
@@ -13,21 +13,27 @@ graph) is seen through SQLAlchemy's cursor events:
 The page's load is counted too, with how often the graph view is built. The bounds are the figures
 after the front door's rework. Before it (commit 8896a44) the page's send event cost 23 user-id checks
 and 14 write transactions (12 of them idle), 67 statements, and built the graph view twice; the
-service's `send` alone 2 checks and 4 write transactions (2 idle), 16 statements; a page load 26
-checks and 10 write transactions (all idle), 61 statements, the graph view built twice. Run with -s to
-print them: `python -m pytest -q -s tests/test_front_door_counts.py`.
+service's `send` (then a flat name) alone 2 checks and 4 write transactions (2 idle), 16 statements; a
+page load 26 checks and 10 write transactions (all idle), 61 statements, the graph view built twice.
+Run with -s to print them: `python -m pytest -q -s tests/test_front_door_counts.py`.
+
+The front door's own methods are listed too, with each room's: `SessionService` holds the rooms, the
+user's check (`user`), the page's snapshot and two settings; the flat names of before (45 public methods,
+41 of them one line onto a room) are the tests' shorthand now (tests/flat_service.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import pytest
 import sqlalchemy as sa
 
 from memory.settings import Settings
+from sessions.service import SessionService, open_service
 from sessions.settings import IdentityConfig
 from tests.fakes import HashEmbedder, ScriptedLLM, offline_agent
+from tests.flat_service import FlatService
 
 
 @dataclass
@@ -94,11 +100,9 @@ class Fields:
 
 @pytest.fixture
 def service(tmp_path):
-    from sessions.service import open_service
-
     agent = offline_agent(tmp_path, HashEmbedder(), ScriptedLLM("Rex is your dog."))
     # The app's identity: only ids this server issued are served (each checked against the database).
-    return open_service(Settings(data_dir=tmp_path), agent, identity=IdentityConfig(issued_only=True))
+    return FlatService(open_service(Settings(data_dir=tmp_path), agent, identity=IdentityConfig(issued_only=True)))
 
 
 @pytest.fixture
@@ -112,9 +116,9 @@ def user(service):
 def test_one_message_through_the_service(service, user):
     counter = Counter(service.store.engine)
     counts = counter.start()
-    updates = list(service.send(user, "What is my dog called?"))
+    updates = list(service.rooms.chat.send(service.user(user), "What is my dog called?"))  # the id checked once
     counter.stop()
-    print("\nservice.send:", counts.line())
+    print("\nthe chat room's send, the id checked first:", counts.line())
     assert updates[-1].kind == "done" and updates[-1].error is None
     assert counts.user_checks <= 1, counts.line()
     assert counts.idle_writes == 0, counts.line()
@@ -163,3 +167,21 @@ def test_a_page_load_reads_without_writing(service, user):
     assert counts.user_checks <= 1, counts.line()
     assert counts.writes == 0, counts.line()
     assert built[0] == 1
+
+
+FRONT_DOOR = {"user", "page", "allow_llm_change", "url_check"}
+
+
+def public_methods(cls: type) -> list[str]:
+    """The names a caller may use on an instance of `cls` beyond its attributes: methods and properties."""
+    return sorted(n for n in vars(cls) if not n.startswith("_"))
+
+
+def test_the_front_door_holds_the_rooms(service):
+    rooms = service.service.rooms  # the app's service, not the tests' shorthand around it
+    print(f"\nSessionService: {len(public_methods(SessionService))}: {', '.join(public_methods(SessionService))}")
+    for f in fields(rooms):
+        names = public_methods(type(getattr(rooms, f.name)))
+        print(f"rooms.{f.name}: {len(names)}: {', '.join(names)}")
+    assert set(public_methods(SessionService)) == FRONT_DOOR
+    assert public_methods(type(rooms)) == ["page"]

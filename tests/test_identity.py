@@ -9,10 +9,11 @@ import json
 import pytest
 
 from memory.settings import Settings
-from sessions import SessionService, UserError, open_service
+from sessions import UserError, open_service
 from sessions.users import IdentityConfig, InvalidUserId
 from sessions.work import LimitReached, Limits
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 from tests.reliability_app import handlers
 
 CHOSEN = ["a" * 20, "my-favourite-user-id-123"]
@@ -27,9 +28,11 @@ class Clock:
         return self.t
 
 
-def service(tmp_path, **cfg) -> SessionService:
+def service(tmp_path, **cfg) -> FlatService:
     conf = IdentityConfig(**{"issued_only": True, **cfg})
-    return open_service(Settings(data_dir=tmp_path), ScriptedAgent(), limits=Limits(imports_per_hour=1), identity=conf)
+    return FlatService(
+        open_service(Settings(data_dir=tmp_path), ScriptedAgent(), limits=Limits(imports_per_hour=1), identity=conf)
+    )
 
 
 @pytest.mark.parametrize("chosen", CHOSEN)

@@ -22,6 +22,7 @@ from memory.theanine.graph import Memory
 from memory.theanine.strategy import TheanineMemory
 from memory.trace import Trace
 from memory.trace_types import MemoryRef, RetrievedMemory
+from tests.flat_service import FlatService
 
 PORTO = "I live in Porto with my two roommates."
 LISBON = "I live in Lisbon now, the move went smoothly."
@@ -124,7 +125,7 @@ def service(tmp_path):
     from sessions import open_service
 
     settings = Settings(data_dir=tmp_path)  # the bundled model: memory is built offline
-    return open_service(settings, MemoryAgent.from_settings(settings))
+    return FlatService(open_service(settings, MemoryAgent.from_settings(settings)))
 
 
 def _import(svc, *sessions: SessionRecord) -> str:

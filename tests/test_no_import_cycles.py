@@ -2,7 +2,10 @@
 one way only, at import time, at run time (an import inside a function) and for types alike.
 
 `python -m tests.test_no_import_cycles` prints, per package, its modules, the imports between them and
-each circle (the edges of a circle marked t = top level, r = run time inside a function, y = types only).
+each circle (the edges of a circle marked t = top level, r = run time inside a function, y = types only),
+and its floors: the longest chain of imports that load a module (top level or inside a function) from
+the package down, the package counted as the first floor. An import for types only loads nothing and
+makes no floor; the figure with them counted is printed beside it. ui/ has at most UI_FLOORS.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("memory", "sessions", "ui", "bench")
 CHECKED = ("memory", "sessions", "ui")
 STRENGTH = "try"  # an import at import time beats one at run time, which beats one for types only
+LOADING = "tr"  # the imports that load a module: at import time, or at run time inside a function
+UI_FLOORS = 6
 
 
 def module_name(path: Path) -> str:
@@ -123,6 +128,25 @@ def cycles(g: dict[str, dict[str, str]], package: str) -> list[list[str]]:
     return sorted(out)
 
 
+def floors(g: dict[str, dict[str, str]], package: str, kinds: str = LOADING, start: str = "") -> list[str]:
+    """The longest chain of imports of `kinds` among `package`'s modules, from `start` (the package itself,
+    its __init__, the first floor; "*": from whichever module has the longest) down; the modules must
+    import each other without a circle."""
+    inside = {m for m in g if m == package or m.startswith(package + ".")}
+    below: dict[str, list[str]] = {}
+
+    def chain(m: str) -> list[str]:
+        if m not in below:
+            nexts = [chain(t) for t, k in g[m].items() if t in inside and k in kinds]
+            below[m] = [m, *max(nexts, key=len, default=[])]
+        return below[m]
+
+    sys.setrecursionlimit(10000)
+    if start == "*":
+        return max((chain(m) for m in sorted(inside)), key=len)
+    return chain(start or package)
+
+
 def report(g: dict[str, dict[str, str]]) -> str:
     lines = []
     for pkg in PACKAGES:
@@ -133,6 +157,13 @@ def report(g: dict[str, dict[str, str]]) -> str:
         for comp in found:
             inner = ", ".join(f"{a}->{b} ({k})" for a in comp for b, k in g[a].items() if b in comp)
             lines.append(f"  {' <-> '.join(comp)}: {inner}")
+        if not found:
+            deepest, typed = floors(g, pkg), floors(g, pkg, STRENGTH)
+            n = len(deepest)
+            lines.append(f"  {n} floor{'s' * (n > 1)}: {' -> '.join(deepest)} ({len(typed)} with imports for types)")
+            if len(deepest) == 1:  # the package's __init__ imports none of its modules
+                longest = floors(g, pkg, start="*")
+                lines.append(f"  the longest chain inside: {len(longest)} modules, {' -> '.join(longest)}")
     return "\n".join(lines)
 
 
@@ -144,10 +175,24 @@ def test_the_check_finds_a_circle_of_each_kind(tmp_path):
     assert imports("p.a", tmp_path / "a.py", {"p", "p.a", "p.b", "p.c"}) == {"p.b": "y", "p.c": "r"}
 
 
+def test_floors_count_the_loading_imports_from_the_package_down():
+    g = {"p": {"p.a": "t"}, "p.a": {"p.b": "r", "p.c": "t"}, "p.b": {"p.d": "y"}, "p.c": {}, "p.d": {}, "q": {}}
+    assert floors(g, "p") == ["p", "p.a", "p.b"]  # p.b -> p.d is for types only
+    assert floors(g, "p", STRENGTH) == ["p", "p.a", "p.b", "p.d"]
+    assert floors(g, "q") == ["q"]
+    assert floors(g, "p", start="*") == ["p", "p.a", "p.b"]
+
+
 def test_memory_and_sessions_have_no_import_circles():
     g = graph()
     assert len(g) > 100 and "sessions.damage" in g and "memory.theanine.graph" in g
     assert {pkg: cycles(g, pkg) for pkg in CHECKED} == {pkg: [] for pkg in CHECKED}, report(g)
+
+
+def test_ui_is_at_most_six_floors_deep():
+    g = graph()
+    deepest = floors(g, "ui")
+    assert len(deepest) <= UI_FLOORS, " -> ".join(deepest)
 
 
 if __name__ == "__main__":

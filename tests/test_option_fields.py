@@ -7,6 +7,7 @@ from memory.settings import Options, Settings
 from sessions import new_user_id, open_service
 from sessions.users import INT_FIELDS, OPTION_FIELDS
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 from tests.reliability_app import components
 from ui import build_demo
 from ui.handlers import FIELD_LABELS, Handlers
@@ -22,7 +23,7 @@ def test_every_option_field_is_an_option_with_a_label():
 
 def test_the_form_saves_and_shows_each_value_in_its_own_field(tmp_path):
     settings = Settings(data_dir=tmp_path)
-    svc = open_service(settings, ScriptedAgent())
+    svc = FlatService(open_service(settings, ScriptedAgent()))
     c = components("<{}>")
     h = Handlers(svc, c, allow_llm_change=False)
     uid = new_user_id()

@@ -10,6 +10,7 @@ from memory.records import Turn
 from memory.settings import LLMConfig, Options, Settings
 from sessions import new_user_id, open_service
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 
 LONG = (
     "We spent the whole weekend at the lake house with my cousins, fixing the old boat, painting the "
@@ -66,7 +67,7 @@ def test_the_paper_setting_keeps_its_budget_on_a_bundled_model():
 def test_compare_shows_the_other_cards_before_the_paper_card_starts(tmp_path):
     """On the bundled model the replies run one after the other: the paper card (which refines) runs
     last, and each card is shown done as soon as its reply is, so the others never wait for it."""
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent()))
     uid = new_user_id()
     list(svc.send(uid, "hello"))
     seen = []

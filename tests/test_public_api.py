@@ -9,6 +9,7 @@ import pytest
 from memory.settings import Settings
 from sessions import open_service
 from tests.fakes import WAIT, GatedAgent
+from tests.flat_service import FlatService
 from tests.servers import free_port
 
 
@@ -18,7 +19,7 @@ def gated_app(tmp_path):
 
     agent = GatedAgent()
     settings = Settings(data_dir=tmp_path)
-    svc = open_service(settings, agent)
+    svc = FlatService(open_service(settings, agent))
     demo = build_demo(svc, settings, "test-secret-0123456789")
     demo.queue(default_concurrency_limit=4)
     port = free_port()

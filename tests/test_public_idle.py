@@ -11,13 +11,14 @@ from sessions import new_user_id, open_service
 from sessions.__main__ import main
 from sessions.users import fingerprint
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 
 DAY = 86400
 
 
 def test_idle_users_reported_then_deleted_on_request_only(tmp_path):
     agent = ScriptedAgent()
-    svc = open_service(Settings(data_dir=tmp_path), agent)
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), agent))
     old, recent = new_user_id(), new_user_id()
     for uid in (old, recent):
         list(svc.send(uid, "hello"))

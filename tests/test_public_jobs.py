@@ -15,11 +15,12 @@ from memory.settings import Settings
 from sessions import new_user_id, open_service
 from sessions.work import BuildPool, Busy, ImportRate, LimitReached, Limits, UserWork
 from tests.fakes import WAIT, GatedAgent
+from tests.flat_service import FlatService
 
 
 def make(tmp_path, agent=None, **limits):
     agent = agent or GatedAgent()
-    return open_service(Settings(data_dir=tmp_path), agent, limits=Limits(**limits)), agent
+    return FlatService(open_service(Settings(data_dir=tmp_path), agent, limits=Limits(**limits))), agent
 
 
 def history(n_sessions: int) -> str:

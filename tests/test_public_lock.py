@@ -8,6 +8,7 @@ from app import AppSettings, listens_publicly, llm_change_allowed
 from memory.errors import InvalidOptions
 from sessions import new_user_id, open_service
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 from tests.reliability_app import components
 
 
@@ -41,7 +42,7 @@ def test_listen_addresses():
 
 def space_service(tmp_path, **env):
     a = AppSettings.from_env({"SPACE_ID": "someone/memory-chat", "MEMORY_DATA_DIR": str(tmp_path), **env})
-    return open_service(a.memory, ScriptedAgent(), allow_llm_change=a.allow_llm_change), a.memory
+    return FlatService(open_service(a.memory, ScriptedAgent(), allow_llm_change=a.allow_llm_change)), a.memory
 
 
 def test_space_refuses_a_changed_llm_through_the_service(tmp_path):

@@ -18,6 +18,7 @@ from memory.url_guard import GuardedTransport, UnsafeURL, address_refusal, check
 from memory.url_guard import http as httpx  # the HTTP library of the openai client
 from sessions import new_user_id, open_service
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 
 # (host as typed in a URL, kind of refusal expected in the message)
 REFUSED = [
@@ -121,7 +122,7 @@ def counting_server():
 
 def test_loopback_urls_are_refused_at_save_before_any_request(tmp_path, counting_server):
     port = counting_server
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent(), allow_llm_change=True)
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent(), allow_llm_change=True))
     uid = new_user_id()
     for url in (
         f"http://127.0.0.1:{port}/v1",
@@ -139,7 +140,7 @@ def test_loopback_urls_are_refused_at_save_before_any_request(tmp_path, counting
 def test_the_deployers_own_local_url_is_trusted(tmp_path, counting_server):
     url = f"http://127.0.0.1:{counting_server}/v1"
     settings = Settings(data_dir=tmp_path, llm=LLMConfig(backend="openai", model="m", base_url=url))
-    svc = open_service(settings, ScriptedAgent(), allow_llm_change=True)
+    svc = FlatService(open_service(settings, ScriptedAgent(), allow_llm_change=True))
     uid = new_user_id()
     svc.save_settings(uid, {}, {"backend": "openai", "model": "m", "base_url": url})
     assert svc.llm(uid) is None  # the process default, unguarded
@@ -152,7 +153,7 @@ def test_a_url_saved_before_the_guard_is_checked_at_request_time(tmp_path, count
     from memory.llm import OpenAIChat
 
     url = f"http://localhost:{counting_server}/v1"
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent(), allow_llm_change=True)
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent(), allow_llm_change=True))
     uid = new_user_id()
     svc.store.set_prefs(uid, {"llm": {"backend": "openai", "model": "m", "base_url": url}})
     cfg = svc.llm(uid)

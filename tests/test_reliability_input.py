@@ -15,13 +15,14 @@ from sessions import UserError, new_user_id, open_service
 from sessions.transfer import MAX_FILE_BYTES
 from sessions.users import OPTION_FIELDS
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 from tests.reliability_app import TRACEBACK, handlers, last_done
 
 
 @pytest.fixture
 def fake(tmp_path):
     """The session service on the scripted agent (fast: no model)."""
-    return open_service(Settings(data_dir=tmp_path / "data"), ScriptedAgent())
+    return FlatService(open_service(Settings(data_dir=tmp_path / "data"), ScriptedAgent()))
 
 
 def user(svc) -> str:

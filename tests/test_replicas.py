@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from tests.claim_waits import wait_for_a_claim_waiter
 from tests.conftest import LOCOMO_SMALL
+from tests.flat_service import FlatService
 from tests.llm_server import LLMServer, app_llm_env
 from tests.pg_server import postgres, unavailable_reason
 from tests.servers import chroma_cmd, free_port, running
@@ -201,7 +202,7 @@ def locomo_slice(n_sessions: int = 3) -> dict:
 
 
 def test_locomo_conversation_imported_through_one_replica_is_retrieved_on_the_other(cluster):
-    """The import runs the app's own import path (SessionService.import_history, what the Import button
+    """The import runs the app's own import path (the data room's import_history, what the Import button
     calls; the UI event is not part of the public API) in a third replica in this process."""
     from memory.agent import MemoryAgent
     from memory.settings import Settings
@@ -213,7 +214,7 @@ def test_locomo_conversation_imported_through_one_replica_is_retrieved_on_the_ot
     settings = Settings.from_env({**cluster["env"], "MEMORY_DATA_DIR": str(data)})
     store = open_store(data, cluster["url"])
     try:
-        importer = open_service(settings, MemoryAgent.from_settings(settings), store)
+        importer = FlatService(open_service(settings, MemoryAgent.from_settings(settings), store))
         uid = client(cluster["b"]).predict(api_name="/new_user")
         result = importer.import_history(uid, json.dumps(sample))
     finally:

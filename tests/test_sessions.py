@@ -16,11 +16,12 @@ from sessions.transfer import ImportFormatError
 from sessions.users import InvalidUserId, check_user_id, llm_for
 from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 
 
 def make(tmp_path, agent=None, **settings):
     agent = agent or ScriptedAgent()
-    return open_service(Settings(data_dir=tmp_path, **settings), agent), agent
+    return FlatService(open_service(Settings(data_dir=tmp_path, **settings), agent)), agent
 
 
 def say(svc, uid, text, strategy=None):

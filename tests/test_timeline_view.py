@@ -206,6 +206,7 @@ def test_the_compare_view_names_memories_the_same_way():
         {"theanine": {"text": "Lisbon", "done": True, "trace": trace([chained()], [REFINED])}},
         ["theanine"],
         sessions=SESSIONS,
+        why=see_why.trace_html,
     )
     assert "Session 15 · memory 46" in html and 'id="why-timelines"' not in html
 

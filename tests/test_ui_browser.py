@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.flat_service import FlatService
 from tests.ui_fixtures import PAGE_WAIT, chromium_browser
 
 T = TypeVar("T")
@@ -77,7 +78,12 @@ def test_panels_escape_every_text():
     html = see_why.trace_html(trace) + see_why.trace_html(secom)
     html += panels.status_html(XSS, "error") + panels.banner_html(XSS, True)
     html += compare_view.compare_html(
-        XSS, {"none": {"text": XSS, "error": XSS, "done": True, "trace": trace}}, ["none"], 0, XSS
+        XSS,
+        {"none": {"text": XSS, "error": XSS, "done": True, "trace": trace}},
+        ["none"],
+        0,
+        XSS,
+        why=see_why.trace_html,
     )
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
 
@@ -170,7 +176,7 @@ def test_handlers_turn_failures_into_a_message_and_a_retry(tmp_path):
     from ui.handlers import Handlers
 
     c = components()  # stand-ins for the Gradio components
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1))
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent(fail_replies=1)))
     h = Handlers(svc, c)
     uid = h.load(None)["uid"]  # a fresh id for a new browser
     assert re.fullmatch(r"[A-Za-z0-9_-]{20,64}", uid)

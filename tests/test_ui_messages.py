@@ -12,6 +12,7 @@ from sessions import open_service
 from sessions.users import new_user_id
 from tests import locomo_synth
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 from ui import panels, see_why
 
 RAW = (
@@ -37,7 +38,7 @@ def test_exception_names_and_tracebacks_become_plain_words():
 
 
 def test_the_export_writes_every_date_in_one_format(tmp_path):
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent()))
     uid = new_user_id()
     svc.import_history(uid, json.dumps([locomo_synth.conversation(3)]))
     list(svc.send(uid, "Hello"))

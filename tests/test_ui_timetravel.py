@@ -25,6 +25,7 @@ from sessions.lifecycle import parse_date
 from sessions.recall import memory_history
 from tests.conftest import LOCOMO_SMALL
 from tests.fakes import ScriptedAgent
+from tests.flat_service import FlatService
 from tests.ui_fixtures import PAGE_WAIT, RunningApp, chromium_browser, upload
 
 LOCOMO = LOCOMO_SMALL
@@ -43,7 +44,7 @@ def _history(svc, uid, sessions):
 
 
 def test_history_tags_every_memory_and_link_with_the_session_that_added_it(tmp_path):
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent()))
     uid, other = new_user_id(), new_user_id()
     _history(
         svc,
@@ -72,7 +73,7 @@ def test_history_tags_every_memory_and_link_with_the_session_that_added_it(tmp_p
 def test_the_frame_data_and_the_lists_are_escaped_and_sized_once(tmp_path):
     from ui.timetravel import frame_data, frame_html, step_html
 
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent()))
     uid = new_user_id()
     _history(svc, uid, [(f"2023-05-{d:02d}", [f"{XSS} fact {d}-{i}" for i in range(12)]) for d in range(1, 31)])
     h = memory_history(svc.rooms.memory, svc.user(uid))
@@ -91,7 +92,7 @@ def test_the_frame_data_and_the_lists_are_escaped_and_sized_once(tmp_path):
 def test_every_step_list_is_sent_once_with_only_the_chosen_one_shown(tmp_path):
     from ui.timetravel import exchanges_text, steps_html
 
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent()))
     uid = new_user_id()
     _history(svc, uid, [(f"2023-05-{d:02d}", [f"fact {d}-{i}" for i in range(3)]) for d in range(1, 6)])
     h = memory_history(svc.rooms.memory, svc.user(uid))

@@ -14,10 +14,11 @@ from sessions import new_user_id, open_service
 from sessions.lifecycle import INTERRUPTED
 from sessions.work import Busy, UserWork
 from tests.fakes import WAIT, GatedAgent, ScriptedAgent
+from tests.flat_service import FlatService
 
 
 def test_stop_returns_once_the_cancelled_reply_has_recorded_its_interruption(tmp_path):
-    svc = open_service(Settings(data_dir=tmp_path), ScriptedAgent())
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), ScriptedAgent()))
     uid = new_user_id()
     reply = svc.send(uid, "A question that will be stopped")
     assert next(reply).kind == "stored" and next(reply).kind == "status"  # inside the agent's reply
@@ -79,7 +80,7 @@ def test_background_work_reports_progress_and_its_end_once():
 
 def test_recovery_at_start_leaves_a_user_who_is_building_to_that_build(tmp_path):
     agent = GatedAgent()
-    svc = open_service(Settings(data_dir=tmp_path), agent)
+    svc = FlatService(open_service(Settings(data_dir=tmp_path), agent))
     uid = new_user_id()
     agent.reply_gate.set()
     list(svc.send(uid, "I adopted a puppy."))

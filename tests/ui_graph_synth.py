@@ -1,6 +1,6 @@
 """Synthetic memory graphs for the graph page, and a small local server that shows one render.
 
-`synthetic(n)` makes a THEANINE-shaped graph view (what `SessionService.graph()` returns): `n` memories
+`synthetic(n)` makes a THEANINE-shaped graph view (what the memory room's `graph()` returns): `n` memories
 in sessions of 25, each new memory linked to one or two earlier ones by a relation, plus a trace's
 retrieved memories (anchors and the timelines behind them) and the source turns. `GraphHost` serves the
 graph page (ui/static, or another copy of it) and a host page holding exactly what `graph_html` puts in

@@ -1,9 +1,13 @@
-"""Compare: one message answered by every strategy, a card per strategy with its See why folded under it."""
+"""Compare: one message answered by every strategy, a card per strategy with its See why folded under it.
+
+The See why of a card is drawn by ui.see_why.trace_html, which the caller passes (`why`): the handlers hold
+both, and this module imports only the page's text (ui.html_text).
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from memory.dates import human_date
 from memory.text import plural
@@ -11,7 +15,8 @@ from memory.trace_types import TraceDict
 from sessions.db import CompareReply
 
 from .html_text import STRATEGY_NAMES, esc, plain, seconds
-from .see_why import trace_html
+
+TraceHtml = Callable[..., str]  # ui.see_why.trace_html: (trace, title=, main=, sessions=) -> See why's HTML
 
 
 def _when(ts: float | None) -> str:
@@ -43,8 +48,10 @@ def _recalled_summary(trace: TraceDict | None) -> str:
     return f"What it recalled: {what} · {cost}"
 
 
-def compare_card_html(strategy: str, result: CompareReply, sessions: Mapping[str, str] | None = None) -> str:
-    """One strategy's answer in a full-width card: the reply first, its memory folded under it."""
+def compare_card_html(
+    strategy: str, result: CompareReply, sessions: Mapping[str, str] | None = None, *, why: TraceHtml
+) -> str:
+    """One strategy's answer in a full-width card: the reply first, its memory (`why`) folded under it."""
     name = STRATEGY_NAMES.get(strategy, strategy)
     state = "" if result.get("done") else f' <span class="mc-muted">({esc(result.get("status"))})</span>'
     reply = (
@@ -58,7 +65,7 @@ def compare_card_html(strategy: str, result: CompareReply, sessions: Mapping[str
     if trace:
         body = (
             f'<details class="mc-recalled"><summary>{esc(_recalled_summary(trace))}</summary>'
-            f"{trace_html(trace, title='Why', main=False, sessions=sessions)}</details>"
+            f"{why(trace, title='Why', main=False, sessions=sessions)}</details>"
         )
     return (
         f'<section class="mc-compare" id="compare-{esc(strategy)}" data-strategy="{esc(strategy)}" '
@@ -73,11 +80,14 @@ def compare_html(
     when: float | None = None,
     where: str = "",
     sessions: Mapping[str, str] | None = None,
+    *,
+    why: TraceHtml,
 ) -> str:
     """The whole comparison, one card per strategy stacked at the page's width (one column on a phone).
 
     `results` as sessions.lifecycle.Chat.compare yields it; `when`/`where`: when it ran and in which session,
-    for a comparison shown again after a reload; `sessions` as `trace_html` takes it.
+    for a comparison shown again after a reload; `sessions` as `trace_html` takes it; `why`: ui.see_why's
+    trace_html.
     """
     if not results:
         return ""
@@ -89,5 +99,5 @@ def compare_html(
         f'<h3>Compare: “{esc(words)}”</h3><div class="mc-muted">The same message answered by every strategy on '
         f"the same history; it is not added to the chat.{' · ' + meta if meta else ''}</div>"
     )
-    cards = "".join(compare_card_html(s, results[s], sessions) for s in order if s in results)
+    cards = "".join(compare_card_html(s, results[s], sessions, why=why) for s in order if s in results)
     return f'<div id="compare-panel" class="mc-compare-all" data-done="{1 if done else 0}">{head}{cards}</div>'

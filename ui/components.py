@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+# A value of the Delete dropdown (`Page.memory`) that repairs a damaged stored value instead of naming a
+# memory: repair:<rebuild|drop>:<item> (ui.views makes these choices, ui.data_handlers reads them).
+REPAIR = "repair:"
+
 
 @dataclass(init=False, eq=False)
 class Page:

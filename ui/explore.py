@@ -4,6 +4,7 @@ graph search over every memory. A part of ui.handlers.Handlers (on the shared vi
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import gradio as gr
 
@@ -12,10 +13,12 @@ from memory.settings import COMPARE_COLUMNS
 from memory.text import plural
 from sessions import SessionService, UserKey
 
-from . import compare_view, html_text, panels
+from . import compare_view, html_text, panels, see_why
 from .components import Page
 from .graph_view import find_memories, short_text
-from .views import Views
+
+if TYPE_CHECKING:
+    from .views import Views  # made by ui.handlers.Handlers and passed in
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +39,7 @@ class ExploreHandlers:
                 yield {
                     c.compare_row: gr.update(visible=True),
                     c.compare_view: compare_view.compare_html(
-                        message, results, COMPARE_COLUMNS, where=where, sessions=numbers
+                        message, results, COMPARE_COLUMNS, where=where, sessions=numbers, why=see_why.trace_html
                     ),
                     c.status: panels.status_html("Comparing: every strategy answers (below the chat)…", "busy"),
                 }
@@ -61,6 +64,7 @@ class ExploreHandlers:
             when=last["created_at"],
             where=self.views.session_name(key, last["session_id"]),
             sessions=self.views.session_numbers(key),
+            why=see_why.trace_html,
         )
         return {c.compare_row: gr.update(visible=True), c.compare_view: html}
 

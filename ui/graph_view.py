@@ -22,8 +22,9 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-from memory.dates import human_date
 from sessions.settings import Page
+
+from .html_text import RELATIONS, date_text
 
 # Most recent memories sent to the graph page (GRAPH_MAX_NODES); retrieved and searched-for ones are always
 # added. The page draws this reply's part of them one by one and summarises the rest by session
@@ -76,13 +77,6 @@ def short_text(value, n: int = EVENT_CHARS) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def date_text(value) -> str:
-    """A stored date as the sidebar writes it ("Mon 8 May 2023"; "… until …" for a superseded fact): the one
-    date style of See why and the graph."""
-    t = " ".join(("" if value is None else str(value)).split())
-    return " until ".join(human_date(p) for p in t.split(" until ")) if t else ""
-
-
 def select_nodes(nodes: list[dict], keep_ids: set[str], limit: int = MAX_NODES) -> list[dict]:
     """The most recent `limit` memories (the view lists them oldest first) plus every one in `keep_ids`
     (the retrieved ones, a search's matches)."""
@@ -92,15 +86,6 @@ def select_nodes(nodes: list[dict], keep_ids: set[str], limit: int = MAX_NODES) 
 
 # One sequential scale (older = dark blue, newer = yellow): a session's colour is fixed by its date.
 _STOPS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
-RELATIONS = {
-    "Changed": "#e15759",
-    "Cause": "#f28e2b",
-    "Reason": "#edc948",
-    "HinderedBy": "#b07aa1",
-    "React": "#59a14f",
-    "Want": "#4e79a7",
-    "SameTopic": "#9d9d9d",
-}
 # vis-network options, through pyvis: a seeded layout (the same graph is drawn the same way at every
 # render), physics only until the layout is stable (graph.js then turns it off).
 OPTIONS = {

@@ -36,8 +36,7 @@ from sessions.work import Busy
 from . import html_text, panels, see_why
 from .chat_view import PENDING, as_text, chat_messages, shown_text
 from .components import Page
-from .data_actions import DataActions
-from .data_handlers import DataHandlers
+from .data_handlers import DataActions, DataHandlers
 from .explore import ExploreHandlers
 from .form_fields import FIELD_LABELS, SETTING_FIELDS, field_message
 from .side_handlers import SideHandlers

@@ -1,5 +1,6 @@
 """Text for the page's HTML: escaping, messages without Python's names, and names, dates and
-durations written as the sidebar writes them. Shared by the panels, See why and Compare.
+durations written as the sidebar writes them, with the colour of each relation. Shared by the panels,
+See why, Compare and the graph; it imports nothing of ui/.
 
 Every text that a person typed or an LLM wrote goes through `esc` (html.escape)
 before it reaches the page: gr.HTML inserts its value with innerHTML, where an
@@ -12,8 +13,18 @@ import re
 from collections.abc import Mapping
 from html import escape
 
-from .graph_view import date_text
+from memory.dates import human_date
 
+# The colour of each relation between memories: the graph's arrows and See why's links.
+RELATIONS = {
+    "Changed": "#e15759",
+    "Cause": "#f28e2b",
+    "Reason": "#edc948",
+    "HinderedBy": "#b07aa1",
+    "React": "#59a14f",
+    "Want": "#4e79a7",
+    "SameTopic": "#9d9d9d",
+}
 STRATEGY_NAMES = {
     "theanine": "THEANINE",
     "theanine-paper": "THEANINE, paper settings",
@@ -88,6 +99,13 @@ def memory_name(mid, session_id=None, sessions: Mapping[str, str] | None = None)
         return mid
     n = _MEMORY_NO.search(mid)
     return f"Session {number}" + (f" · memory {n.group(1)}" if n else "")
+
+
+def date_text(value) -> str:
+    """A stored date as the sidebar writes it ("Mon 8 May 2023"; "… until …" for a superseded fact): the one
+    date style of See why and the graph."""
+    t = " ".join(("" if value is None else str(value)).split())
+    return " until ".join(human_date(p) for p in t.split(" until ")) if t else ""
 
 
 def date_html(value) -> str:

@@ -21,7 +21,7 @@ from sessions.work import Busy, Work
 
 from . import html_text, panels, see_why, session_list
 from .chat_view import chat_messages
-from .components import Page
+from .components import REPAIR, Page
 from .form_fields import SETTING_FIELDS, field_message
 from .graph_view import busy_html, graph_html
 
@@ -32,9 +32,6 @@ def needs_retry(rows) -> bool:
     """The last message of the open session has no good reply: its reply failed, or there is none
     (the app stopped while answering). Retry answers it again."""
     return bool(rows) and (rows[-1].status == "error" or rows[-1].role == "user")
-
-
-REPAIR = "repair:"  # a Delete choice that repairs a damaged stored value: repair:<rebuild|drop>:<item>
 
 
 def retrieved_ids(trace: TraceDict | None) -> set[str]:
