@@ -24,14 +24,14 @@ class ChatRoom:
             opts, llm = self.users.choices(key, strategy)
         return self.work.stream(key, "reply", lambda: self.chat.send(key, message, opts, llm))
 
-    def prepare(self, key: UserKey, draft: str) -> int:
+    def prepare(self, key: UserKey, draft: str, strategy: str | None = None) -> int:
         """The person is typing `draft`: the memory for it and its prompt are read into the embedded
         model's cache so that Send waits less (MemoryAgent.prepare). Skipped while a reply of the user
         runs; the tokens read ahead."""
         key = own_key(key)
         if self.running(key):
             return 0
-        opts, llm = self.users.choices(key)
+        opts, llm = self.users.choices(key, strategy)
         return self.chat.prepare(key, draft, opts, llm)
 
     def retry(self, key: UserKey, strategy: str | None = None) -> Iterator[ChatUpdate]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -414,6 +415,31 @@ def test_selecting_an_earlier_reply_shows_its_trace(alice, journey):
     alice.page.locator('#chat [data-testid="bot"]').first.click()
     alice.page.wait_for_selector("#why-timelines li.timeline", timeout=PAGE_WAIT)
     assert alice.page.locator("#why-panel").get_attribute("data-strategy") == "theanine"
+
+
+@pytest.mark.slow
+def test_typing_reads_the_memory_ahead_so_send_reads_only_what_changed(alice, journey, live_app):
+    journey.asked_with_secom()
+    page = alice.page
+
+    def logged() -> int:
+        return live_app.log_path.read_text(errors="replace").count("read ahead:")
+
+    before = logged()
+    box = page.locator("#msg textarea")
+    box.fill("Which trail did we hike together last time?")  # one input event: one read-ahead of the draft
+    deadline = time.monotonic() + REPLY_TIMEOUT / 1000
+    while logged() == before:  # the app logs the count once the draft's prompt is read
+        assert time.monotonic() < deadline, "no read-ahead in the app's log"
+        time.sleep(0.5)
+    n = alice.bots()
+    page.evaluate(WATCH_REPLY)
+    box.press("Enter")
+    page.wait_for_function(REPLY_DONE, arg=n + 1, timeout=REPLY_TIMEOUT)
+    reading = page.locator("#why-reading")
+    tokens, cached = int(reading.get_attribute("data-tokens") or 0), int(reading.get_attribute("data-cached") or 0)
+    assert tokens > 50 and tokens - cached <= 2, (tokens, cached)  # Send read only the last token again
+    assert "already read" in reading.inner_text()
 
 
 @pytest.mark.slow

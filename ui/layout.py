@@ -391,6 +391,10 @@ def _wire(
     for trigger in (c.graph_query.submit, c.graph_find.click):
         trigger(h.explore.find_memory, [c.uid, c.graph_query], [c.graph, c.graph_found], **FAST)
     c.msg.input(None, None, None, js=CLEAR_ON_TYPE_JS, api_visibility="private")
+    # While the person types, the memory for the draft is read ahead (one read-ahead at a time for the
+    # whole server, the latest draft only: the model is one; docs/speed.md).
+    ahead: EventOptions = {**QUIET, "concurrency_limit": 1, "concurrency_id": "read_ahead"}
+    c.msg.input(h.read_ahead, [c.uid, c.msg, c.strategy], None, trigger_mode="always_last", **ahead)
     c.chatbot.select(h.select, [c.uid, c.msg_ids], [c.why, c.graph, c.status], **FAST)
     c.strategy.input(h.set_strategy, [c.uid, c.strategy], [c.session_header, c.status], **FAST)
     c.sessions.input(h.side.view_session, [c.uid, c.sessions], [*view, c.status], **FAST)

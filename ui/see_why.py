@@ -542,6 +542,15 @@ def _cost_parts(trace: TraceDict, at: Callable[[str], str]) -> list[str]:
         for c in calls
         if c.get("reasoning")
     ]
+    counts = trace.get("counts") or {}
+    if tokens := int(counts.get("prompt_tokens") or 0):
+        cached = int(counts.get("prompt_tokens_cached") or 0)
+        out.append(
+            f'<p{at("why-reading")} data-tokens="{tokens}" data-cached="{cached}">The reply\'s prompt held '
+            f"{tokens:,} tokens; the model read {tokens - cached:,} of them for this reply"
+            + (f" ({cached:,} already read: the earlier turns, or read ahead while you typed)" if cached else "")
+            + ".</p>"
+        )
     timings = trace.get("timings") or {}
     if timings:
         parts = " · ".join(f"{esc(k)} {seconds(v)}" for k, v in timings.items())
