@@ -428,11 +428,14 @@ def test_typing_reads_the_memory_ahead_so_send_reads_only_what_changed(alice, jo
     before = logged()
     box = page.locator("#msg textarea")
     deadline = time.monotonic() + REPLY_TIMEOUT / 1000
-    # Each fill is one input event: one read-ahead of the draft (skipped while the reply before is
-    # still being stored, so typed again until the app logs that it read the draft's prompt).
+    # The last key typed is one input event (Gradio's input event follows keys, not a filled value): one
+    # read-ahead of the draft, skipped while the reply before is still being stored, so typed again
+    # until the app logs that it read the draft's prompt.
+    text = "Which trail did we hike together last time?"
     while logged() == before:
         assert time.monotonic() < deadline, "no read-ahead in the app's log"
-        box.fill("Which trail did we hike together last time?")
+        box.fill(text[:-1])
+        box.press_sequentially(text[-1])
         for _ in range(20):
             time.sleep(0.5)
             if logged() > before:

@@ -232,8 +232,8 @@ class Handlers:
         try:
             if n := self.rooms.chat.prepare(self.views.key(uid), str(draft), strategy):
                 log.info("read ahead: %d prompt tokens", n)  # a count only: never what was typed
-        except Exception:
-            log.debug("read-ahead failed", exc_info=True)
+        except Exception as e:  # the reply reads its prompt itself
+            log.warning("read-ahead failed: %s", type(e).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
 
     def retry(self, uid, strategy):
         def start(key: UserKey):
