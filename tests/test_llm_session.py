@@ -80,7 +80,7 @@ def test_bundled_models_and_llm_steps_from_the_environment():
     from memory.settings import Settings
 
     s = Settings.from_env({})
-    assert s.llm.bundled_model == "qwen0.5b" and s.llm.is_bundled and not s.llm_steps_for()
+    assert s.llm.bundled_model == "qwen1.5b" and s.llm.is_bundled and not s.llm_steps_for()
     assert s.segmenter == "embedding"
     assert Settings.from_env({"LLM_EMBEDDED_MODEL": "gemma3"}).llm.bundled_model == "gemma3"
     on = Settings.from_env({"MEMORY_LLM_STEPS": "on"})
