@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from memory.reply_prompts import is_refusal
+from memory.settings import Settings
 from tests.timetravel_bench import shrink_png
 from tests.ui_fixtures import RunningApp, chromium_browser
 
@@ -172,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     browser = next(browsers)
     with tempfile.TemporaryDirectory() as tmp:
         # app.py at its defaults; ui_fixtures picks the fastest model for tests, so name the default back.
-        app = RunningApp(Path(tmp) / "data", Path(tmp) / "app.log", LLM_EMBEDDED_MODEL="qwen0.5b")
+        model = Settings.from_env({}).llm.bundled_model
+        app = RunningApp(Path(tmp) / "data", Path(tmp) / "app.log", LLM_EMBEDDED_MODEL=model)
         log(f"app.py answered at {app.url} after {app.started_in:.0f} s")
         try:
             ctx = browser.new_context(viewport={"width": 1400, "height": 900})
