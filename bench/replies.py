@@ -309,13 +309,8 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--strategies", type=str_list, default=None, help="theanine, secom, none (default: the installed one)"
     )
-    p.add_argument(
-        "--read-ahead",
-        choices=("", "half", "whole"),
-        default="",
-        help="read ahead before each Send as the page does while the person types: the message's first half or "
-        "the whole message (default: none; docs/speed.md)",
-    )
+    ahead = "read ahead before each Send as the page does while one types: half the message or all of it"
+    p.add_argument("--read-ahead", choices=("", "half", "whole"), default="", help=ahead + " (default: none)")
     p.add_argument("--label", default="", help="the run's name in the table (default: the output file's stem)")
     p.add_argument("--against", default="", help="an earlier run's JSON: paired per-question differences")
     a = p.parse_args(argv)

@@ -95,13 +95,17 @@ class LlamaCppChat:
         """(prompt tokens of a reply to `messages`, how many of them llama.cpp has already evaluated):
         it keeps the previous call's tokens and evaluates only what follows their longest common prefix."""
         tokens = self._prompt_tokens(messages)
-        done = self.llm._input_ids.tolist()
-        cached = 0
-        for a, b in zip(done, tokens, strict=False):
+        return len(tokens), self._kept(tokens)
+
+    def _kept(self, tokens: list[int]) -> int:
+        """How many of `tokens` llama.cpp keeps from what it read last: their common prefix, but the last
+        token, which it evaluates again (Llama.generate)."""
+        kept = 0
+        for a, b in zip(self.llm._input_ids.tolist(), tokens, strict=False):
             if a != b:
                 break
-            cached += 1
-        return len(tokens), min(cached, max(0, len(tokens) - 1))  # the last token is evaluated again
+            kept += 1
+        return min(kept, max(0, len(tokens) - 1))
 
     def prefill(self, messages: list[dict]) -> int:
         """Read `messages` into llama.cpp's cache ahead of the reply to them, while the person is still
@@ -112,13 +116,7 @@ class LlamaCppChat:
             return 0
         try:
             tokens = self._prompt_tokens(messages)
-            done = self.llm._input_ids.tolist()
-            keep = 0
-            for a, b in zip(done, tokens, strict=False):
-                if a != b:
-                    break
-                keep += 1
-            keep = min(keep, len(tokens) - 1)  # as generate does: the last token is evaluated again
+            keep = self._kept(tokens)
             self.llm.n_tokens = keep  # what follows the common prefix is dropped by eval
             for i in range(keep, len(tokens), READ_AHEAD_STEP):
                 if self._reply_waiting.is_set():
