@@ -7,58 +7,33 @@ the page.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 
 from memory.answer_use import marked
-from memory.dates import parse as parse_date
 from memory.text import plural
 from memory.trace_types import AnswerSource, ChainMemory, RetrievedMemory, Segment, StaleValue, Timeline, TraceDict
 
-from .html_text import RELATIONS, STRATEGY_NAMES, date_html, esc, memory_name, plain, seconds, segment_title
-
-_DETAIL = re.compile(r"^(?P<head>[^(]{8,}?) \((?P<detail>.+)\)(?P<tail>[;,.][^()]*)?$")
-NOTICE_CHARS = 130
-
-
-def notice_html(text) -> str:
-    """A trace's notice on one line; a long one's detail (the parenthesised cause, or the rest) folded."""
-    t = plain(text)
-    if len(t) <= NOTICE_CHARS:
-        return f'<div class="mc-notice">ℹ {esc(t)}</div>'
-    m = _DETAIL.match(t)
-    head = (m["head"] + (m["tail"] or "")).strip() if m else t[: NOTICE_CHARS - 1] + "…"
-    if len(head) > NOTICE_CHARS:
-        head = head[: NOTICE_CHARS - 1] + "…"
-    return f'<details class="mc-notice"><summary>ℹ {esc(head)}</summary><div>{esc(t)}</div></details>'
+from .html_text import (
+    ANSWER_STYLE,
+    CHAIN_CSS,
+    RELATIONS,
+    STRATEGY_NAMES,
+    date_html,
+    esc,
+    memory_name,
+    notice_html,
+    num,
+    plain,
+    score_text,
+    seconds,
+    segment_title,
+    table_html,
+    timeline_pieces,
+)
 
 
 def _key_label(segment: Segment) -> str:
     return "compressed key" if segment.get("compressed", True) else "key (not compressed: the original text)"
-
-
-def _table(headers: list[str], rows: list[list], cls: str) -> str:
-    """A table whose cells carry their column's name (data-label): on a phone each row is a card."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td data-label="{esc(h)}">{esc(c)}</td>' for h, c in zip(headers, r, strict=False)) + "</tr>"
-        for r in rows
-    )
-    return f'<table class="mc-table {cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def _num(x) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return float("-inf")
-
-
-def _score(x) -> str:
-    try:
-        return f"{float(x):.3f}"
-    except (TypeError, ValueError):
-        return "" if x is None else str(x)
 
 
 def trace_html(
@@ -108,13 +83,6 @@ def trace_html(
 # value a later memory replaced. The trace records it (memory.answer_use, at the end of each reply); this
 # draws it, every text escaped.
 Name = Callable[[object, object], str]  # (memory id, session id) -> its name as the sidebar numbers sessions
-ANSWER_STYLE = (
-    "<style>"
-    ".mc-answer q{quotes:'“' '”'}"
-    ".mc-answer mark{background:#fff1a8;padding:0 1px}"
-    ".mc-answer .mc-also{font-size:.9em}"
-    "</style>"
-)
 
 
 def _line_html(text: str, shared: list[str]) -> str:
@@ -230,29 +198,6 @@ def _theanine_parts(trace: TraceDict, at: Callable[[str], str], sessions: Mappin
     return out
 
 
-# The chain's look (gr.HTML keeps a <style> it is given). Stacked memories joined by labelled arrows; the
-# refined text beside the chain on a wide panel, under it on a narrow one (each column at least 200 px).
-CHAIN_CSS = (
-    "<style>"
-    ".mc-tl{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:flex-start}"
-    ".mc-tl>div{flex:1 1 200px;min-width:0}"
-    ".mc-tl-note{font-size:.8em;color:#666;margin:2px 0}"
-    ".mc-chain{display:flex;flex-direction:column;margin-top:2px}"
-    ".mc-node{border:1px solid #7b8494;border-radius:6px;padding:2px 6px;font-size:.9em}"
-    ".mc-node.mc-anchor{border:2px solid #d62728}"
-    ".mc-node.mc-unused{border-style:dashed;opacity:.55}"
-    ".mc-node.mc-history{border-style:dotted}"
-    ".mc-meta{font-size:.8em;color:#666}"
-    ".mc-star{color:#d62728}"
-    ".mc-cut{font-size:.8em;font-style:italic;color:#8a5300}"
-    ".mc-link{margin-left:12px;padding:1px 0 1px 8px;border-left:3px solid #9d9d9d;font-size:.8em;color:#333}"
-    ".mc-link.mc-off{border-left-style:dashed;opacity:.55}"
-    ".mc-tl .mc-refined{border-left:3px solid #1d4f91;padding-left:8px}"
-    "</style>"
-)
-_PIECE = re.compile(r"(?:^|(?<=\]\s))(?:-\((?P<rel>[A-Za-z]+)\)-\s)?(?:(?P<tag>now|history|before):\s)?\[")
-
-
 def _known_memories(mems: list[RetrievedMemory]) -> dict[str, RetrievedMemory]:
     """The memories a trace names, by id: the retrieved ones and those that superseded them."""
     known: dict[str, RetrievedMemory] = {}
@@ -278,7 +223,7 @@ def _memory_table(mems: list[RetrievedMemory], sessions: Mapping[str, str] | Non
             f"{esc(memory_name(m.get('id'), m.get('session_id'), sessions))}</td>",
             f'<td data-label="event">{esc(m.get("event"))}</td>',
             f'<td data-label="date">{date_html(m.get("time"))}</td>',
-            f'<td data-label="score">{esc(_score(m.get("score")))}</td>',
+            f'<td data-label="score">{esc(score_text(m.get("score")))}</td>',
         ]
         return out if once else [*out, f'<td data-label="made">{esc(m.get("built_by", ""))}</td>']
 
@@ -286,26 +231,6 @@ def _memory_table(mems: list[RetrievedMemory], sessions: Mapping[str, str] | Non
     head = "".join(f"<th>{h}</th>" for h in cols)
     note = f'<p class="mc-muted mc-made">Made: {esc(next(iter(made)))}</p>' if once and mems and made != {""} else ""
     return f'{note}<table class="mc-table mc-mem"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
-
-
-def _pieces(text: str) -> list[dict[str, str]]:
-    """A raw timeline's text ("[time: event] -(Cause)- [time: event]", with "now: [...]" on a memory that
-    replaced earlier ones and "history: [...]" or "before: [...]" on those) cut into its memories; []
-    when it does not read so."""
-    found = list(_PIECE.finditer(text))
-    if not found or found[0].start() != 0:
-        return []
-    out = []
-    for i, m in enumerate(found):
-        body = text[m.end() : found[i + 1].start() if i + 1 < len(found) else len(text)].rstrip()
-        body = body[:-1] if body.endswith("]") else body
-        when, sep, event = body.partition(": ")
-        if not (sep and all(parse_date(p) for p in when.split(" until "))):
-            when, event = "", body
-        out.append(
-            {"rel": m.group("rel") or "", "tag": m.group("tag") or "", "body": body, "time": when, "event": event}
-        )
-    return out
 
 
 def _chain(t: Timeline, known: Mapping[str, RetrievedMemory]) -> list[ChainMemory]:
@@ -338,7 +263,7 @@ def _chain(t: Timeline, known: Mapping[str, RetrievedMemory]) -> list[ChainMemor
             )
         # Memories given with the timeline but not on its path: earlier versions of the anchor (history).
         extra = [n for n in nodes if n not in seen]
-        told = [p for p in _pieces(str(t.get("text") or "")) if p["tag"] in ("history", "before")]
+        told = [p for p in timeline_pieces(str(t.get("text") or "")) if p["tag"] in ("history", "before")]
         for j, nid in enumerate(extra):
             m = known.get(nid) or (told[j] if j < len(told) else {"event": nid})
             out.append(
@@ -354,7 +279,7 @@ def _chain(t: Timeline, known: Mapping[str, RetrievedMemory]) -> list[ChainMemor
                 }
             )
         return out
-    pieces = _pieces(str(t.get("text") or ""))
+    pieces = timeline_pieces(str(t.get("text") or ""))
     head = pieces[0] if pieces and pieces[0]["tag"] == "now" else None
     run = pieces[1:] if head else pieces
     keys = list(nodes)
@@ -500,7 +425,7 @@ def _timeline_html(
 
 def _secom_parts(trace: TraceDict, at: Callable[[str], str]) -> list[str]:
     """Retrieved segments: date, score, summary, the key retrieval read, the original text."""
-    segs = sorted(trace.get("segments") or [], key=lambda s: -_num(s.get("score")))  # best first
+    segs = sorted(trace.get("segments") or [], key=lambda s: -num(s.get("score")))  # best first
     out = [f"<section{at('why-segments')}><h5>Retrieved segments ({len(segs)}, best score first)</h5>"]
     if not segs:
         out.append('<p class="mc-muted">No segment retrieved (nothing stored yet?).</p>')
@@ -509,7 +434,7 @@ def _secom_parts(trace: TraceDict, at: Callable[[str], str]) -> list[str]:
         for s in segs:
             out.append(
                 f'<li class="segment" data-id="{esc(s.get("id"))}"><div><b>{date_html(s.get("date"))}</b> · '
-                f"score {esc(_score(s.get('score')))} · {esc(segment_title(s))}</div>"
+                f"score {esc(score_text(s.get('score')))} · {esc(segment_title(s))}</div>"
                 f'<div class="mc-key"><b>{_key_label(s)}:</b> {esc(s.get("key"))}</div>'
                 f'<details><summary>original text</summary><div class="mc-text">{esc(s.get("text"))}</div>'
                 "</details></li>"
@@ -535,7 +460,7 @@ def _cost_parts(trace: TraceDict, at: Callable[[str], str]) -> list[str]:
     ]
     headers = ["purpose", "prompt tok", "completion tok", "time", "status", "detail"]
     out = [f"<section{at('why-cost')}><h5>LLM calls</h5>"]
-    out.append(_table(headers, rows, "mc-calls") if calls else '<p class="mc-muted">No LLM call.</p>')
+    out.append(table_html(headers, rows, "mc-calls") if calls else '<p class="mc-muted">No LLM call.</p>')
     out += [  # a reasoning model's thinking: never in the reply, here folded
         f'<details class="mc-reasoning"><summary>the model\'s reasoning ({esc(c.get("purpose"))})</summary>'
         f'<div class="mc-text">{esc(c["reasoning"])}</div></details>'
