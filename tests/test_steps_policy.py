@@ -22,7 +22,7 @@ from memory.theanine import prompts
 from tests.fakes import MemoryStore, ScriptedLLM
 from tests.test_secom_strategy import S1, S2
 
-BUNDLED = LLMConfig()  # the default: the bundled Qwen 0.5B
+BUNDLED = LLMConfig()  # the default bundled model
 ENDPOINT = LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1")
 
 # A long session, as an import of a LoCoMo conversation brings (39 turns, like conv-26 session 8).
@@ -61,11 +61,12 @@ def test_a_long_session_stays_offline_on_every_bundled_model():
 
 def test_a_size_list_gives_its_plan_up_to_its_size_and_nothing_beyond(monkeypatch):
     scored = StepPlan(relations="score", reason="measured")
-    monkeypatch.setitem(steps_policy.AUTO, "qwen0.5b", (steps_policy.Measured(10, scored),))
+    monkeypatch.setitem(steps_policy.AUTO, BUNDLED.bundled_model, (steps_policy.Measured(10, scored),))
     assert plan_for(Settings(), BUNDLED, 5) == scored and plan_for(Settings(), BUNDLED, 10) == scored
     beyond = plan_for(Settings(), BUNDLED, 11)
     assert not beyond.any and "11 turns" in beyond.reason and "import" in beyond.reason
-    assert not plan_for(Settings(), LLMConfig(bundled_model="qwen1.5b"), 5).any  # another model: not measured
+    other = "qwen0.5b" if BUNDLED.bundled_model != "qwen0.5b" else "qwen1.5b"
+    assert not plan_for(Settings(), LLMConfig(bundled_model=other), 5).any  # another model: not measured
 
 
 def test_on_off_and_the_callers_choice_still_force_every_step_or_none():
