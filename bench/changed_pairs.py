@@ -50,7 +50,7 @@ from .common import parser, progress
 PAIRS_FILE = Path(__file__).with_name("changed_pairs.json")
 DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo" / "locomo_dev.json"
 MODES = ("offline", "llm-score", "llm")
-SOURCES = ("locomo", "chats", "chats-heldout")
+SOURCES = ("locomo", "chats", "chats-heldout", "chats-heldout2", "chats-heldout3")
 
 
 def conversation_memories(sessions: list[SessionRecord]) -> list[Memory]:

@@ -106,6 +106,29 @@ def test_a_changed_fact_is_current_first_with_its_history_kept(moved):
         assert hit["superseded_by"]["id"] == lisbon  # what See why shows
 
 
+def test_offline_a_stated_change_reaches_the_fact_beyond_its_nearest_memories(tmp_path, chroma_store, minilm):
+    """The change does not share words with the old job, and closer distractors fill its j nearest: the
+    offline close still links it, reading every earlier memory of that subject (and nothing else)."""
+    tm = TheanineMemory(chroma_store, minilm, tmp_path, UserLocks())
+    distractors = [
+        "My friend Paul just got hired at Vantara.",
+        "My brother left his old company last spring.",
+        "My colleague Maria joined a startup as a team lead.",
+        "The team lead at my gym is really strict.",
+    ]
+    for s in (
+        sess("s1", "2023-01-14", "My job at Brightwave keeps me busy with quarterly reports."),
+        sess("s2", "2023-03-20", *distractors),
+        sess("s3", "2023-04-14", "I left my old company and joined Tessaro as a team lead."),
+    ):
+        tm.build("u1", s, None, Options(j=2), Trace("close"))
+    g = tm.graph("u1")
+    old = next(m.id for m in g.memories() if "Brightwave" in m.event)
+    new = next(m.id for m in g.memories() if "Tessaro" in m.event)
+    assert g.superseded_by(old) == new and g.found_by(old, new) == "rule"
+    assert [m.id for m in g.memories() if g.superseded_by(m.id) is not None] == [old]
+
+
 def test_recall_as_of_a_session_or_date_sees_the_memory_as_it_stood(moved):
     for as_of in ("2023-02-10", {"s1", "s2"}):
         sessions = as_of if isinstance(as_of, set) else moved.sessions_as_of("u1", as_of)

@@ -95,7 +95,9 @@ _CHANGE: dict[str, re.Pattern[str]] = {
     k: re.compile(v)
     for k, v in {
         "job": (
-            r"\bnew (?:job|position|career)\b|\b(?:changed|changing|switched|switching) (?:jobs|careers|my job|"
+            r"\bnew (?:job|position|career)\b|\bhanded in (?:my|our) notice\b|\bmade redundant\b|\b(?:my|our) last "
+            r"(?:day|shift|week) (?:at|with)\b|\bretirement party\b|\blet go from\b|"
+            r"\b(?:changed|changing|switched|switching) (?:jobs|careers|my job|"
             r"my career|companies|employers)\b|\b(?:quit|left|lost|resigned from) (?:my|the|that) (?:old )?"
             r"(?:job|position|company|work)\b|\b(?:got|took|landed|accepted|found|started) (?:a|the|my|this) (?:new )?"
             r"(?:full-time |part-time )?(?:job|position)\b(?! offer| interview)|\b(?:got|was|been) "
@@ -108,16 +110,27 @@ _CHANGE: dict[str, re.Pattern[str]] = {
         ),
         "home": (
             r"\bmoved (?:to|into|in|out|back|away|house|abroad|here|there|cities|countries)\b|\brelocated\b|"
+            r"\bsince (?:relocating|moving)\b|\bsigned (?:a|the) lease\b|\bclosed on (?:a|the|our|my) (?:new )?"
+            r"(?:house|home|flat|apartment|place|condo)\b|"
             r"\bnew (?:apartment|flat|house|home|place)\b|\b(?:bought|rented|renting) (?:a|an|our|my) (?:new )?"
             r"(?:house|home|flat|apartment|place)\b|\bliv(?:e|ing) [^.;]{0,40}\bnow\b|"
             rf"\bnow liv(?:e|ing)\b|\bno longer live|\bdon't live (?:in|at|there|with)\b.{{0,40}}{_ANYMORE}"
         ),
         "relationship": (
-            r"\bbroke up\b|\bsplit up\b|\b(?:got|getting|am|are|i'm|we're) (?:now )?(?:married|engaged|"
+            r"\bbroke up\b|\bsplit up\b|\bcalled off (?:the|our|my) (?:engagement|wedding)\b|\bremarried\b|"
+            r"\bdivorce (?:papers|is final|was finali[sz]ed|came through|went through)\b|"
+            r"\b(?:got|getting|am|are|i'm|we're) (?:now )?(?:married|engaged|"
             r"divorced|separated)\b|\bdivorced\b|\bnew (?:partner|boyfriend|girlfriend|husband|wife)\b|"
             r"\b(?:started|am|i'm|now) dating\b|\bseeing someone (?:new|else)?\b|\bsingle "
             r"(?:now|again)\b|\bno longer (?:together|dating|married|seeing)\b|\bnot (?:together|dating|married)"
             rf" {_ANYMORE}"
+        ),
+        # school: "I graduated", "dropped out of uni", "finished my degree"
+        "school": (
+            r"\bgraduated\b|\bgraduation was\b|\b(?:degree|master's|masters|course|program|programme|phd) "
+            r"(?:is|was) (?:finally )?(?:over|done|finished)\b|\bdropped out\b|\bfinished (?:my )?(?:degree|studies|"
+            r"school|university|uni|college|phd|"
+            r"masters?)\b|\bno longer (?:a student|at (?:school|university|uni|college))\b"
         ),
     }.items()
 }
@@ -125,25 +138,32 @@ _CHANGE: dict[str, re.Pattern[str]] = {
 _SUBJECT: dict[str, re.Pattern[str]] = {
     "job": re.compile(
         r"\b(?:i|i'm|i've|we|we're)\b[^.;,]{0,20}\bwork(?:s|ed|ing)?\b(?: \w+){0,2} (?:as|at|for|in)\b|"
-        r"\bi (?:teach|nurse|manage|run) \w+|\bmy (?:new |old |current "
+        r"\bi (?:teach|nurse|manage|run) \w+|\b(?:i've been|i'm|i am) teaching\b|\bmy (?:new |old |current "
         r"|first )?(?:job|career|work at|position|employer|company|boss)\b|\bjob (?:as|at)\b|\bemployed\b|"
         r"\b(?:got|was|been) (?:hired|promoted)\b|\b(?:i'm|i am|i was|been|as|became) an? (?:\w+ )?"
         rf"(?:{_ROLE_ALT})\b"
     ),
     "home": re.compile(
         r"\bliv(?:e|es|ed|ing) (?:in|at|near|with|on)\b|\bmoved\b|\brelocated\b|\b(?:rent|renting|own|share|"
-        r"sharing) (?:a|an|my|our|the) (?:\w+ )?(?:flat|apartment|house|home|place|room|studio)\b|\b(?:my|our|new|old) "
-        r"(?:apartment|flat|house|home|place|neighbou?rhood)\b"
+        r"sharing) (?:a|an|my|our|the) (?:[\w-]+ )?(?:flat|apartment|house|home|place|room|studio)\b|"
+        r"\b(?:my|our|new|old) (?:apartment|flat|house|home|place|neighbou?rhood)\b"
     ),
     "relationship": re.compile(
         r"\b(?:my|a|our) (?:\w+ )?(?:partner|boyfriend|girlfriend|husband|wife|fianc[ée]e?|spouse)\b|\b(?:married|"
-        r"marriage|engaged|dating|relationship|single)\b"
+        r"marriage|engaged|dating|relationship|single|divorced|separated|widowed)\b"
+    ),
+    "school": re.compile(
+        r"\b(?:a|an) (?:\w+ )?(?:student|pupil|undergrad|undergraduate|postgrad)\b|"
+        r"\bi(?:'m| am) (?:studying|in (?:my )?(?:first|second|third|final|last) year)\b|\bi study\b|"
+        r"\bmy (?:degree|studies|course|classes|phd)\b"
     ),
 }
 # A habit stopped ("quit smoking", "don't drink anymore") or started ("took up running", "vegan now").
 _HABIT_ALT = "|".join(sorted(HABITS))
 _HABIT_STOP = re.compile(
     rf"\b(?:quit|stopped|gave up|given up|cut out|kicked|no longer) (?:\w+ )?(?:{_HABIT_ALT})\b|"
+    rf"\b(?:haven't|have not|hasn't) (?:had (?:a |any )?|touched (?:a |any )?)?(?:{_HABIT_ALT}|smoked)\b"
+    r"[^.;]{0,20}\b(?:in|since|for)\b|\b(?:cigarette|smoke|alcohol|sugar|caffeine|meat)-free\b|"
     rf"\b(?:don't|do not|not|never) (?:\w+ )?(?:{_HABIT_ALT})\b.{{0,30}}{_ANYMORE}|\bswitched from (?:{_HABIT_ALT})\b"
 )
 _HABIT_START = re.compile(
@@ -155,11 +175,11 @@ _VEG_START = re.compile(
 )
 # The same habit under its forms ("smoking", "smoker", "cigarettes" -> "smoke").
 _HABIT_ROOT = {
-    **dict.fromkeys(["smoke", "smoking", "smoker", "cigarettes", "vape", "vaping"], "smoke"),
+    **dict.fromkeys(["smoke", "smoked", "smoking", "smoker", "cigarette", "cigarettes", "vape", "vaping"], "smoke"),
     **dict.fromkeys(["drink", "drinking", "alcohol", "sober"], "drink"),
     **dict.fromkeys(["vegan", "vegetarian", "meat"], "meat"),
     **dict.fromkeys(["coffee", "caffeine"], "coffee"),
-    **dict.fromkeys(["running", "jogging"], "run"),
+    **dict.fromkeys(["run", "running", "jogging"], "run"),
     **dict.fromkeys(["meditation", "meditating"], "meditate"),
     **dict.fromkeys(["gym", "workout", "exercising"], "gym"),
 }
@@ -167,7 +187,7 @@ _HABIT_ROOT = {
 _HEDGE = re.compile(
     r"\b(?:will|would|could|should|might|hope|hoping|wish|want|wants|wanna|gonna|(?:i'm|i am|we're|we are) going "
     r"to|plan|plans|planning|"
-    r"if|maybe|perhaps|may|thinking (?:of|about)|considering)\b|'ll\b|'d\b"
+    r"if|maybe|perhaps|(?<!in )(?<!of )may|thinking (?:of|about)|considering)\b|'ll\b|'d\b"
 )
 _DENIED = re.compile(
     r"\b(?:didn't|did not|haven't|have not|hasn't|never|won't|not yet) (?:\w+ )?(?:move|moved|quit|change|changed|"
@@ -183,8 +203,8 @@ _RETOLD_AS = {
     "relocating": "relocated",
     "changing": "changed",
 }
-_STATUS = re.compile(r"\b(?:married|engaged|divorced|separated|broke up|split up)\b")
-_ENDED = re.compile(rf"{_ANYMORE}|\bno longer\b|\bnot\b|n't\b|\bleft\b|\bquit\b|\bout of\b|\bex\b")
+_STATUS = re.compile(r"\b(?:married|remarried|engaged|divorced|separated|broke up|split up|called off)\b")
+_ENDED = re.compile(rf"{_ANYMORE}|\bno longer\b|\bnot\b|n't\b|\bleft\b|\bquit\b|\bout of\b|\bex\b|\bcalled off\b")
 # A change that ends something (told again as an end, it is the same change: "Lost my job" -> "Losing my job
 # was hard"; an end after a start is a new change: "I'm enjoying my new job" -> "I lost my job").
 _ENDING = re.compile(
@@ -196,12 +216,32 @@ _ENDING = re.compile(
 _THIRD_PERSON = frozenset(["he", "she", "they", "his", "her", "their", "he's", "she's", "they've"])
 
 
+# A chat message that drops its "I": "Switched to tea and haven't touched coffee since.", "Finally sold the car."
+_DROPPED_I = re.compile(r"[a-z]+ed|quit|left|sold|got|had|went|took|gave|made|began|became|spent|cut")
+_NOT_A_VERB = frozenset(["need", "red", "bed", "shed", "seed", "feed", "speed", "weed", "bread", "led"])
+_OPENERS = frozenset(["just", "finally", "also", "so", "today", "yesterday"])
+
+
+def _says_i(toks: list[str]) -> bool:
+    """The sentence speaks in the first person, or opens with a past verb whose "I" was dropped."""
+    low = [t.lower() for t in toks]
+    if _FIRST_PERSON & set(low):
+        return True
+    verb = low[1:2] if low[:1] and low[0] in _OPENERS else low[:1]
+    return bool(verb) and verb[0] not in _NOT_A_VERB and bool(_DROPPED_I.fullmatch(verb[0]))
+
+
+def _denied(low: str) -> bool:
+    """The sentence denies a change, said by the speaker: "I didn't move"; not "he didn't get along"."""
+    return any(not (set(re.findall(r"[a-z']+", low[: m.start()])[-1:]) & _THIRD_PERSON) for m in _DENIED.finditer(low))
+
+
 def _lower(text: str) -> str:
     return text.lower().replace("’", "'")
 
 
 def _habit_roots(text: str) -> set[str]:
-    return {_HABIT_ROOT.get(w, w) for w in re.findall(r"[a-z]+", text) if w in HABITS}
+    return {_HABIT_ROOT.get(w, w) for w in re.findall(r"[a-z]+", text) if w in HABITS or w in _HABIT_ROOT}
 
 
 def _said_of(low: str, at: int, others: frozenset[str]) -> bool:
@@ -216,7 +256,7 @@ def stated_changes(text: str, as_said: bool = True, others: frozenset[str] = fro
     not as a plan, a wish, or denied (False: any mention, "after losing my job" too); a change said of
     one of `others` (names in the sentence) or of "he"/"she" is not the speaker's."""
     low = _lower(text)
-    if as_said and (_HEDGE.search(low) or _DENIED.search(low)):
+    if as_said and (_HEDGE.search(low) or _denied(low)):
         return set()
     if not as_said:
         low = _RETOLD.sub(lambda m: _RETOLD_AS[m.group(1)], low)
@@ -249,18 +289,18 @@ def stated_change(old: Memory, new: Memory) -> str | None:
     if not old.speaker or old.speaker != new.speaker:
         return None
     a, b = _tokens(_body(old)), _tokens(_body(new))
-    la, lb = {t.lower() for t in a}, {t.lower() for t in b}
-    if not (_FIRST_PERSON & la and _FIRST_PERSON & lb) or _about_someone_else(a) or _about_someone_else(b):
+    la = {t.lower() for t in a}
+    if not (_FIRST_PERSON & la and _says_i(b)) or _about_someone_else(a) or _about_someone_else(b):
         return None
     low_a, low_b = _lower(_body(old)), _lower(_body(new))
     names = frozenset(t.lower() for i, t in enumerate(b) if i and t[0].isupper() and t.lower() not in _FIRST_PERSON)
     subjects = stated_changes(low_b, others=names)
-    if not subjects or _DENIED.search(low_a):  # "I didn't get the job at the bank." holds no job to change
+    if not subjects or _denied(low_a):  # "I didn't get the job at the bank." holds no job to change
         return None
     va = {t.lower() for i, t in enumerate(a) if _is_value(t, i == 0)}
     vb = {t.lower() for i, t in enumerate(b) if _is_value(t, i == 0)}
     restated = bool(vb) and vb <= va and not _ENDED.search(low_b)  # the same value again
-    for subject in ("job", "home", "relationship", "habit"):
+    for subject in ("job", "home", "relationship", "school", "habit"):
         if subject not in subjects or (restated and not (subject == "relationship" and _STATUS.search(low_b))):
             continue  # (marrying the partner one was dating changes the status, not the value)
         if subject == "habit":
@@ -314,8 +354,8 @@ def _same_speaker_first_person(old: Memory, new: Memory, new_first_person: bool 
     if not old.speaker or old.speaker != new.speaker:
         return False
     a, b = _tokens(_body(old)), _tokens(_body(new))
-    la, lb = {t.lower() for t in a}, {t.lower() for t in b}
-    if not _FIRST_PERSON & la or (new_first_person and not _FIRST_PERSON & lb):
+    la = {t.lower() for t in a}
+    if not _FIRST_PERSON & la or (new_first_person and not _says_i(b)):
         return False
     return not (_about_someone_else(a) or _about_someone_else(b))
 
@@ -327,16 +367,24 @@ def change_of(old: Memory, new: Memory) -> str | None:
     if not _same_speaker_first_person(old, new, new_first_person=False):
         return None
     low_a, low_b = _lower(_body(old)), _lower(_body(new))
-    if _HEDGE.search(low_b) or _DENIED.search(low_b) or _DENIED.search(low_a):
+    if _HEDGE.search(low_b) or _denied(low_b) or _denied(low_a):
         return None
     first_person = _same_speaker_first_person(old, new)
-    if not first_person and _OTHER_PERSON.search(low_b):
-        return None  # "She moved to Lyon.": not the speaker's fact
+    if not first_person and _OTHER_PERSON.search(low_b) and not replaced.ended(low_a, low_b, first_person=False):
+        return None  # "She moved to Lyon.": not the speaker's fact ("Kiwi died, he was 20." ends the speaker's Kiwi)
     if first_person and (subject := stated_change(old, new)) is not None:
         return subject
     if replaced.ended(low_a, low_b, first_person):
         return "ended"
     return "replaced" if replaced.replaced_slot(low_a, low_b) else None
+
+
+def changed_facts(new: Memory, earlier: Sequence[Memory]) -> list[Memory]:
+    """The earlier memories whose fact `new` states a change of (job, home, relationship, school, habit),
+    by the rule above; [] at once when `new` states no such change."""
+    if not stated_changes(_lower(_body(new))):
+        return []
+    return [m for m in earlier if stated_change(m, new) is not None and change_of(m, new) is not None]
 
 
 class ChangeRule:

@@ -25,7 +25,7 @@ from ..llm import LLMSession
 from ..llm.window import calls_that_fit
 from ..records import SessionRecord
 from ..trace import Trace
-from . import prompts
+from . import changes, prompts
 from .changes import ChangeRule
 from .extract import extract_memories, is_assistant, is_promise
 from .graph import Memory, MemoryGraph
@@ -61,6 +61,24 @@ def _for_step(llm: LLMSession | None, step: str) -> LLMSession | None:
     if llm is None or plan is None:
         return llm
     return llm if (plan.summary if step == "summary" else bool(plan.relations)) else None
+
+
+def stated_change_candidates(
+    graph: MemoryGraph, new: list[Memory], cands: list[Candidate], llm: LLMSession | None
+) -> list[Candidate]:
+    """Offline only: a memory that states a change ("I quit my job", "we moved to Lyon") paired with every
+    earlier memory of another session whose fact it changes, not only with its j nearest. A person says
+    "I left my old company" in other words than "My job at Brightwave keeps me busy", so the old fact is
+    often not among the nearest; the rule (memory.theanine.changes) is precise enough to read them all
+    (docs/knowledge_update.md). With an LLM labelling relations, the candidates stay the paper's j nearest."""
+    if _for_step(llm, "relations") is not None:
+        return []
+    have = {(c.new_id, c.old_id) for c in cands}
+    out = []
+    for m in new:
+        earlier = [o for o in graph.memories() if o.session_id != m.session_id and _in_time_order(o, m)]
+        out += [Candidate(m.id, o.id, 0.0) for o in changes.changed_facts(m, earlier) if (m.id, o.id) not in have]
+    return out
 
 
 def _relation_mode(llm: LLMSession) -> str:

@@ -30,12 +30,15 @@ father parents cousin aunt uncle neighbour neighbor boss manager family
 _PEOPLE = frozenset(_PEOPLE_WORDS.split())
 _END = (
     r"(?:quit|left|lost|sold|gave up(?: on)?|given up(?: on)?|stopped|rehomed?|re-homed?|moved out of|broke up with|"
-    r"split up with|switched from|changed from|moved (?:[\w'-]+ ){0,2}from|(?:got|was|been) (?:laid off|fired|let go) "
+    r"split up with|switched from|ditched|(?:tapered|came|come|got|went) (?:me )?off|"
+    r"changed from|moved (?:[\w'-]+ ){0,2}from|(?:got|was|been) (?:laid off|fired|let go) "
     r"from|resigned from|retired from|dropped out of|dropped|cancell?ed|closed|got rid of|gave away)"
 )
-_END_OBJECT = re.compile(rf"\b{_END} ((?:[\w'-]+ ){{0,3}}[\w'-]+)")
+_END_OBJECT = re.compile(
+    rf"\b{_END} ((?:[\w'-]+ ){{0,3}}[\w'-]+)|\b(?:gave|given|put) ((?:[\w'-]+ ){{0,2}}[\w'-]+) (?:away|down)\b"
+)
 _END_SUBJECT = re.compile(
-    r"\b([\w'-]+) (?:passed away|died|is gone|has gone|ran away|was put down)\b|"
+    r"\b([\w'-]+) (?:passed away|died|is gone|has gone|ran away|was put down|didn't make it|did not make it)\b|"
     r"\b([\w'-]+) and (?:i|me) (?:broke up|split up|separated|got divorced|are getting divorced|are divorced)\b"
 )
 _NOT_NOW = re.compile(
@@ -43,6 +46,7 @@ _NOT_NOW = re.compile(
     r"\b(?:i|we|i'm|we're) no longer\b"
 )
 _NEGATED = re.compile(r"\b(?:not|never|no longer)\b|n't\b")
+_CLAUSE = re.compile(r"[,;]|\b(?:and|but)\b")
 
 _SLOT_OPEN = re.compile(r"\b(?:my|our) ((?:[\w'-]+ ){0,2}[\w'-]+)")
 _VERBS_WORDS = "ends starts died lives loves likes keeps makes gets goes looks works says helps needs"
@@ -52,7 +56,12 @@ _AGE_OLD = re.compile(r"\b(?:i'm|i am) (\d{1,2})(?: years old)?\b(?! ?(?:%|minut
 _AGE_NEW = re.compile(r"\bi (?:just )?turned (\d{1,2})\b|\b(?:i'm|i am) (\d{1,2}) now\b")
 
 
+# A thing and the word for having it: "I cancelled my membership" ends "I'm a member of the gym".
+_SAME_THING = {"membership": "member", "subscription": "subscriber"}
+
+
 def _stem(w: str) -> str:
+    w = _SAME_THING.get(w, w)
     return w[:-1] if w.endswith("s") and not w.endswith("ss") and len(w) > 3 else w
 
 
@@ -65,17 +74,19 @@ def _ends(text: str, as_subject_only: bool = False) -> set[str]:
     out = {_stem(n) for m in _END_SUBJECT.finditer(text) for n in m.groups() if n} - _GENERIC
     if as_subject_only:
         return out
-    out |= {t for m in _END_OBJECT.finditer(text) for t in _things(m.group(1))}
+    out |= {t for m in _END_OBJECT.finditer(text) for t in _things(m.group(1) or m.group(2))}
     if _NOT_NOW.search(text):
         out |= _things(text)
     return out
 
 
 def ended(old: str, new: str, first_person: bool = True) -> bool:
-    """The newer sentence ends a thing the older one states (and the older one is no end of it itself).
-    Without `first_person` (the newer one says no "I"), only a thing named as the subject counts."""
+    """The newer sentence ends a thing the older one states (and the older one is no end of it itself; a
+    thing it states in a negated clause it does not hold: "I'm not allergic to X"). Without `first_person`
+    (the newer one says no "I"), only a thing named as the subject counts."""
     ends = _ends(new, as_subject_only=not first_person)
-    return bool(ends & _things(old)) and not (_ends(old) & ends) and not _NEGATED.search(old)
+    held = set().union(*(_things(c) for c in _CLAUSE.split(old) if not _NEGATED.search(c)))
+    return bool(ends & held) and not (_ends(old) & ends)
 
 
 def _slot_nouns(text: str) -> set[str]:

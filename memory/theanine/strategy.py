@@ -156,6 +156,7 @@ class TheanineMemory:
             self.store.delete(user_id, KIND, where={"session_id": session_id})  # leftovers of a crashed run
             vecs = self.embedder.embed([m.event for m in mems]) if mems else np.zeros((0, 1))
             cands = self._candidates(graph, user_id, session_id, mems, vecs, options.j)
+            cands += linking.stated_change_candidates(graph, mems, cands, llm)  # offline: every earlier fact
         with trace.timed("theanine_relations"):
             # Offline, Changed is labelled by the text rule of memory.theanine.changes.
             labels = linking.classify(
