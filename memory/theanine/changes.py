@@ -18,15 +18,19 @@ A shared topic with a cue word is not enough: until issue 44 a pair with a cue (
 ("I chill out when I do yoga." -> "I've been into yoga lately."). Precision and recall on pairs a
 person labelled (`python -m bench changed_pairs`): docs/knowledge_update.md.
 
-A pair is also Changed when the newer memory *states* a change of job, home, relationship or habit
-and the older one states a fact of that same subject (`stated_change`, no embedding needed):
+A pair is also Changed when the newer memory *states* a change of job, home, relationship, school or
+habit and the older one states a fact of that same subject (`stated_change`, no embedding needed;
+offline, such a memory is checked against every earlier memory: `linking.stated_change_candidates`):
 
 * the newer one says so in so many words, in the first person and not as a plan or a wish ("I might
-  move", "I want a new job", "I didn't quit"): job: "new job", "changed jobs", "quit/left/lost my
-  job", "got hired/promoted", "retired", "I now work as ...", "work at ... now", "not a teacher
-  anymore", "no longer work"; home: "moved to/out/back", "relocated", "a new flat/house", "live in
-  ... now", "no longer live"; relationship: "broke up", "split up", "got married/engaged/divorced",
-  "a new partner/boyfriend", "started dating", "single now", "not together anymore"; habit: "quit /
+  move", "I want a new job", "I didn't quit"; a message may drop its "I": "Sold the car"): job: "new
+  job", "changed jobs", "quit/left/lost my job", "handed in my notice", "made redundant", "my last
+  shift at", "got hired/promoted", "retired", "I now work as ...", "work at ... now", "not a teacher
+  anymore", "no longer work"; home: "moved to/out/back", "relocated", "a new flat/house", "signed a
+  lease", "live in ... now", "no longer live"; relationship: "broke up", "split up", "got married/
+  engaged/divorced", "remarried", "called off the engagement", "a new partner/boyfriend", "started
+  dating", "single now", "not together anymore"; school: "graduated", "dropped out", "finished my
+  degree"; habit: "quit /
   stopped / gave up smoking", "don't drink anymore" (a stop) or "started running", "took up yoga",
   "vegan now" (a start);
 * the older one states a fact of that subject (job: "work as/at/for", "my job", a role such as "a
