@@ -48,7 +48,7 @@ offline, such a memory is checked against every earlier memory: `linking.stated_
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from . import replaced
 from .extract import HABITS, ROLES, content_words
@@ -383,9 +383,9 @@ def change_of(old: Memory, new: Memory) -> str | None:
     return "replaced" if replaced.replaced_slot(low_a, low_b) else None
 
 
-def changed_facts(new: Memory, earlier: Sequence[Memory]) -> list[Memory]:
+def changed_facts(new: Memory, earlier: Iterable[Memory]) -> list[Memory]:
     """The earlier memories whose fact `new` states a change of (job, home, relationship, school, habit),
-    by the rule above; [] at once when `new` states no such change."""
+    by the rule above; [] without reading `earlier` when `new` states no such change."""
     if not stated_changes(_lower(_body(new))):
         return []
     return [m for m in earlier if stated_change(m, new) is not None and change_of(m, new) is not None]

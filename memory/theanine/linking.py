@@ -76,7 +76,7 @@ def stated_change_candidates(
     have = {(c.new_id, c.old_id) for c in cands}
     out = []
     for m in new:
-        earlier = [o for o in graph.memories() if o.session_id != m.session_id and _in_time_order(o, m)]
+        earlier = (o for o in graph.memories() if o.session_id != m.session_id and _in_time_order(o, m))
         out += [Candidate(m.id, o.id, 0.0) for o in changes.changed_facts(m, earlier) if (m.id, o.id) not in have]
     return out
 
