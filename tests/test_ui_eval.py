@@ -159,7 +159,8 @@ def test_the_tab_shows_the_clis_figures(browser, app, small, cli, tmp_path):
     assert "Evaluated" in _status(page), _status(page)
 
     # The plot (the figure of bench's plots) and the recall table: the CLI's figures.
-    assert page.locator("#eval-plot img").first.is_visible()
+    # (the status and table come with the run's end; the plot's image is drawn a moment after them)
+    page.locator("#eval-plot img").first.wait_for(state="visible", timeout=PAGE_WAIT)
     assert page.locator("#eval-bars img").first.is_visible()
     shown = _recall_table(page)
     want = {(r["strategy"], r["budget"]): format(r["recall"], ".4f") for r in cli["results"]}
