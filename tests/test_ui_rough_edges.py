@@ -221,16 +221,18 @@ def test_evaluate_estimates_from_the_pace_and_its_table_fits(browser, app, eval_
     after = min(60.0, took / 2)
     late = [(t, eta) for t, eta in samples if t >= after and took - t > 10]
     assert late, (took, samples)
-    # Counted down since the first estimate: between two progress steps it may hold still (a 33 s idle run
-    # showed 16 s for five seconds), so the late figures are compared with the run's first one.
-    # (0 is "no estimate yet": the first progress step, before any pace was measured).
-    first = next(eta for _, eta in samples if eta > 0)
+    # Counted down: between two progress steps it may hold still (a 33 s idle run showed 16 s for five
+    # seconds), and the first estimate comes from the first question's pace, which may be faster than
+    # the rest (a 41 s CI run showed 14 s, then up to 33 s, then down to 20 s), so the late figures are
+    # compared with the highest estimate shown before them. (0 is "no estimate yet": the first progress
+    # step, before any pace was measured.)
+    early = [eta for t, eta in samples if t < after and eta > 0] or [next(eta for _, eta in samples if eta > 0)]
     # Beside other jobs the pace changes as the load does (a 344 s CI run showed 0 late on, a 377 s one rose
     # from 11 s to 49 s): an estimate is still shown after the first minute; on an idle machine it also
-    # counts down below the first one.
+    # counts down below the highest one shown before.
     assert any(eta > 0 for _, eta in late), (round(took), samples)
     if took < 120:
-        assert late[-1][1] < first, (round(took), samples)
+        assert late[-1][1] < max(early), (round(took), samples)
     # The per-question table fits its box, at 1400 and at 400 px.
     page.wait_for_selector("#eval-questions table", timeout=PAGE_WAIT)
     fit = table_fits(page)
