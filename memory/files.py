@@ -1,11 +1,14 @@
-"""Files that are never seen half-written: the one atomic-write helper."""
+"""Files that are never seen half-written (the one atomic-write helper), and scratch folders gone at exit."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -52,3 +55,11 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> P
 def atomic_write_json(path: str | Path, obj) -> Path:
     """`obj` as indented UTF-8 JSON, written atomically (benchmark and evaluation results)."""
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A private temporary folder that is removed when the process exits (a long-lived server, or the
+    test suite's hundreds of app instances, would otherwise leave one behind per start)."""
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    return d

@@ -30,7 +30,7 @@ from memory.evaluation import agent_run
 from memory.evaluation.conversations import Conversation, load_samples
 from memory.evaluation.scoring import CATEGORY_NAMES as SCORED_NAMES
 from memory.evaluation.spec import AGENT_METHODS, DEFAULT_RETRIEVERS, MIN_BUDGET, SUMMARISERS, RunSpec
-from memory.files import atomic_write_json
+from memory.files import atomic_write_json, scratch_dir
 from memory.settings import Settings
 
 from .db import UserError
@@ -261,7 +261,7 @@ class Evaluations:
         self._runs: dict[str, EvalRun] = {}  # the latest run of each user
         self._done: dict[str, EvalRun] = {}  # the latest run of each user that has results
         self._lock = threading.Lock()
-        self._dir = Path(tempfile.mkdtemp(prefix="memory-eval-"))
+        self._dir: Path | None = None  # made at the first finished run, removed at exit
 
     @property
     def llm_available(self) -> bool:
@@ -312,6 +312,9 @@ class Evaluations:
     def _run(self, user_id: str, run: EvalRun, req: EvalRequest) -> None:
         try:
             result = self.pool.run(lambda p: self._bench(req, p), run.progress)
+            with self._lock:
+                if self._dir is None:
+                    self._dir = scratch_dir("memory-eval-")
             folder = Path(tempfile.mkdtemp(prefix="run-", dir=self._dir))  # never named from user input
             run.path = atomic_write_json(folder / "locomo_evaluation.json", result)
             run.result = result

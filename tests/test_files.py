@@ -1,6 +1,9 @@
-"""memory.files: the one atomic-write helper."""
+"""memory.files: the one atomic-write helper, and scratch folders gone at exit."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +34,20 @@ def _umask() -> int:
     old = os.umask(0)
     os.umask(old)
     return old
+
+
+def test_scratch_folders_are_gone_when_the_process_exits(tmp_path):
+    # The graph page's folder and a scratch folder with a file in it, made by a process that then exits.
+    code = (
+        "from memory.files import scratch_dir\n"
+        "from ui.graph_view import static_dir\n"
+        "d = scratch_dir('memory-test-')\n"
+        "(d / 'x.json').write_text('{}')\n"
+        "print(d)\n"
+        "print(static_dir())\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    made = [Path(line) for line in out.stdout.split()]
+    assert len(made) == 2 and all(p.parent == tmp_path for p in made)
+    assert not any(p.exists() for p in made)

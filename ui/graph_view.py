@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tempfile
 import threading
 from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
+from memory.files import scratch_dir
 from sessions.settings import Page
 
 from .html_text import RELATIONS, date_text
@@ -57,7 +57,7 @@ def static_dir() -> Path:
     global _static_dir
     with _static_lock:
         if _static_dir is None:
-            d = Path(tempfile.mkdtemp(prefix="memory-chat-graph-"))
+            d = scratch_dir("memory-chat-graph-")
             for f in STATIC_SRC.iterdir():
                 if f.is_file():
                     shutil.copy(f, d / f.name)
