@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from memory.errors import InvalidSetting
+from memory.files import remove_scratch_dirs_on_sigterm
 
 # The app's settings live in sessions/settings.py (`python -m sessions` reads them too); named here as well.
 from sessions.settings import AppSettings, listens_publicly, llm_change_allowed, load_dotenv_file
@@ -148,6 +149,7 @@ def main() -> None:
         handler.addFilter(RedactSecrets())
     logging.getLogger("mcp").setLevel(logging.WARNING)  # the MCP server logs every request at INFO
     load_env()
+    remove_scratch_dirs_on_sigterm()  # a server stopped by SIGTERM leaves no scratch folder behind
     try:  # before ui/ is imported: it takes its defaults (GRAPH_MAX_NODES) from the checked environment
         settings = AppSettings.from_env()
         demo = build(settings)

@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -61,5 +62,28 @@ def scratch_dir(prefix: str) -> Path:
     """A private temporary folder that is removed when the process exits (a long-lived server, or the
     test suite's hundreds of app instances, would otherwise leave one behind per start)."""
     d = Path(tempfile.mkdtemp(prefix=prefix))
-    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    _scratch.append(d)
     return d
+
+
+_scratch: list[Path] = []
+
+
+@atexit.register
+def remove_scratch_dirs() -> None:
+    """Remove every folder scratch_dir made (at a normal exit, and on SIGTERM: see below)."""
+    while _scratch:
+        shutil.rmtree(_scratch.pop(), ignore_errors=True)
+
+
+def remove_scratch_dirs_on_sigterm() -> None:
+    """SIGTERM (systemd, docker stop, a supervisor) ends Python without atexit: remove the scratch
+    folders first, then die of the signal as before (no graceful shutdown that could wait on a memory
+    build). Call from the main thread."""
+
+    def on_term(signum: int, frame: object) -> None:
+        remove_scratch_dirs()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_term)

@@ -1,6 +1,7 @@
 """memory.files: the one atomic-write helper, and scratch folders gone at exit."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,24 @@ def test_scratch_folders_are_gone_when_the_process_exits(tmp_path):
     made = [Path(line) for line in out.stdout.split()]
     assert len(made) == 2 and all(p.parent == tmp_path for p in made)
     assert not any(p.exists() for p in made)
+
+
+def test_scratch_folders_are_gone_when_the_process_is_stopped_by_sigterm(tmp_path):
+    # As app.py's main() sets it up; SIGTERM alone would end Python without running atexit.
+    code = (
+        "import sys, time\n"
+        "from memory.files import scratch_dir, remove_scratch_dirs_on_sigterm\n"
+        "remove_scratch_dirs_on_sigterm()\n"
+        "d = scratch_dir('memory-test-')\n"
+        "(d / 'x.json').write_text('{}')\n"
+        "print(d, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    made = Path(proc.stdout.readline().strip())
+    assert made.parent == tmp_path and made.exists()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == -signal.SIGTERM  # it still dies of the signal, at once
+    assert not made.exists()

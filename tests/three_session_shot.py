@@ -2,7 +2,7 @@
 
     python -m tests.three_session_shot [--out docs/img]
 
-Starts app.py at its defaults (the bundled Qwen 0.5B model, no key, a temporary MEMORY_DATA_DIR, a free
+Starts app.py at its defaults (the bundled reply model, no key, a temporary MEMORY_DATA_DIR, a free
 port) and, in headless Chromium at 1400x900, chats like a person: session 1 (learning the cello, a
 teacher), End session and build its memory, Start next session, session 2 (the neighbour, a practice
 mute, now a nurse), end and build again, then session 3 asks two questions about the earlier sessions.
